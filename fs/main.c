@@ -1,0 +1,279 @@
+/*
+ * fs/main.c — gguffs: mount a GGUF model file as a directory tree.
+ *
+ *   gguffs [options] MODEL.gguf MOUNTPOINT
+ *
+ * The model is opened and validated before anything is mounted: a bad file
+ * is refused with one line on stderr and a non-zero exit.  Then the mount
+ * is made, the process daemonizes (unless -f) and the parent returns once
+ * the mount is in place.
+ */
+#include "fs.h"
+
+#include "gguf/info.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef GGUFFS_VERSION
+#define GGUFFS_VERSION "0.0.0"
+#endif
+
+struct ggfs g_fs;
+
+struct options {
+    char *model;
+    char *cache_size;
+    unsigned threads;
+    int ro;
+    int dump;
+};
+
+enum { KEY_RO, KEY_DUMP };
+
+static const struct fuse_opt opt_spec[] = {
+    { "cache_size=%s", offsetof(struct options, cache_size), 0 },
+    { "threads=%u", offsetof(struct options, threads), 0 },
+    FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("--dump", KEY_DUMP),
+    FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    struct options *o = data;
+    (void)outargs;
+    switch (key) {
+    case KEY_RO:
+        o->ro = 1;
+        return 1;              /* keep: the kernel mount is read-only too */
+    case KEY_DUMP:
+        o->dump = 1;
+        return 0;
+    case FUSE_OPT_KEY_NONOPT:
+        if (!o->model) {
+            o->model = strdup(arg);
+            return 0;
+        }
+        return 1;              /* the mount point, for fuse_parse_cmdline */
+    }
+    return 1;
+}
+
+static void usage(const char *prog)
+{
+    printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
+           "       %s --dump MODEL.gguf      print the info summary and exit\n\n"
+           "Mounts a GGUF model file as a directory tree:\n"
+           "  info                   summary of header, keys and tensors\n"
+           "  meta/KEY               one text file per metadata key\n"
+           "  tensors/NAME/raw       the tensor's bytes as stored\n"
+           "  tensors/NAME/type      ggml type name\n"
+           "  tensors/NAME/shape     shape in numpy order\n\n"
+           "gguffs options:\n"
+           "  -o ro                  never write MODEL.gguf\n"
+           "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes)\n"
+           "  -o threads=N           dequantization workers\n"
+           "  -h, --help             this help\n"
+           "  -V, --version          print the version\n\n"
+           "Unmount with: fusermount3 -u MOUNTPOINT\n\n"
+           "FUSE options:\n", prog, prog);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+}
+
+/* "-ofsname=PATH" with the commas and backslashes of PATH escaped. */
+static char *fsname_opt(const char *path)
+{
+    size_t n = strlen(path);
+    char *s = malloc(2 * n + 16), *p = s;
+    if (!s)
+        return NULL;
+    p += sprintf(p, "-ofsname=");
+    for (; *path; path++) {
+        if (*path == ',' || *path == '\\')
+            *p++ = '\\';
+        *p++ = *path;
+    }
+    *p = '\0';
+    return s;
+}
+
+/* "512M" -> bytes; false on anything else. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno || *end || v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+static int refuse(const char *model, const struct gguf_diag *d)
+{
+    if (d->offset != UINT64_MAX)
+        fprintf(stderr, "gguffs: %s: %s (at byte offset %llu)\n", model, d->msg,
+                (unsigned long long)d->offset);
+    else
+        fprintf(stderr, "gguffs: %s: %s\n", model, d->msg);
+    return 1;
+}
+
+static int dump(const char *model)
+{
+    struct gguf_file *gf;
+    struct gguf_diag d;
+    if (gguf_open(model, &gf, &d) != GGUF_OK)
+        return refuse(model, &d);
+    struct gguf_buf b = { 0 };
+    enum gguf_err e = gguf_info_render(gf, model, &b);
+    if (e == GGUF_OK)
+        fwrite(b.data, 1, b.len, stdout);
+    gguf_buf_free(&b);
+    gguf_close(gf);
+    return e == GGUF_OK ? 0 : 1;
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct options o = { 0 };
+    struct fuse_cmdline_opts copts = { 0 };
+    int ret = 1;
+
+    if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) != 0)
+        return 1;
+    if (fuse_parse_cmdline(&args, &copts) != 0) {
+        fprintf(stderr, "gguffs: bad arguments (see gguffs --help)\n");
+        return 1;
+    }
+    if (copts.show_help) {
+        usage(argv[0]);
+        ret = 0;
+        goto out_args;
+    }
+    if (copts.show_version) {
+        printf("gguffs %s (libfuse %s)\n", GGUFFS_VERSION, fuse_pkgversion());
+        ret = 0;
+        goto out_args;
+    }
+    if (o.dump) {
+        if (!o.model) {
+            fprintf(stderr, "gguffs: --dump needs MODEL.gguf\n");
+            goto out_args;
+        }
+        ret = dump(o.model);
+        goto out_args;
+    }
+    if (!o.model || !copts.mountpoint) {
+        fprintf(stderr, "usage: gguffs [options] MODEL.gguf MOUNTPOINT (see --help)\n");
+        goto out_args;
+    }
+    uint64_t cache_bytes = 0;
+    if (o.cache_size && !parse_size(o.cache_size, &cache_bytes)) {
+        fprintf(stderr, "gguffs: cache_size=%s: not a size (bytes, with an "
+                "optional K, M or G suffix)\n", o.cache_size);
+        goto out_args;
+    }
+    (void)cache_bytes;   /* takes effect with the f32 views */
+
+    struct stat mst;
+    if (stat(copts.mountpoint, &mst) != 0) {
+        fprintf(stderr, "gguffs: %s: %s\n", copts.mountpoint, strerror(errno));
+        goto out_args;
+    }
+    if (!S_ISDIR(mst.st_mode)) {
+        fprintf(stderr, "gguffs: %s: not a directory\n", copts.mountpoint);
+        goto out_args;
+    }
+
+    /* Open and validate the model before anything is mounted. */
+    g_fs.model_path = o.model;
+    g_fs.read_only = o.ro;
+    g_fs.timeout = 365.0 * 86400;
+    g_fs.fd = open(o.model, O_RDONLY | O_CLOEXEC);
+    if (g_fs.fd < 0) {
+        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(errno));
+        goto out_args;
+    }
+    struct gguf_diag d;
+    if (gguf_open_fd(g_fs.fd, &g_fs.gf, &d) != GGUF_OK) {
+        refuse(o.model, &d);
+        goto out_fd;
+    }
+    fstat(g_fs.fd, &g_fs.model_st);
+    int e = ggfs_tree_init(&g_fs);
+    if (e) {
+        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));
+        goto out_tree;
+    }
+
+    char *fsname = fsname_opt(o.model);
+    if (!fsname || fuse_opt_add_arg(&args, fsname) != 0 ||
+        fuse_opt_add_arg(&args, "-osubtype=gguffs") != 0 ||
+        fuse_opt_add_arg(&args, "-odefault_permissions") != 0) {
+        free(fsname);
+        fprintf(stderr, "gguffs: out of memory\n");
+        goto out_tree;
+    }
+    free(fsname);
+
+    struct fuse_session *se = fuse_session_new(&args, &ggfs_ops, sizeof ggfs_ops, NULL);
+    if (!se)
+        goto out_tree;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_session;
+    if (fuse_session_mount(se, copts.mountpoint) != 0) {
+        fprintf(stderr, "gguffs: %s: cannot mount\n", copts.mountpoint);
+        goto out_signals;
+    }
+    /* The mount exists now: requests queue until the loop runs, so the
+     * parent may return. */
+    fuse_daemonize(copts.foreground);
+
+    if (copts.singlethread) {
+        ret = fuse_session_loop(se);
+    } else {
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_clone_fd(cfg, copts.clone_fd);
+        if (copts.max_idle_threads <= 100000)      /* UINT_MAX: not given */
+            fuse_loop_cfg_set_idle_threads(cfg, copts.max_idle_threads);
+        if (copts.max_threads > 0 && copts.max_threads <= 100000)
+            fuse_loop_cfg_set_max_threads(cfg, copts.max_threads);
+        ret = fuse_session_loop_mt(se, cfg);
+        fuse_loop_cfg_destroy(cfg);
+    }
+    ret = ret != 0;
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_session:
+    fuse_session_destroy(se);
+out_tree:
+    ggfs_tree_free(&g_fs);
+    gguf_close(g_fs.gf);
+out_fd:
+    close(g_fs.fd);
+out_args:
+    free(copts.mountpoint);
+    free(o.model);
+    free(o.cache_size);
+    fuse_opt_free_args(&args);
+    return ret;
+}

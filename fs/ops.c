@@ -1,0 +1,540 @@
+/*
+ * fs/ops.c — the FUSE low-level handlers.  Every handler ends in exactly one
+ * fuse_reply_*.  The tree is immutable (see fs.h), so nothing here locks.
+ */
+#include "fs.h"
+
+#include "gguf/names.h"
+#include "gguf/types.h"
+#include "gguf/value.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define XATTR_TYPE "user.gguf.type"
+
+/* ---- inode classification ---------------------------------------------- */
+
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR };
+
+struct node {
+    enum kind kind;
+    uint64_t idx;            /* key or tensor index */
+    enum tensor_file tf;     /* for K_TENSOR */
+};
+
+static bool tensor_has(enum tensor_file tf, const struct gguf_tensor *t)
+{
+    (void)t;
+    return tf != TF_F32;     /* f32 views arrive with the dequantization work */
+}
+
+static struct node classify(fuse_ino_t ino)
+{
+    struct node n = { K_NONE, 0, TF_DIR };
+    const struct gguf_file *gf = g_fs.gf;
+    switch (ino) {
+    case INO_ROOT: n.kind = K_ROOT; return n;
+    case INO_INFO: n.kind = K_INFO; return n;
+    case INO_META: n.kind = K_META; return n;
+    case INO_TENSORS: n.kind = K_TENSORS; return n;
+    }
+    if (ino >= KV_BASE && ino - KV_BASE < gf->n_kv) {
+        n.kind = K_KV;
+        n.idx = ino - KV_BASE;
+    } else if (ino >= g_fs.tensor_base &&
+               (ino - g_fs.tensor_base) / TENSOR_STRIDE < gf->n_tensors) {
+        uint64_t rel = ino - g_fs.tensor_base;
+        n.idx = rel / TENSOR_STRIDE;
+        n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
+        if (n.tf < TF_COUNT && tensor_has(n.tf, &gf->tensors[n.idx]))
+            n.kind = K_TENSOR;
+    }
+    return n;
+}
+
+static fuse_ino_t tensor_ino(uint64_t idx, enum tensor_file tf)
+{
+    return g_fs.tensor_base + idx * TENSOR_STRIDE + tf;
+}
+
+/* ---- file contents ------------------------------------------------------ */
+
+/* The rendered value of key i, rendered on first use and kept. */
+static const struct text *kv_text(uint64_t i)
+{
+    struct text *t = atomic_load_explicit(&g_fs.kv_text[i], memory_order_acquire);
+    if (t)
+        return t;
+    struct gguf_buf b = { 0 };
+    if (gguf_render_kv(g_fs.gf, &g_fs.gf->kv[i], &b) != GGUF_OK) {
+        gguf_buf_free(&b);
+        return NULL;
+    }
+    t = malloc(sizeof *t);
+    if (!t) {
+        gguf_buf_free(&b);
+        return NULL;
+    }
+    t->data = b.data;
+    t->len = b.len;
+    struct text *expected = NULL;
+    if (!atomic_compare_exchange_strong(&g_fs.kv_text[i], &expected, t)) {
+        free(t->data);       /* another thread won the race: use its copy */
+        free(t);
+        t = expected;
+    }
+    return t;
+}
+
+static const char *tensor_small_text(uint64_t idx, enum tensor_file tf,
+                                     char *buf, size_t cap, size_t *len)
+{
+    const struct gguf_tensor *t = &g_fs.gf->tensors[idx];
+    size_t n = 0;
+    if (tf == TF_TYPE) {
+        n = (size_t)snprintf(buf, cap, "%s\n", ggml_type_name_of(t->type));
+    } else {
+        /* numpy order: ne reversed */
+        buf[0] = '\0';
+        for (unsigned d = t->n_dims; d-- > 0;)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%llu", n ? " " : "",
+                                  (unsigned long long)t->ne[d]);
+        n += (size_t)snprintf(buf + n, cap - n, "\n");
+    }
+    *len = n;
+    return buf;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+static void fill_common(struct stat *st, fuse_ino_t ino)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_uid = g_fs.model_st.st_uid;
+    st->st_gid = g_fs.model_st.st_gid;
+    st->st_atim = g_fs.model_st.st_atim;
+    st->st_mtim = g_fs.model_st.st_mtim;
+    st->st_ctim = g_fs.model_st.st_ctim;
+    st->st_blksize = 1 << 20;
+}
+
+static int stat_node(fuse_ino_t ino, struct stat *st)
+{
+    struct node n = classify(ino);
+    fill_common(st, ino);
+    const struct gguf_file *gf = g_fs.gf;
+    switch (n.kind) {
+    case K_NONE:
+        return ENOENT;
+    case K_ROOT:
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 4;
+        break;
+    case K_META:
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        break;
+    case K_TENSORS:
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2 + (gf->n_tensors < 1u << 30 ? gf->n_tensors : 1u << 30);
+        break;
+    case K_INFO:
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)g_fs.info.len;
+        break;
+    case K_KV: {
+        const struct text *t = kv_text(n.idx);
+        if (!t)
+            return ENOMEM;
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)t->len;
+        break;
+    }
+    case K_TENSOR: {
+        const struct gguf_tensor *t = &gf->tensors[n.idx];
+        st->st_nlink = 1;
+        st->st_mode = S_IFREG | 0444;
+        if (n.tf == TF_DIR) {
+            st->st_mode = S_IFDIR | 0555;
+            st->st_nlink = 2;
+        } else if (n.tf == TF_RAW) {
+            st->st_size = (off_t)t->nbytes;
+        } else if (n.tf == TF_F32) {
+            st->st_size = (off_t)(t->n_elems * 4);
+        } else {
+            char buf[160];
+            size_t len;
+            tensor_small_text(n.idx, n.tf, buf, sizeof buf, &len);
+            st->st_size = (off_t)len;
+        }
+        break;
+    }
+    }
+    st->st_blocks = (st->st_size + 511) / 512;
+    return 0;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino)
+{
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    int err = stat_node(ino, &e.attr);
+    if (err)
+        return (void)fuse_reply_err(req, err);
+    e.ino = ino;
+    e.generation = 1;
+    e.attr_timeout = g_fs.timeout;
+    e.entry_timeout = g_fs.timeout;
+    fuse_reply_entry(req, &e);
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    /* Let the kernel move raw tensor bytes from the model's fd by splice. */
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+        conn->want |= FUSE_CAP_SPLICE_WRITE;
+    if (conn->capable & FUSE_CAP_SPLICE_MOVE)
+        conn->want |= FUSE_CAP_SPLICE_MOVE;
+    /* The largest requests the kernel allows: 1 MiB (FUSE_MAX_MAX_PAGES). */
+    conn->max_write = 1u << 20;
+    conn->max_readahead = conn->max_readahead ? conn->max_readahead : UINT32_MAX;
+    /* Data never changes under a read-only tree: no invalidation on open. */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct node p = classify(parent);
+    int64_t i;
+    switch (p.kind) {
+    case K_ROOT:
+        if (strcmp(name, "info") == 0)
+            return reply_entry(req, INO_INFO);
+        if (strcmp(name, "meta") == 0)
+            return reply_entry(req, INO_META);
+        if (strcmp(name, "tensors") == 0)
+            return reply_entry(req, INO_TENSORS);
+        break;
+    case K_META:
+        if ((i = ntab_find(&g_fs.meta_names, name)) >= 0)
+            return reply_entry(req, KV_BASE + (uint64_t)i);
+        break;
+    case K_TENSORS:
+        if ((i = ntab_find(&g_fs.tensor_names, name)) >= 0)
+            return reply_entry(req, tensor_ino((uint64_t)i, TF_DIR));
+        break;
+    case K_TENSOR:
+        if (p.tf != TF_DIR)
+            return (void)fuse_reply_err(req, ENOTDIR);
+        static const char *const files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape" };
+        for (int f = TF_RAW; f < TF_COUNT; f++)
+            if (strcmp(name, files[f]) == 0 &&
+                tensor_has((enum tensor_file)f, &g_fs.gf->tensors[p.idx]))
+                return reply_entry(req, tensor_ino(p.idx, (enum tensor_file)f));
+        break;
+    case K_NONE:
+        return (void)fuse_reply_err(req, ENOENT);
+    default:
+        return (void)fuse_reply_err(req, ENOTDIR);
+    }
+    /* A negative entry: the name cannot appear while the tree is immutable. */
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.entry_timeout = g_fs.timeout;
+    fuse_reply_entry(req, &e);
+}
+
+static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    int err = stat_node(ino, &st);
+    if (err)
+        return (void)fuse_reply_err(req, err);
+    fuse_reply_attr(req, &st, g_fs.timeout);
+}
+
+/* Adds one directory entry; false when the reply buffer is full. */
+static bool add_dirent(fuse_req_t req, char *buf, size_t cap, size_t *used,
+                       const char *name, fuse_ino_t ino, mode_t mode, off_t next)
+{
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    st.st_ino = ino;
+    st.st_mode = mode;
+    size_t n = fuse_add_direntry(req, buf + *used, cap - *used, name, &st, next);
+    if (n > cap - *used)
+        return false;
+    *used += n;
+    return true;
+}
+
+static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                            off_t off, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct node n = classify(ino);
+    bool dir = n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS ||
+               (n.kind == K_TENSOR && n.tf == TF_DIR);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    if (!dir)
+        return (void)fuse_reply_err(req, ENOTDIR);
+    if (size > 1u << 20)
+        size = 1u << 20;
+    char *buf = malloc(size);
+    if (!buf)
+        return (void)fuse_reply_err(req, ENOMEM);
+    size_t used = 0;
+    /* Entry k (0-based) is followed by offset k+1: "." and ".." are 0 and 1. */
+    uint64_t count;
+    switch (n.kind) {
+    case K_ROOT: count = 3; break;
+    case K_META: count = g_fs.gf->n_kv; break;
+    case K_TENSORS: count = g_fs.gf->n_tensors; break;
+    default: count = TF_COUNT - 1; break;
+    }
+    for (uint64_t k = (uint64_t)off; k < count + 2; k++) {
+        const char *name;
+        fuse_ino_t child;
+        mode_t mode = S_IFREG;
+        if (k == 0) {
+            name = ".", child = ino, mode = S_IFDIR;
+        } else if (k == 1) {
+            name = "..", mode = S_IFDIR;
+            child = n.kind == K_TENSOR ? INO_TENSORS : INO_ROOT;
+        } else {
+            uint64_t e = k - 2;
+            switch (n.kind) {
+            case K_ROOT: {
+                static const char *const names[3] = { "info", "meta", "tensors" };
+                static const fuse_ino_t inos[3] = { INO_INFO, INO_META, INO_TENSORS };
+                name = names[e];
+                child = inos[e];
+                mode = e ? S_IFDIR : S_IFREG;
+                break;
+            }
+            case K_META:
+                name = g_fs.meta_names.names[e];
+                child = KV_BASE + e;
+                break;
+            case K_TENSORS:
+                name = g_fs.tensor_names.names[e];
+                child = tensor_ino(e, TF_DIR);
+                mode = S_IFDIR;
+                break;
+            default: {
+                static const char *const files[TF_COUNT - 1] = { "raw", "f32", "type", "shape" };
+                enum tensor_file tf = (enum tensor_file)(e + 1);
+                if (!tensor_has(tf, &g_fs.gf->tensors[n.idx]))
+                    continue;
+                name = files[e];
+                child = tensor_ino(n.idx, tf);
+                break;
+            }
+            }
+        }
+        if (!add_dirent(req, buf, size, &used, name, child, mode, (off_t)(k + 1)))
+            break;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct node n = classify(ino);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    if (n.kind != K_INFO && n.kind != K_KV && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        return (void)fuse_reply_err(req, EISDIR);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+        /* meta/ edits arrive with the editing work; tensor data is read-only */
+        return (void)fuse_reply_err(req, n.kind == K_KV ? EROFS : EACCES);
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+static void reply_slice(fuse_req_t req, const char *data, size_t len,
+                        size_t size, off_t off)
+{
+    if ((uint64_t)off >= len)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    size_t n = len - (size_t)off < size ? len - (size_t)off : size;
+    fuse_reply_buf(req, data + off, n);
+}
+
+static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct node n = classify(ino);
+    if (off < 0)
+        return (void)fuse_reply_err(req, EINVAL);
+    switch (n.kind) {
+    case K_INFO:
+        return reply_slice(req, g_fs.info.data, g_fs.info.len, size, off);
+    case K_KV: {
+        const struct text *t = kv_text(n.idx);
+        if (!t)
+            return (void)fuse_reply_err(req, ENOMEM);
+        return reply_slice(req, t->data, t->len, size, off);
+    }
+    case K_TENSOR:
+        break;
+    default:
+        return (void)fuse_reply_err(req, EISDIR);
+    }
+    const struct gguf_tensor *t = &g_fs.gf->tensors[n.idx];
+    if (n.tf == TF_TYPE || n.tf == TF_SHAPE) {
+        char buf[160];
+        size_t len;
+        tensor_small_text(n.idx, n.tf, buf, sizeof buf, &len);
+        return reply_slice(req, buf, len, size, off);
+    }
+    if (n.tf != TF_RAW)
+        return (void)fuse_reply_err(req, EIO);
+    if ((uint64_t)off >= t->nbytes)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    if (size > t->nbytes - (uint64_t)off)
+        size = (size_t)(t->nbytes - (uint64_t)off);
+    /* Zero-copy: the kernel splices the bytes from the model's descriptor. */
+    struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+    bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    bv.buf[0].fd = g_fs.fd;
+    bv.buf[0].pos = (off_t)(g_fs.gf->data_off + t->offset + (uint64_t)off);
+    fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void ggfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                             size_t size)
+{
+    struct node n = classify(ino);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    if (n.kind != K_KV || strcmp(name, XATTR_TYPE) != 0)
+        return (void)fuse_reply_err(req, ENODATA);
+    struct gguf_typedesc td;
+    struct gguf_buf b = { 0 };
+    gguf_kv_typedesc(g_fs.gf, &g_fs.gf->kv[n.idx], &td);
+    if (!gguf_typedesc_format(&td, &b)) {
+        gguf_buf_free(&b);
+        return (void)fuse_reply_err(req, ENOMEM);
+    }
+    if (size == 0)
+        fuse_reply_xattr(req, b.len);
+    else if (size < b.len)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, b.data, b.len);
+    gguf_buf_free(&b);
+}
+
+static void ggfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct node n = classify(ino);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    static const char list[] = XATTR_TYPE;     /* with its NUL */
+    size_t len = n.kind == K_KV ? sizeof list : 0;
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (size < len)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, list, len);
+}
+
+static void ggfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs sv;
+    memset(&sv, 0, sizeof sv);
+    sv.f_bsize = 4096;
+    sv.f_frsize = 4096;
+    sv.f_blocks = (g_fs.gf->file_size + 4095) / 4096;
+    sv.f_files = KV_BASE + g_fs.gf->n_kv + g_fs.gf->n_tensors * TF_COUNT;
+    sv.f_namemax = 255;
+    fuse_reply_statfs(req, &sv);
+}
+
+/* Everything that would change the tree: not in this version. */
+static void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                             const char *value, size_t size, int flags)
+{
+    (void)ino, (void)name, (void)value, (void)size, (void)flags;
+    fuse_reply_err(req, EROFS);
+}
+
+static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    (void)parent, (void)name;
+    fuse_reply_err(req, EROFS);
+}
+
+static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           fuse_ino_t newparent, const char *newname,
+                           unsigned int flags)
+{
+    (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+    fuse_reply_err(req, EROFS);
+}
+
+static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           mode_t mode, struct fuse_file_info *fi)
+{
+    (void)parent, (void)name, (void)mode, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                          mode_t mode)
+{
+    (void)parent, (void)name, (void)mode;
+    fuse_reply_err(req, EROFS);
+}
+
+static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+                            int to_set, struct fuse_file_info *fi)
+{
+    (void)attr, (void)fi;
+    struct node n = classify(ino);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    /* Setting times (touch) is ignored rather than failed, so tools that
+     * preserve times on copy-in do not stop; everything else is refused. */
+    if (to_set & ~(FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                   FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))
+        return (void)fuse_reply_err(req, n.kind == K_KV ? EROFS : EACCES);
+    struct stat st;
+    stat_node(ino, &st);
+    fuse_reply_attr(req, &st, g_fs.timeout);
+}
+
+const struct fuse_lowlevel_ops ggfs_ops = {
+    .init = ggfs_op_init,
+    .lookup = ggfs_op_lookup,
+    .getattr = ggfs_op_getattr,
+    .setattr = ggfs_op_setattr,
+    .readdir = ggfs_op_readdir,
+    .open = ggfs_op_open,
+    .read = ggfs_op_read,
+    .getxattr = ggfs_op_getxattr,
+    .listxattr = ggfs_op_listxattr,
+    .setxattr = ggfs_op_setxattr,
+    .statfs = ggfs_op_statfs,
+    .unlink = ggfs_op_unlink,
+    .rename = ggfs_op_rename,
+    .create = ggfs_op_create,
+    .mkdir = ggfs_op_mkdir,
+};

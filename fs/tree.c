@@ -1,0 +1,135 @@
+/* fs/tree.c — name tables for meta/ and tensors/, built once at mount. */
+#include "fs.h"
+
+#include "gguf/info.h"
+#include "gguf/names.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ^ (h >> 31);
+}
+
+int64_t ntab_find(const struct ntab *t, const char *name)
+{
+    if (!t->slot)
+        return -1;
+    for (uint64_t h = hash_str(name) & t->mask;; h = (h + 1) & t->mask) {
+        uint32_t e = t->slot[h];
+        if (e == 0)
+            return -1;
+        if (strcmp(t->names[e - 1], name) == 0)
+            return e - 1;
+    }
+}
+
+static void ntab_free(struct ntab *t)
+{
+    for (uint64_t i = 0; i < t->n; i++)
+        free(t->names[i]);
+    free(t->names);
+    free(t->slot);
+    memset(t, 0, sizeof *t);
+}
+
+/* Adds n names produced by name_of(i); a clash (two entries with the same
+ * file name: a key literally named "x#2" next to a duplicated "x") keeps the
+ * first and hides the later one from lookups (readdir still lists it). */
+static int ntab_build(struct ntab *t, uint64_t n,
+                      bool (*name_of)(uint64_t i, struct gguf_buf *out))
+{
+    uint64_t cap = 16;
+    while (cap < n * 2)
+        cap <<= 1;
+    t->names = calloc(n ? n : 1, sizeof *t->names);
+    t->slot = calloc(cap, sizeof *t->slot);
+    t->mask = cap - 1;
+    if (!t->names || !t->slot)
+        return ENOMEM;
+    struct gguf_buf b = { 0 };
+    for (uint64_t i = 0; i < n; i++) {
+        b.len = 0;
+        if (!name_of(i, &b) || !gguf_buf_putc(&b, '\0')) {
+            gguf_buf_free(&b);
+            return ENOMEM;
+        }
+        t->names[i] = strdup(b.data);
+        if (!t->names[i]) {
+            gguf_buf_free(&b);
+            return ENOMEM;
+        }
+        t->n = i + 1;
+        if (ntab_find(t, t->names[i]) >= 0)
+            continue;
+        uint64_t h = hash_str(t->names[i]) & t->mask;
+        while (t->slot[h])
+            h = (h + 1) & t->mask;
+        t->slot[h] = (uint32_t)(i + 1);
+    }
+    gguf_buf_free(&b);
+    return 0;
+}
+
+static bool kv_name(uint64_t i, struct gguf_buf *out)
+{
+    const struct gguf_kv *kv = &g_fs.gf->kv[i];
+    return gguf_name_encode((const char *)g_fs.gf->hdr + kv->key_off,
+                            kv->key_len, kv->dup, out);
+}
+
+static bool tensor_name(uint64_t i, struct gguf_buf *out)
+{
+    const struct gguf_tensor *t = &g_fs.gf->tensors[i];
+    return gguf_name_encode((const char *)g_fs.gf->hdr + t->name_off,
+                            t->name_len, 1, out);
+}
+
+int ggfs_tree_init(struct ggfs *fs)
+{
+    const struct gguf_file *gf = fs->gf;
+    if (gf->n_kv > UINT32_MAX / 2 || gf->n_tensors > (UINT64_MAX / 2 - KV_BASE) / TENSOR_STRIDE)
+        return EOVERFLOW;
+    int e = ntab_build(&fs->meta_names, gf->n_kv, kv_name);
+    if (!e)
+        e = ntab_build(&fs->tensor_names, gf->n_tensors, tensor_name);
+    if (e)
+        return e;
+    fs->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *fs->kv_text);
+    if (!fs->kv_text)
+        return ENOMEM;
+    fs->tensor_base = KV_BASE + gf->n_kv;
+    /* round up so tensor inode groups start at a multiple of the stride */
+    fs->tensor_base += (TENSOR_STRIDE - fs->tensor_base % TENSOR_STRIDE) % TENSOR_STRIDE;
+
+    struct gguf_buf b = { 0 };
+    if (gguf_info_render(gf, fs->model_path, &b) != GGUF_OK) {
+        gguf_buf_free(&b);
+        return ENOMEM;
+    }
+    fs->info.data = b.data;
+    fs->info.len = b.len;
+    return 0;
+}
+
+void ggfs_tree_free(struct ggfs *fs)
+{
+    ntab_free(&fs->meta_names);
+    ntab_free(&fs->tensor_names);
+    if (fs->kv_text) {
+        for (uint64_t i = 0; i < fs->gf->n_kv; i++) {
+            struct text *t = atomic_load(&fs->kv_text[i]);
+            if (t) {
+                free(t->data);
+                free(t);
+            }
+        }
+        free(fs->kv_text);
+    }
+    free(fs->info.data);
+}

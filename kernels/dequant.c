@@ -1,0 +1,153 @@
+/*
+ * kernels/dequant.c — picks, once, the fastest kernel of each type.
+ *
+ * The dispatch table starts as the scalar reference, so ggfs_dequant works
+ * even before ggfs_dequant_init.  Init asks the CPU (CPUID, through the
+ * compiler's __builtin_cpu_supports, which also checks that the OS saves
+ * the wide registers) which ISA levels it has, and lays each level's
+ * kernels over the table in increasing order: a level only has to provide
+ * the types it makes faster.
+ *
+ * GGFS_DISABLE_CPU_FEATURES=avx512,avx2 (comma-separated, or "all") turns
+ * levels off, so that one machine can run the tests of every variant.
+ */
+#include "dequant.h"
+#include "dequant_impl.h"
+
+#include <stdlib.h>
+
+/* One ISA level above the scalar reference. */
+struct level {
+    const char *name;
+    bool (*cpu_has)(void);
+    void (*fill)(ggfs_dequant_fn fn[GGML_T_COUNT]);
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+static bool has_avx2(void)
+{
+    /* The AVX2 kernels use AVX2 integer and float ops and F16C for the
+     * half -> float conversions (no FMA: ggml does not fuse either). */
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+/* In increasing order; each level is assumed to imply the ones before. */
+static const struct level levels[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx2", has_avx2, ggfs_avx2_fill},
+#endif
+    {NULL, NULL, NULL} /* sentinel: keeps the array non-empty everywhere */
+};
+enum { N_LEVELS = sizeof levels / sizeof levels[0] - 1 };
+
+/* The chosen table; starts as the reference (see the top comment). */
+static ggfs_dequant_fn table[GGML_T_COUNT];
+static bool table_ready;
+
+/* Levels usable here, as indices into levels[] (computed by init). */
+static int usable[N_LEVELS + 1];
+static int n_usable = -1;
+
+/* true if name appears in the comma-separated list (or the list is "all"). */
+static bool listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if ((n == len && strncmp(p, name, n) == 0) ||
+            (n == 3 && strncmp(p, "all", 3) == 0))
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
+static void find_levels(void)
+{
+    const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
+    int n = 0;
+    for (int i = 0; i < (int)N_LEVELS; i++) {
+        if (off && listed(off, levels[i].name))
+            continue;
+        if (levels[i].cpu_has())
+            usable[n++] = i;
+    }
+    n_usable = n;
+}
+
+/* Fills fn with the table of level (0 = scalar; k = the k-th usable). */
+static void build(int level, ggfs_dequant_fn fn[GGML_T_COUNT])
+{
+    for (uint32_t t = 0; t < GGML_T_COUNT; t++)
+        fn[t] = ggfs_ref_kernel(t);
+    for (int k = 0; k < level && k < n_usable; k++)
+        levels[usable[k]].fill(fn);
+}
+
+const char *ggfs_dequant_init(void)
+{
+    if (!table_ready) {
+        ggfs_dequant_fn fn[GGML_T_COUNT];
+        find_levels();
+        build(n_usable, fn);
+        memcpy(table, fn, sizeof table);
+        table_ready = true;
+    }
+    return ggfs_dequant_level_name(n_usable);
+}
+
+bool ggfs_dequant_supported(uint32_t type)
+{
+    return ggfs_ref_kernel(type) != NULL;
+}
+
+void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks)
+{
+    ggfs_dequant_fn fn = table_ready ? table[type] : ggfs_ref_kernel(type);
+    fn(src, dst, n_blocks);
+}
+
+/* ---- per-level access for tests and benchmarks ---- */
+
+int ggfs_dequant_level_count(void)
+{
+    if (n_usable < 0)
+        find_levels();
+    return n_usable + 1;
+}
+
+const char *ggfs_dequant_level_name(int level)
+{
+    if (level <= 0 || level > ggfs_dequant_level_count() - 1)
+        return "scalar";
+    return levels[usable[level - 1]].name;
+}
+
+void ggfs_dequant_level_run(int level, uint32_t type, const void *src,
+                            float *dst, size_t n_blocks)
+{
+    /* Rebuilding the whole table per call is cheap next to any real
+     * amount of dequantization, and keeps this free of shared state. */
+    ggfs_dequant_fn fn[GGML_T_COUNT];
+    if (n_usable < 0)
+        find_levels();
+    build(level, fn);
+    fn[type](src, dst, n_blocks);
+}
+
+bool ggfs_dequant_level_has_own(int level, uint32_t type)
+{
+    ggfs_dequant_fn below[GGML_T_COUNT], here[GGML_T_COUNT];
+    if (level <= 0)
+        return ggfs_ref_kernel(type) != NULL;
+    if (n_usable < 0)
+        find_levels();
+    build(level - 1, below);
+    build(level, here);
+    return here[type] != below[type];
+}

@@ -1,0 +1,653 @@
+/*
+ * kernels/dequant_ref.c — the portable scalar reference for every type.
+ *
+ * One function per ggml type, each decoding whole blocks.  The block
+ * layouts and the arithmetic are those of ggml (ggml-common.h and
+ * ggml-quants.c; MIT, "The ggml authors"); the code is our own.
+ *
+ * "Bit-identical to ggml" constrains more than the formulas: each output is
+ * the result of a fixed sequence of float operations, each rounded, so the
+ * operations below happen in ggml's order and grouping (e.g. q6_K is
+ * (d * scale) * q, not d * (scale * q)), without fused multiply-add (ggml's
+ * base library is built for plain x86-64, which has none; meson passes
+ * -ffp-contract=off so the compiler cannot fuse them either), and
+ * negation is a sign flip, as ggml's compiled code does it (that matters
+ * only for NaN).  Integer parts are computed in int, as in ggml, and
+ * converted once.
+ *
+ * Offsets into a block are written as numbers with the field's name; the
+ * block structures are not used because ggml declares some of them with
+ * uint16_t members (alignment) and we read unaligned little-endian bytes.
+ */
+#include "dequant_impl.h"
+#include "tables.h"
+
+#include "dequant.h"
+
+#define QK_K 256
+
+/* ---------------- plain element types ---------------- */
+
+static void deq_f32(const void *src, float *dst, size_t n)
+{
+    /* Copy bits: a signalling NaN must stay signalling. */
+    memcpy(dst, src, n * sizeof(float));
+}
+
+static void deq_f16(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ggfs_ld_f16(p + 2 * i);
+}
+
+static void deq_bf16(const void *src, float *dst, size_t n)
+{
+    /* bf16 is the top half of a float: no rounding, NaN kept as is. */
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ggfs_bits_to_f32((uint32_t)ggfs_le16(p + 2 * i) << 16);
+}
+
+/* Integers and f64 have no ggml to_float; they are converted value by
+ * value as C converts them (round to nearest for i32/i64/f64). */
+static void deq_i8(const void *src, float *dst, size_t n)
+{
+    const int8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (float)p[i];
+}
+
+static void deq_i16(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (float)(int16_t)ggfs_le16(p + 2 * i);
+}
+
+static void deq_i32(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (float)(int32_t)ggfs_le32(p + 4 * i);
+}
+
+static void deq_i64(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (float)(int64_t)ggfs_le64(p + 8 * i);
+}
+
+static void deq_f64(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = ggfs_le64(p + 8 * i);
+        double d;
+        memcpy(&d, &u, sizeof d);
+        dst[i] = (float)d;
+    }
+}
+
+/* ---------------- 32-element blocks: q4_0 ... q8_0 ---------------- */
+
+/* q4_0: d (f16), 16 bytes of nibbles.  Low nibbles are elements 0..15,
+ * high nibbles 16..31; value = (q - 8) * d. */
+static void deq_q4_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
+        const float d = ggfs_ld_f16(b);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((b[2 + j] & 0x0f) - 8) * d;
+            y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* q4_1: d, m (f16), nibbles as q4_0; value = q * d + m (two roundings). */
+static void deq_q4_1(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 20, y += 32) {
+        const float d = ggfs_ld_f16(b), m = ggfs_ld_f16(b + 2);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[4 + j] & 0x0f) * d + m;
+            y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+        }
+    }
+}
+
+/* q5_0: d, 32 high bits (bit j is the fifth bit of element j), nibbles;
+ * value = (q - 16) * d. */
+static void deq_q5_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 22, y += 32) {
+        const float d = ggfs_ld_f16(b);
+        const uint32_t qh = ggfs_le32(b + 2);
+        for (int j = 0; j < 16; j++) {
+            const int h0 = (int)((qh >> j) & 1) << 4;
+            const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
+            y[j] = (float)(((b[6 + j] & 0x0f) | h0) - 16) * d;
+            y[j + 16] = (float)(((b[6 + j] >> 4) | h1) - 16) * d;
+        }
+    }
+}
+
+/* q5_1: d, m, high bits, nibbles; value = q * d + m. */
+static void deq_q5_1(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 24, y += 32) {
+        const float d = ggfs_ld_f16(b), m = ggfs_ld_f16(b + 2);
+        const uint32_t qh = ggfs_le32(b + 4);
+        for (int j = 0; j < 16; j++) {
+            const int h0 = (int)((qh >> j) & 1) << 4;
+            const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
+            y[j] = (float)((b[8 + j] & 0x0f) | h0) * d + m;
+            y[j + 16] = (float)((b[8 + j] >> 4) | h1) * d + m;
+        }
+    }
+}
+
+/* q8_0: d, 32 signed bytes; value = q * d. */
+static void deq_q8_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 34, y += 32) {
+        const float d = ggfs_ld_f16(b);
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)(int8_t)b[2 + j] * d;
+    }
+}
+
+/* iq4_nl: d, nibbles indexing the non-linear level table. */
+static void deq_iq4_nl(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
+        const float d = ggfs_ld_f16(b);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)ggfs_kvalues_iq4nl[b[2 + j] & 0x0f];
+            y[j + 16] = d * (float)ggfs_kvalues_iq4nl[b[2 + j] >> 4];
+        }
+    }
+}
+
+/* mxfp4: one E8M0 exponent, nibbles indexing the (doubled) FP4 table. */
+static void deq_mxfp4(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 17, y += 32) {
+        const float d = ggfs_e8m0_half(b[0]);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)ggfs_kvalues_mxfp4[b[1 + j] & 0x0f] * d;
+            y[j + 16] = (float)ggfs_kvalues_mxfp4[b[1 + j] >> 4] * d;
+        }
+    }
+}
+
+/* nvfp4: 64 elements as four sub-blocks of 16, each with its own UE4M3
+ * scale byte (bytes 0..3), then 8 bytes of nibbles per sub-block (low
+ * nibbles first 8 elements, high nibbles last 8). */
+static void deq_nvfp4(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 36) {
+        for (int s = 0; s < 4; s++, y += 16) {
+            const float d = ggfs_ue4m3_half[b[s]];
+            const uint8_t *q = b + 4 + 8 * s;
+            for (int j = 0; j < 8; j++) {
+                y[j] = (float)ggfs_kvalues_mxfp4[q[j] & 0x0f] * d;
+                y[j + 8] = (float)ggfs_kvalues_mxfp4[q[j] >> 4] * d;
+            }
+        }
+    }
+}
+
+/* q1_0: d, then one bit per element (element j is bit j%8 of byte j/8):
+ * set means +d, clear means -d. */
+static void deq_q1_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 18, y += 128) {
+        const float d = ggfs_ld_f16(b), neg_d = -d;
+        for (int j = 0; j < 128; j++)
+            y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : neg_d;
+    }
+}
+
+/* q2_0: d, then 2 bits per element, element j at bits 2*(j%4) of byte
+ * j/4; codes 0..3 mean -1, 0, +1, +2 times d. */
+static void deq_q2_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 18, y += 64) {
+        const float d = ggfs_ld_f16(b);
+        for (int j = 0; j < 64; j++)
+            y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+    }
+}
+
+/* ---------------- k-quants: 256-element super-blocks ---------------- */
+
+/* q4_K/q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes:
+ * sub-blocks 0..3 use the low 6 bits of bytes 0..3 (scale) and 4..7 (min);
+ * sub-blocks 4..7 take their low 4 bits from the nibbles of bytes 8..11 and
+ * their top 2 bits from the spare top bits of bytes 0..7. */
+static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* q2_K: 16 bytes of (scale | min << 4), 64 bytes of 2-bit quants, d, dmin.
+ * Each 32-byte half of qs holds 128 elements in four 2-bit planes;
+ * value = (d * scale) * q - (dmin * min). */
+static void deq_q2_K(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 84) {
+        const float d = ggfs_ld_f16(b + 80), dmin = ggfs_ld_f16(b + 82);
+        const uint8_t *sc = b, *q = b + 16;
+        for (int half = 0; half < 2; half++, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int k = 0; k < 2; k++) { /* two 16-element groups */
+                    const uint8_t s = *sc++;
+                    const float dl = d * (float)(s & 0x0f);
+                    const float ml = dmin * (float)(s >> 4);
+                    for (int l = 0; l < 16; l++)
+                        *y++ = dl * (float)((q[16 * k + l] >> shift) & 3) - ml;
+                }
+            }
+        }
+    }
+}
+
+/* q3_K: 32 bytes of high bits, 64 bytes of low 2 bits, 12 bytes holding
+ * sixteen 6-bit scales (biased by 32), d.  A clear high bit subtracts 4;
+ * value = (d * (scale - 32)) * q. */
+static void deq_q3_K(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 110) {
+        const float d_all = ggfs_ld_f16(b + 108);
+        const uint8_t *hm = b, *q = b + 32, *s = b + 96;
+        int scale[16];
+        for (int j = 0; j < 16; j++) {
+            const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+            const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+            scale[j] = (lo | (hi << 4)) - 32;
+        }
+        int is = 0;
+        uint8_t m = 1;
+        for (int half = 0; half < 2; half++, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
+                for (int k = 0; k < 2; k++) {
+                    const float dl = d_all * (float)scale[is++];
+                    for (int l = 16 * k; l < 16 * k + 16; l++) {
+                        const int v = ((q[l] >> shift) & 3) - (hm[l] & m ? 0 : 4);
+                        *y++ = dl * (float)v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* q4_K: d, dmin, 12 scale bytes, 128 bytes of nibbles; each 32 bytes hold
+ * 64 elements (low nibbles first).  value = (d*sc) * q - (dmin*min). */
+static void deq_q4_K(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 144) {
+        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
+        const uint8_t *q = b + 16;
+        for (int j = 0; j < 8; j += 2, q += 32) {
+            int sc, mn;
+            k4_scale_min(j, b + 4, &sc, &mn);
+            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
+            k4_scale_min(j + 1, b + 4, &sc, &mn);
+            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)(q[l] & 0x0f) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+/* q5_K: as q4_K plus 32 bytes of fifth bits: element l of the 64-element
+ * group g takes bit 2g (low nibble) or 2g+1 (high nibble) of qh[l]. */
+static void deq_q5_K(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 176) {
+        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
+        const uint8_t *qh = b + 16, *q = b + 48;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < 8; j += 2, q += 32, u1 <<= 2, u2 <<= 2) {
+            int sc, mn;
+            k4_scale_min(j, b + 4, &sc, &mn);
+            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
+            k4_scale_min(j + 1, b + 4, &sc, &mn);
+            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)((q[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)((q[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        }
+    }
+}
+
+/* q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 signed
+ * 8-bit scales, d.  Each 128-element half uses 64 ql, 32 qh bytes and 8
+ * scales; value = (d * scale) * (q - 32). */
+static void deq_q6_K(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 210) {
+        const float d = ggfs_ld_f16(b + 208);
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* ---------------- ternary ---------------- */
+
+/* tq1_0: 48 bytes of 5 trits each, 4 bytes of 4 trits each, d.  A byte
+ * holds its trits as a base-3 fraction: multiplying it by 3^n (mod 256)
+ * brings trit n to the top, and (q * 3) >> 8 extracts it (0, 1, 2). */
+static void deq_tq1_0(const void *src, float *y, size_t nb)
+{
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 54) {
+        const float d = ggfs_ld_f16(b + 52);
+        /* bytes 0..31: 5 planes of 32; bytes 32..47: 5 planes of 16 */
+        for (int n = 0; n < 5; n++)
+            for (int m = 0; m < 32; m++) {
+                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+                *y++ = (float)(((q * 3) >> 8) - 1) * d;
+            }
+        for (int n = 0; n < 5; n++)
+            for (int m = 32; m < 48; m++) {
+                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+                *y++ = (float)(((q * 3) >> 8) - 1) * d;
+            }
+        for (int n = 0; n < 4; n++)
+            for (int m = 48; m < 52; m++) {
+                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+                *y++ = (float)(((q * 3) >> 8) - 1) * d;
+            }
+    }
+}
+
+/* tq2_0: 64 bytes of 2-bit codes (four planes of 32 per 32 bytes), d;
+ * value = (q - 1) * d. */
+static void deq_tq2_0(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 66) {
+        const float d = ggfs_ld_f16(b + 64);
+        for (int j = 0; j < 64; j += 32)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int m = 0; m < 32; m++)
+                    *y++ = (float)(((b[j + m] >> shift) & 3) - 1) * d;
+    }
+}
+
+/* ---------------- i-quants ---------------- */
+
+/* Eight grid bytes times db, each negated where its sign bit is set.
+ * ggml writes db * g * (sign ? -1 : 1); its compiled code negates with a
+ * sign flip, and so does C's unary minus. */
+static inline void grid8(float *y, float db, uint64_t grid, uint8_t signs)
+{
+    for (int j = 0; j < 8; j++) {
+        const float v = db * (float)(uint8_t)(grid >> (8 * j));
+        y[j] = signs >> j & 1 ? -v : v;
+    }
+}
+
+static inline void grid4(float *y, float db, uint32_t grid, uint8_t signs)
+{
+    for (int j = 0; j < 4; j++) {
+        const float v = db * (float)(uint8_t)(grid >> (8 * j));
+        y[j] = signs >> j & 1 ? -v : v;
+    }
+}
+
+/* iq2_xxs: d, then per 32 elements two 32-bit words: four 8-bit grid
+ * indices, and 4 x 7 sign bits plus a 4-bit scale in the top bits. */
+static void deq_iq2_xxs(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 66) {
+        const float d = ggfs_ld_f16(b);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *idx = b + 2 + 8 * ib;
+            const uint32_t aux = ggfs_le32(idx + 4);
+            const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++, y += 8)
+                grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
+                      ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+        }
+    }
+}
+
+/* iq2_xs: d, 32 16-bit words (9-bit grid index, 7 sign bits), then eight
+ * bytes of two 4-bit scales (one per 16 elements). */
+static void deq_iq2_xs(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 74) {
+        const float d = ggfs_ld_f16(b);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t s = b[66 + ib];
+            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
+                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint16_t w = ggfs_le16(b + 2 + 2 * (4 * ib + l));
+                grid8(y, db[l / 2], ggfs_iq2xs_grid[w & 511],
+                      ggfs_ksigns_iq2xs[w >> 9]);
+            }
+        }
+    }
+}
+
+/* iq2_s: d, 32 bytes of low grid-index bits, 32 bytes of explicit signs,
+ * 8 bytes of high index bits (2 per group of 8), 8 bytes of scales. */
+static void deq_iq2_s(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 82) {
+        const float d = ggfs_ld_f16(b);
+        const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66;
+        for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
+            const uint8_t s = b[74 + ib];
+            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
+                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const int idx = qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
+                grid8(y, db[l / 2], ggfs_iq2s_grid[idx], signs[l]);
+            }
+        }
+    }
+}
+
+/* iq3_xxs: d, 64 bytes of 8-bit indices into a grid of 4 magnitudes, then
+ * per 32 elements a 32-bit word of 4 x 7 sign bits and a 4-bit scale. */
+static void deq_iq3_xxs(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 98) {
+        const float d = ggfs_ld_f16(b);
+        const uint8_t *qs = b + 2;
+        for (int ib = 0; ib < 8; ib++, qs += 8) {
+            const uint32_t aux = ggfs_le32(b + 66 + 4 * ib);
+            const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint8_t signs = ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                grid4(y, db, ggfs_iq3xxs_grid[qs[2 * l]], signs);
+                grid4(y + 4, db, ggfs_iq3xxs_grid[qs[2 * l + 1]], signs >> 4);
+            }
+        }
+    }
+}
+
+/* iq3_s: d, 64 bytes of low index bits, 8 bytes of ninth index bits, 32
+ * bytes of explicit signs, 4 bytes of two 4-bit scales (odd: 1 + 2s). */
+static void deq_iq3_s(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 110) {
+        const float d = ggfs_ld_f16(b);
+        const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74;
+        for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
+            const uint8_t s = b[106 + ib / 2];
+            const float db = d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f));
+            for (int l = 0; l < 4; l++, y += 8) {
+                const int i1 = qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
+                const int i2 = qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
+                grid4(y, db, ggfs_iq3s_grid[i1], signs[l]);
+                grid4(y + 4, db, ggfs_iq3s_grid[i2], signs[l] >> 4);
+            }
+        }
+    }
+}
+
+/* iq1_s: d, 32 bytes of low index bits, eight 16-bit words: 4 x 3 high
+ * index bits, a 3-bit scale and the sign of a +-1/8 shift.
+ * value = (d * (2s + 1)) * (grid + delta). */
+static void deq_iq1_s(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 50) {
+        const float d = ggfs_ld_f16(b);
+        const uint8_t *qs = b + 2;
+        for (int ib = 0; ib < 8; ib++, qs += 4) {
+            const uint16_t qh = ggfs_le16(b + 34 + 2 * ib);
+            const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
+            const float delta = qh & 0x8000 ? -0.125f : 0.125f;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t g = ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+                for (int j = 0; j < 8; j++)
+                    y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta);
+            }
+        }
+    }
+}
+
+/* iq1_m: 32 bytes of low index bits, 16 bytes of (3 high index bits +
+ * shift sign) nibbles, 8 bytes of 3-bit scales whose spare top nibbles
+ * (one per 16-bit word) together form the f16 super-block scale. */
+static void deq_iq1_m(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 56) {
+        uint16_t sc[4];
+        for (int k = 0; k < 4; k++)
+            sc[k] = ggfs_le16(b + 48 + 2 * k);
+        const uint16_t h = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                      ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        const float d = ggfs_f16_to_f32(h);
+        const uint8_t *qs = b, *qh = b + 32;
+        for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
+            const int sh = 6 * (ib % 2);
+            const float dl1 = d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1);
+            const float dl2 = d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1);
+            const int idx[4] = {qs[0] | ((qh[0] << 8) & 0x700),
+                                qs[1] | ((qh[0] << 4) & 0x700),
+                                qs[2] | ((qh[1] << 8) & 0x700),
+                                qs[3] | ((qh[1] << 4) & 0x700)};
+            const float delta[4] = {qh[0] & 0x08 ? -0.125f : 0.125f,
+                                    qh[0] & 0x80 ? -0.125f : 0.125f,
+                                    qh[1] & 0x08 ? -0.125f : 0.125f,
+                                    qh[1] & 0x80 ? -0.125f : 0.125f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t g = ggfs_iq1s_grid[idx[l]];
+                const float dl = l < 2 ? dl1 : dl2;
+                for (int j = 0; j < 8; j++)
+                    y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta[l]);
+            }
+        }
+    }
+}
+
+/* iq4_xs: d, 16-bit word of high scale bits (2 per 32 elements), 4 bytes
+ * of low scale nibbles, 128 bytes of iq4_nl-style nibbles;
+ * value = (d * (scale - 32)) * level. */
+static void deq_iq4_xs(const void *src, float *y, size_t nb)
+{
+    const uint8_t *b = src;
+    for (size_t i = 0; i < nb; i++, b += 136) {
+        const float d = ggfs_ld_f16(b);
+        const uint16_t sh = ggfs_le16(b + 2);
+        const uint8_t *qs = b + 8;
+        for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
+            const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) |
+                           (((sh >> (2 * ib)) & 3) << 4);
+            const float dl = d * (float)(ls - 32);
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)ggfs_kvalues_iq4nl[qs[j] & 0x0f];
+                y[j + 16] = dl * (float)ggfs_kvalues_iq4nl[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+/* ---------------- the table ---------------- */
+
+static const ggfs_dequant_fn ref_kernels[GGML_T_COUNT] = {
+    [GGML_T_F32] = deq_f32,         [GGML_T_F16] = deq_f16,
+    [GGML_T_BF16] = deq_bf16,       [GGML_T_I8] = deq_i8,
+    [GGML_T_I16] = deq_i16,         [GGML_T_I32] = deq_i32,
+    [GGML_T_I64] = deq_i64,         [GGML_T_F64] = deq_f64,
+    [GGML_T_Q4_0] = deq_q4_0,       [GGML_T_Q4_1] = deq_q4_1,
+    [GGML_T_Q5_0] = deq_q5_0,       [GGML_T_Q5_1] = deq_q5_1,
+    [GGML_T_Q8_0] = deq_q8_0,       [GGML_T_Q2_K] = deq_q2_K,
+    [GGML_T_Q3_K] = deq_q3_K,       [GGML_T_Q4_K] = deq_q4_K,
+    [GGML_T_Q5_K] = deq_q5_K,       [GGML_T_Q6_K] = deq_q6_K,
+    [GGML_T_IQ2_XXS] = deq_iq2_xxs, [GGML_T_IQ2_XS] = deq_iq2_xs,
+    [GGML_T_IQ2_S] = deq_iq2_s,     [GGML_T_IQ3_XXS] = deq_iq3_xxs,
+    [GGML_T_IQ3_S] = deq_iq3_s,     [GGML_T_IQ1_S] = deq_iq1_s,
+    [GGML_T_IQ1_M] = deq_iq1_m,     [GGML_T_IQ4_NL] = deq_iq4_nl,
+    [GGML_T_IQ4_XS] = deq_iq4_xs,   [GGML_T_TQ1_0] = deq_tq1_0,
+    [GGML_T_TQ2_0] = deq_tq2_0,     [GGML_T_MXFP4] = deq_mxfp4,
+    [GGML_T_NVFP4] = deq_nvfp4,     [GGML_T_Q1_0] = deq_q1_0,
+    [GGML_T_Q2_0] = deq_q2_0,
+    /* q8_1 and q8_K: ggml has no to_float for them (they are only the
+     * intermediate format of dot products), so neither do we. */
+};
+
+ggfs_dequant_fn ggfs_ref_kernel(uint32_t type)
+{
+    return type < GGML_T_COUNT ? ref_kernels[type] : NULL;
+}
+
+void ggfs_dequant_ref(uint32_t type, const void *src, float *dst,
+                      size_t n_blocks)
+{
+    ref_kernels[type](src, dst, n_blocks);
+}

@@ -1,0 +1,594 @@
+/*
+ * tests/unit/test_parse.c — the GGUF parser on handcrafted files: every
+ * validation error path, truncation at every byte, hostile counts, and the
+ * objections noted for files ggml refuses but that are unambiguous.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "gguf/types.h"
+
+/* ---- a tiny GGUF builder ------------------------------------------------ */
+
+struct gb {
+    uint8_t *p;
+    size_t len, cap;
+    bool be, v1;
+};
+
+static void gb_put(struct gb *b, const void *src, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void gb_u8(struct gb *b, uint8_t v) { gb_put(b, &v, 1); }
+
+static void gb_u32(struct gb *b, uint32_t v)
+{
+    if (b->be)
+        v = __builtin_bswap32(v);
+    gb_put(b, &v, 4);
+}
+
+static void gb_u64(struct gb *b, uint64_t v)
+{
+    if (b->be)
+        v = __builtin_bswap64(v);
+    gb_put(b, &v, 8);
+}
+
+static void gb_count(struct gb *b, uint64_t v)
+{
+    if (b->v1)
+        gb_u32(b, (uint32_t)v);
+    else
+        gb_u64(b, v);
+}
+
+static void gb_str(struct gb *b, const char *s)
+{
+    gb_count(b, strlen(s));
+    gb_put(b, s, strlen(s));
+}
+
+static void gb_header(struct gb *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
+{
+    b->v1 = version == 1;
+    gb_put(b, "GGUF", 4);
+    gb_u32(b, version);
+    gb_count(b, n_tensors);
+    gb_count(b, n_kv);
+}
+
+static void gb_kv_u32(struct gb *b, const char *k, uint32_t v)
+{
+    gb_str(b, k);
+    gb_u32(b, GGUF_U32);
+    gb_u32(b, v);
+}
+
+static void gb_kv_str(struct gb *b, const char *k, const char *v)
+{
+    gb_str(b, k);
+    gb_u32(b, GGUF_STRING);
+    gb_str(b, v);
+}
+
+/* A tensor info with n_dims dims from ne[]. */
+static void gb_tensor(struct gb *b, const char *name, uint32_t n_dims,
+                      const uint64_t *ne, uint32_t type, uint64_t offset)
+{
+    gb_str(b, name);
+    gb_u32(b, n_dims);
+    for (uint32_t i = 0; i < n_dims; i++)
+        gb_count(b, ne[i]);
+    gb_u32(b, type);
+    gb_u64(b, offset);
+}
+
+static void gb_pad(struct gb *b, size_t align)
+{
+    while (b->len % align)
+        gb_u8(b, 0);
+}
+
+static void gb_zeros(struct gb *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        gb_u8(b, 0);
+}
+
+static enum gguf_err parse(const struct gb *b, struct gguf_file **f, struct gguf_diag *d)
+{
+    return gguf_parse(b->p, b->len, b->len, f, d, NULL);
+}
+
+/* Parses and expects failure e, with the message containing want. */
+static void expect_fail(const struct gb *b, enum gguf_err e, const char *want,
+                        uint64_t offset)
+{
+    struct gguf_file *f = (void *)1;
+    struct gguf_diag d;
+    enum gguf_err got = parse(b, &f, &d);
+    if (got != e || !strstr(d.msg, want) || (offset != UINT64_MAX && d.offset != offset))
+        fail_msg("expected error %d containing \"%s\" at %llu, got %d \"%s\" at %llu",
+                 e, want, (unsigned long long)offset, got, d.msg,
+                 (unsigned long long)d.offset);
+    assert_null(f);
+}
+
+/* A valid file with a few keys of several kinds and two tensors. */
+static void build_valid(struct gb *b, uint32_t version, bool be)
+{
+    memset(b, 0, sizeof *b);
+    b->be = be;
+    gb_header(b, version, 2, 4);
+    gb_kv_str(b, "general.architecture", "llama");
+    gb_kv_u32(b, "llama.context_length", 4096);
+    gb_str(b, "tokenizer.ggml.tokens");
+    gb_u32(b, GGUF_ARRAY);
+    gb_u32(b, GGUF_STRING);
+    gb_count(b, 3);
+    gb_str(b, "<s>");
+    gb_str(b, "");
+    gb_str(b, "a\nb");
+    gb_str(b, "nested");
+    gb_u32(b, GGUF_ARRAY);
+    gb_u32(b, GGUF_ARRAY);
+    gb_count(b, 2);
+    gb_u32(b, GGUF_I32);
+    gb_count(b, 2);
+    gb_u32(b, 1);
+    gb_u32(b, 2);
+    gb_u32(b, GGUF_I32);
+    gb_count(b, 0);
+    uint64_t ne1[2] = { 32, 2 }, ne2[1] = { 8 };
+    gb_tensor(b, "blk.0.weight", 2, ne1, GGML_T_Q4_0, 0);
+    gb_tensor(b, "output_norm", 1, ne2, GGML_T_F32, 64);
+    gb_pad(b, 32);
+    gb_zeros(b, 64 + 32);
+}
+
+static void test_valid_v3(void **state)
+{
+    (void)state;
+    struct gb b;
+    build_valid(&b, 3, false);
+    struct gguf_file *f;
+    struct gguf_diag d;
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_int_equal(f->version, 3);
+    assert_false(f->enc.big_endian);
+    assert_int_equal(f->n_kv, 4);
+    assert_int_equal(f->n_tensors, 2);
+    assert_int_equal(f->kv[2].type, GGUF_ARRAY);
+    assert_int_equal(f->kv[2].elem_type, GGUF_STRING);
+    assert_int_equal(f->kv[2].count, 3);
+    assert_int_equal(f->kv[3].elem_type, GGUF_ARRAY);
+    assert_int_equal(f->tensors[0].nbytes, 2 * 18);
+    assert_int_equal(f->tensors[0].n_elems, 64);
+    assert_int_equal(f->tensors[1].nbytes, 32);
+    assert_int_equal(f->data_off % 32, 0);
+    assert_int_equal(f->data_off, (f->hdr_size + 31) / 32 * 32);
+    assert_int_equal(gguf_find_key(f, "llama.context_length", 20), 1);
+    assert_int_equal(gguf_rd32(&f->enc, f->hdr + f->kv[1].val_off), 4096);
+    assert_null(f->notes);
+    gguf_close(f);
+    free(b.p);
+}
+
+static void test_valid_v1_and_be(void **state)
+{
+    (void)state;
+    for (int v = 1; v <= 3; v++)
+        for (int be = 0; be <= 1; be++) {
+            struct gb b;
+            build_valid(&b, (uint32_t)v, be);
+            struct gguf_file *f;
+            struct gguf_diag d;
+            if (parse(&b, &f, &d) != GGUF_OK)
+                fail_msg("v%d be=%d: %s at %llu", v, be, d.msg,
+                         (unsigned long long)d.offset);
+            assert_int_equal(f->version, v);
+            assert_int_equal(f->enc.big_endian, be);
+            assert_int_equal(f->enc.v1, v == 1);
+            assert_int_equal(f->n_kv, 4);
+            assert_int_equal(gguf_rd32(&f->enc, f->hdr + f->kv[1].val_off), 4096);
+            assert_int_equal(f->tensors[1].ne[0], 8);
+            assert_int_equal(f->tensors[0].ne[1], 2);
+            if (v == 1)
+                assert_non_null(strstr(f->notes, "version 1"));
+            if (be)
+                assert_non_null(strstr(f->notes, "big-endian"));
+            gguf_close(f);
+            free(b.p);
+        }
+}
+
+/* Every prefix of a valid file is refused (never a crash, never success),
+ * and the error offset lies within the prefix. */
+static void test_truncation_everywhere(void **state)
+{
+    (void)state;
+    for (int v = 1; v <= 3; v++) {
+        struct gb b;
+        build_valid(&b, (uint32_t)v, v == 2);
+        for (size_t len = 0; len < b.len; len++) {
+            struct gguf_file *f = (void *)1;
+            struct gguf_diag d;
+            enum gguf_err e = gguf_parse(b.p, len, len, &f, &d, NULL);
+            if (e == GGUF_OK)
+                fail_msg("v%d: prefix of %zu/%zu bytes accepted", v, len, b.len);
+            assert_null(f);
+            assert_true(d.msg[0] != '\0');
+            assert_true(d.offset <= len);
+        }
+        free(b.p);
+    }
+}
+
+/* The incremental path: a short buffer of a longer file asks for more. */
+static void test_need_more(void **state)
+{
+    (void)state;
+    struct gb b;
+    build_valid(&b, 3, false);
+    for (size_t len = 0; len < 200; len++) {
+        struct gguf_file *f;
+        struct gguf_diag d;
+        bool more;
+        enum gguf_err e = gguf_parse(b.p, len, b.len, &f, &d, &more);
+        assert_int_not_equal(e, GGUF_OK);
+        assert_true(more);
+        assert_true(d.offset > len && d.offset <= b.len);
+    }
+    free(b.p);
+}
+
+/* gguf_open_fd on a file whose header is larger than the first read. */
+static void test_open_big_header(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, 0, 2);
+    char *big = malloc(3u << 20);
+    memset(big, 'x', 3u << 20);
+    big[(3u << 20) - 1] = '\0';
+    gb_kv_str(&b, "big", big);
+    gb_kv_u32(&b, "after", 7);
+    free(big);
+    char path[] = "/tmp/gguffs-test-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b.p, b.len), (ssize_t)b.len);
+    struct gguf_file *f;
+    struct gguf_diag d;
+    assert_int_equal(gguf_open_fd(fd, &f, &d), GGUF_OK);
+    assert_int_equal(f->n_kv, 2);
+    assert_int_equal(gguf_rd32(&f->enc, f->hdr + f->kv[1].val_off), 7);
+    gguf_close(f);
+    /* and a missing path */
+    assert_int_equal(gguf_open("/nonexistent/x.gguf", &f, &d), GGUF_E_IO);
+    assert_null(f);
+    close(fd);
+    unlink(path);
+    free(b.p);
+}
+
+static void test_magic_and_version(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_put(&b, "FUGG", 4);
+    gb_u32(&b, 1);
+    gb_zeros(&b, 16);
+    expect_fail(&b, GGUF_E_MAGIC, "not a GGUF file", 0);
+    b.len = 0;
+    gb_header(&b, 4, 0, 0);
+    expect_fail(&b, GGUF_E_VERSION, "unsupported GGUF version 4", 4);
+    b.len = 0;
+    gb_header(&b, 0, 0, 0);
+    expect_fail(&b, GGUF_E_VERSION, "version 0", 4);
+    b.len = 0;
+    gb_put(&b, "GG", 2);
+    expect_fail(&b, GGUF_E_TRUNCATED, "magic", 0);
+    free(b.p);
+}
+
+static void test_hostile_counts(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, UINT64_MAX, 0);
+    expect_fail(&b, GGUF_E_RANGE, "tensor count", 8);
+    b.len = 0;
+    gb_header(&b, 3, 0, 1ull << 40);
+    expect_fail(&b, GGUF_E_RANGE, "key/value count", 16);
+    /* a string length far past the end */
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_count(&b, UINT64_MAX - 3);
+    gb_zeros(&b, 8);
+    expect_fail(&b, GGUF_E_RANGE, "length", 24);
+    /* array count that cannot fit */
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_str(&b, "a");
+    gb_u32(&b, GGUF_ARRAY);
+    gb_u32(&b, GGUF_U64);
+    gb_count(&b, 1ull << 61);
+    gb_zeros(&b, 64);
+    expect_fail(&b, GGUF_E_RANGE, "array count", UINT64_MAX);
+    /* array of strings whose count fits but whose strings do not */
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_str(&b, "a");
+    gb_u32(&b, GGUF_ARRAY);
+    gb_u32(&b, GGUF_STRING);
+    gb_count(&b, 4);
+    gb_str(&b, "x");
+    gb_count(&b, 1000);
+    gb_zeros(&b, 20);
+    expect_fail(&b, GGUF_E_RANGE, "string length 1000", UINT64_MAX);
+    free(b.p);
+}
+
+static void test_bad_types(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, 0, 1);
+    gb_str(&b, "dict1");
+    gb_u32(&b, 13);
+    gb_zeros(&b, 8);
+    expect_fail(&b, GGUF_E_TYPE, "key 'dict1': unknown value type 13", 37);
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_str(&b, "arr");
+    gb_u32(&b, GGUF_ARRAY);
+    gb_u32(&b, 99);
+    gb_count(&b, 0);
+    expect_fail(&b, GGUF_E_TYPE, "unknown array element type 99", UINT64_MAX);
+    /* arrays nested deeper than the limit */
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_str(&b, "deep");
+    gb_u32(&b, GGUF_ARRAY);
+    for (int i = 0; i < GGUF_MAX_NEST + 2; i++) {
+        gb_u32(&b, GGUF_ARRAY);
+        gb_count(&b, 1);
+    }
+    gb_zeros(&b, 64);
+    expect_fail(&b, GGUF_E_RANGE, "nested deeper", UINT64_MAX);
+    free(b.p);
+}
+
+static void test_duplicate_keys(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, 0, 4);
+    gb_kv_u32(&b, "general.file_type", 1);
+    gb_kv_u32(&b, "x", 2);
+    gb_kv_u32(&b, "general.file_type", 3);
+    gb_kv_u32(&b, "general.file_type", 4);
+    struct gguf_file *f;
+    struct gguf_diag d;
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_int_equal(f->kv[0].dup, 1);
+    assert_int_equal(f->kv[1].dup, 1);
+    assert_int_equal(f->kv[2].dup, 2);
+    assert_int_equal(f->kv[3].dup, 3);
+    assert_non_null(strstr(f->notes, "general.file_type#2"));
+    assert_int_equal(gguf_find_key(f, "general.file_type", 17), 0);
+    gguf_close(f);
+    free(b.p);
+}
+
+static void test_alignment(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, 1, 1);
+    gb_kv_u32(&b, "general.alignment", 4096);
+    uint64_t ne[1] = { 4 };
+    gb_tensor(&b, "t", 1, ne, GGML_T_F32, 0);
+    gb_pad(&b, 4096);
+    gb_zeros(&b, 16);
+    struct gguf_file *f;
+    struct gguf_diag d;
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_int_equal(f->alignment, 4096);
+    assert_int_equal(f->data_off, 4096);
+    gguf_close(f);
+
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_kv_u32(&b, "general.alignment", 48);
+    expect_fail(&b, GGUF_E_RANGE, "not a power of two", UINT64_MAX);
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_kv_u32(&b, "general.alignment", 0);
+    expect_fail(&b, GGUF_E_RANGE, "not a power of two", UINT64_MAX);
+    b.len = 0;
+    gb_header(&b, 3, 0, 1);
+    gb_kv_str(&b, "general.alignment", "32");
+    expect_fail(&b, GGUF_E_TYPE, "general.alignment has type string", 24);
+    b.len = 0;
+    gb_header(&b, 3, 0, 2);
+    gb_kv_u32(&b, "general.alignment", 32);
+    gb_kv_u32(&b, "general.alignment", 64);
+    expect_fail(&b, GGUF_E_RANGE, "twice with different values", UINT64_MAX);
+    free(b.p);
+}
+
+/* One tensor with the given dims/type at offset 0 and data_bytes of data. */
+static void build_tensor(struct gb *b, uint32_t n_dims, const uint64_t *ne,
+                         uint32_t type, uint64_t offset, size_t data_bytes)
+{
+    b->len = 0;
+    gb_header(b, 3, 1, 0);
+    gb_tensor(b, "w", n_dims, ne, type, offset);
+    gb_pad(b, 32);
+    gb_zeros(b, data_bytes);
+}
+
+static void test_tensor_errors(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    uint64_t ne[5] = { 32, 1, 1, 1, 1 };
+    build_tensor(&b, 5, ne, GGML_T_F32, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "5 dimensions", UINT64_MAX);
+    uint64_t neg[1] = { (uint64_t)-5 };
+    build_tensor(&b, 1, neg, GGML_T_F32, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "negative", UINT64_MAX);
+    uint64_t big[3] = { 1ull << 31, 1ull << 31, 1ull << 31 };
+    build_tensor(&b, 3, big, GGML_T_F32, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "element count overflows", UINT64_MAX);
+    build_tensor(&b, 1, ne, 43, 0, 128);
+    expect_fail(&b, GGUF_E_TYPE, "unknown tensor type id 43", UINT64_MAX);
+    build_tensor(&b, 1, ne, 4, 0, 128);
+    expect_fail(&b, GGUF_E_TYPE, "removed tensor type id 4", UINT64_MAX);
+    build_tensor(&b, 1, ne, 31, 0, 128);
+    expect_fail(&b, GGUF_E_TYPE, "removed tensor type id 31", UINT64_MAX);
+    uint64_t odd[1] = { 33 };
+    build_tensor(&b, 1, odd, GGML_T_Q4_0, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "not a whole number of q4_0 blocks", UINT64_MAX);
+    build_tensor(&b, 1, ne, GGML_T_F32, 0, 127);
+    expect_fail(&b, GGUF_E_RANGE, "outside the file", UINT64_MAX);
+    build_tensor(&b, 1, ne, GGML_T_F32, UINT64_MAX - 8, 128);
+    expect_fail(&b, GGUF_E_RANGE, "outside the file", UINT64_MAX);
+    uint64_t huge[1] = { 1ull << 60 };
+    build_tensor(&b, 1, huge, GGML_T_F32, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "outside the file", UINT64_MAX);
+
+    /* duplicate tensor names */
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "w", 1, ne, GGML_T_F32, 0);
+    gb_tensor(&b, "w", 1, ne, GGML_T_F32, 128);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 256);
+    expect_fail(&b, GGUF_E_DUP, "tensor name 'w' occurs twice", UINT64_MAX);
+
+    /* overlapping tensors */
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "a", 1, ne, GGML_T_F32, 0);
+    gb_tensor(&b, "b", 1, ne, GGML_T_F32, 64);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 256);
+    expect_fail(&b, GGUF_E_RANGE, "overlaps", UINT64_MAX);
+
+    /* a tensor name longer than the limit */
+    b.len = 0;
+    gb_header(&b, 3, 1, 0);
+    gb_count(&b, GGUF_MAX_NAME + 1);
+    gb_zeros(&b, GGUF_MAX_NAME + 64);
+    expect_fail(&b, GGUF_E_RANGE, "name is 65536 bytes", UINT64_MAX);
+    free(b.p);
+}
+
+/* Unambiguous files ggml refuses: accepted, with the objection noted. */
+static void test_noted_objections(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    struct gguf_file *f;
+    struct gguf_diag d;
+    /* row not a multiple of the block size, element count is */
+    uint64_t ne[2] = { 16, 2 };
+    build_tensor(&b, 2, ne, GGML_T_Q4_0, 0, 18);
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_non_null(strstr(f->notes, "row length 16"));
+    gguf_close(f);
+    /* out of order, with a gap, misaligned */
+    uint64_t ne1[1] = { 4 };
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "a", 1, ne1, GGML_T_F32, 100);
+    gb_tensor(&b, "b", 1, ne1, GGML_T_F32, 0);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 128);
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_non_null(strstr(f->notes, "not stored contiguously"));
+    assert_non_null(strstr(f->notes, "not a multiple of the alignment"));
+    gguf_close(f);
+    /* a long tensor name */
+    char name[100];
+    memset(name, 'n', 99);
+    name[99] = '\0';
+    b.len = 0;
+    gb_header(&b, 3, 1, 0);
+    gb_tensor(&b, name, 1, ne1, GGML_T_F32, 0);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 16);
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_non_null(strstr(f->notes, "longer than 63"));
+    gguf_close(f);
+    /* zero-sized tensors overlap nothing */
+    uint64_t z[2] = { 0, 7 };
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "z1", 2, z, GGML_T_Q4_K, 0);
+    gb_tensor(&b, "z2", 2, z, GGML_T_F32, 0);
+    assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+    assert_int_equal(f->tensors[0].nbytes, 0);
+    gguf_close(f);
+    free(b.p);
+}
+
+/* The type table agrees with facts that ggml prints. */
+static void test_type_table(void **state)
+{
+    (void)state;
+    assert_string_equal(ggml_type_name_of(GGML_T_Q4_K), "q4_K");
+    assert_int_equal(ggml_type_get(GGML_T_Q4_K)->blck_bytes, 144);
+    assert_int_equal(ggml_type_get(GGML_T_NVFP4)->blck_elems, 64);
+    assert_null(ggml_type_get(4));
+    assert_null(ggml_type_get(43));
+    assert_string_equal(ggml_type_name_of(36), "removed");
+    assert_string_equal(ggml_type_name_of(1000), "unknown");
+    assert_int_equal(ggml_type_by_name("iq4_xs"), GGML_T_IQ4_XS);
+    assert_int_equal(ggml_type_by_name("nope"), -1);
+    int known = 0;
+    for (uint32_t i = 0; i < GGML_T_COUNT; i++)
+        known += ggml_type_get(i) != NULL;
+    assert_int_equal(known, 43 - 8);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_v3),
+        cmocka_unit_test(test_valid_v1_and_be),
+        cmocka_unit_test(test_truncation_everywhere),
+        cmocka_unit_test(test_need_more),
+        cmocka_unit_test(test_open_big_header),
+        cmocka_unit_test(test_magic_and_version),
+        cmocka_unit_test(test_hostile_counts),
+        cmocka_unit_test(test_bad_types),
+        cmocka_unit_test(test_duplicate_keys),
+        cmocka_unit_test(test_alignment),
+        cmocka_unit_test(test_tensor_errors),
+        cmocka_unit_test(test_noted_objections),
+        cmocka_unit_test(test_type_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
