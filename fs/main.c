@@ -218,6 +218,9 @@ int main(int argc, char *argv[])
         goto out_fd;
     }
     fstat(g_fs.fd, &g_fs.model_st);
+    /* Tensor reads are mostly long sequential runs: a larger readahead
+     * window on the model file keeps the disk busy while FUSE replies. */
+    posix_fadvise(g_fs.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     int e = ggfs_tree_init(&g_fs);
     if (e) {
         fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));

@@ -73,6 +73,8 @@ uint64_t gguf_rd64(const struct gguf_enc *e, const uint8_t *p)
 struct cur {
     const uint8_t *b;
     uint64_t len;        /* bytes available in b */
+    int fd;              /* >= 0: b is ours (own) and grows by pread */
+    uint8_t *own;
     uint64_t size;       /* bytes in the whole file */
     uint64_t off;
     struct gguf_enc enc;
@@ -98,11 +100,40 @@ static enum gguf_err fail(struct cur *c, enum gguf_err e, uint64_t off,
     return e;
 }
 
+/* Reads more of the file into the cursor's own buffer so that at least upto
+ * bytes are there; grows geometrically so the total work stays linear. */
+static enum gguf_err refill(struct cur *c, uint64_t upto)
+{
+    uint64_t want = c->len * 2 > upto ? c->len * 2 : upto;
+    if (want < (1u << 20))
+        want = 1u << 20;
+    if (want > c->size)
+        want = c->size;
+    uint8_t *nb = realloc(c->own, want ? want : 1);
+    if (!nb)
+        return fail(c, GGUF_E_NOMEM, c->off, "out of memory reading the header");
+    c->own = nb;
+    c->b = nb;
+    while (c->len < want) {
+        ssize_t r = pread(c->fd, nb + c->len, want - c->len, (off_t)c->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return fail(c, GGUF_E_IO, c->len, "read error: %s", strerror(errno));
+        if (r == 0)
+            return fail(c, GGUF_E_IO, c->len, "file shrank while being read");
+        c->len += (uint64_t)r;
+    }
+    return GGUF_OK;
+}
+
 /* Makes sure n bytes can be read at the cursor. */
 static enum gguf_err need(struct cur *c, uint64_t n, const char *field)
 {
     if (n <= c->len - c->off)
         return GGUF_OK;
+    if (c->fd >= 0 && n <= c->size - c->off)
+        return refill(c, c->off + n);
     if (n > c->size - c->off)
         return fail(c, GGUF_E_TRUNCATED, c->off,
                     "%s%s%s runs past the end of the file (%llu bytes needed, "
@@ -675,6 +706,8 @@ contiguity:
     return GGUF_OK;
 }
 
+static enum gguf_err parse_all(struct cur *c, struct gguf_file **out);
+
 enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
                          struct gguf_file **out, struct gguf_diag *diag,
                          bool *need_more)
@@ -691,7 +724,19 @@ enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
         len = file_size;
 
     struct cur c = { .b = buf, .len = len, .size = file_size, .diag = diag,
-                     .need_more = need_more };
+                     .need_more = need_more, .fd = -1 };
+    return parse_all(&c, out);
+}
+
+/* Parses the whole header through c; on success *out owns a copy of the
+ * header bytes (or c->own itself, which is then taken). */
+static enum gguf_err parse_all(struct cur *c_, struct gguf_file **out)
+{
+    struct cur c = *c_;
+    struct gguf_diag *diag = c.diag;
+    uint64_t file_size = c.size;
+    diag->msg[0] = '\0';
+    diag->offset = UINT64_MAX;
     struct gguf_file *f = calloc(1, sizeof *f);
     if (!f)
         return GGUF_E_NOMEM;
@@ -702,10 +747,10 @@ enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
 
     if ((err = need(&c, 4, "magic")))
         goto out;
-    if (memcmp(buf, "GGUF", 4) != 0) {
+    if (memcmp(c.b, "GGUF", 4) != 0) {
         char m[8];
         for (int i = 0; i < 4; i++)
-            m[i] = (buf[i] >= 0x20 && buf[i] < 0x7f) ? (char)buf[i] : '?';
+            m[i] = (c.b[i] >= 0x20 && c.b[i] < 0x7f) ? (char)c.b[i] : '?';
         m[4] = '\0';
         err = fail(&c, GGUF_E_MAGIC, 0,
                    "not a GGUF file (magic \"%s\", expected \"GGUF\")", m);
@@ -759,21 +804,31 @@ enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
 
     f->hdr_size = c.off;
     f->data_off = c.off + (f->alignment - c.off % f->alignment) % f->alignment;
-    f->hdr = malloc(f->hdr_size ? f->hdr_size : 1);
-    if (!f->hdr) {
-        err = GGUF_E_NOMEM;
-        goto out;
+    if (c.own) {
+        /* take the buffer we read into, trimmed to the header */
+        uint8_t *h = realloc(c.own, f->hdr_size ? f->hdr_size : 1);
+        f->hdr = h ? h : c.own;
+        c.own = NULL;
+    } else {
+        f->hdr = malloc(f->hdr_size ? f->hdr_size : 1);
+        if (!f->hdr) {
+            err = GGUF_E_NOMEM;
+            goto out;
+        }
+        memcpy(f->hdr, c.b, f->hdr_size);
     }
-    memcpy(f->hdr, buf, f->hdr_size);
     if ((err = check_ranges(&c, f, &notes)))
         goto out;
     f->notes = notes;
     notes = NULL;
     *out = f;
+    c_->own = NULL;
     return GGUF_OK;
 
 out:
     free(notes);
+    free(c.own);
+    c_->own = NULL;
     if (err == GGUF_E_NOMEM && diag->msg[0] == '\0') {
         snprintf(diag->msg, sizeof diag->msg, "out of memory while indexing");
         diag->offset = c.off;
@@ -810,49 +865,11 @@ enum gguf_err gguf_open_fd(int fd, struct gguf_file **out, struct gguf_diag *dia
         diag->offset = 0;
         return GGUF_E_IO;
     }
-    uint64_t size = (uint64_t)st.st_size;
-    /* Read a first chunk; if the header is longer, the parser says how many
-     * bytes it needs and we read at least twice as much, so the total work
-     * stays linear in the header size. */
-    uint64_t want = size < (1u << 20) ? size : (1u << 20), have = 0;
-    uint8_t *buf = NULL;
-    for (;;) {
-        uint8_t *nb = realloc(buf, want ? want : 1);
-        if (!nb) {
-            free(buf);
-            snprintf(diag->msg, sizeof diag->msg, "out of memory reading the header");
-            diag->offset = have;
-            return GGUF_E_NOMEM;
-        }
-        buf = nb;
-        while (have < want) {
-            ssize_t r = pread(fd, buf + have, want - have, (off_t)have);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                int e = r < 0 ? errno : 0;
-                free(buf);
-                if (e)
-                    snprintf(diag->msg, sizeof diag->msg, "read error: %s", strerror(e));
-                else
-                    snprintf(diag->msg, sizeof diag->msg,
-                             "file shrank while being read");
-                diag->offset = have;
-                return GGUF_E_IO;
-            }
-            have += (uint64_t)r;
-        }
-        bool more = false;
-        enum gguf_err e = gguf_parse(buf, have, size, out, diag, &more);
-        if (!more) {
-            free(buf);
-            return e;
-        }
-        uint64_t needed = diag->offset;
-        want = have * 2 > needed ? have * 2 : needed;
-        if (want > size)
-            want = size;
-    }
+    /* The cursor reads the header on demand (1 MiB first, then doubling),
+     * so tensor data is never read and nothing is parsed twice. */
+    struct cur c = { .size = (uint64_t)st.st_size, .fd = fd, .diag = diag };
+    *out = NULL;
+    return parse_all(&c, out);
 }
 
 enum gguf_err gguf_open(const char *path, struct gguf_file **out,

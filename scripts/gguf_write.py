@@ -181,14 +181,18 @@ class GGUFWriter:
         self.kvs.append((kb, bytes(raw)))
         return self
 
-    def add_tensor(self, name, type_, ne, data=None, offset=None):
+    def add_tensor(self, name, type_, ne, data=None, offset=None, check=True):
         """Adds a tensor: type_ is a ggml type name or id (any id for broken
         files), ne its dims in ggml order (ne[0] = row length, 0 to 4 or
         more dims as given), data its bytes (zeros of the right size if
-        None), offset its offset in the data section (None: next aligned)."""
+        None), offset its offset in the data section (None: next aligned).
+        With check, data must have the size the type and dims imply."""
         tid = TYPE_IDS[type_] if isinstance(type_, str) else int(type_)
         if data is None:
             data = bytes(tensor_nbytes(tid, ne)) if tid in GGML_TYPES else b""
+        if check and tid in GGML_TYPES and len(data) != tensor_nbytes(tid, ne):
+            raise ValueError("tensor %r: %d bytes given, %s %r takes %d"
+                             % (name, len(data), GGML_TYPES[tid][0], ne, tensor_nbytes(tid, ne)))
         nb = name.encode("utf-8") if isinstance(name, str) else bytes(name)
         self.tensors.append({"name": nb, "type": tid, "ne": list(ne),
                              "data": bytes(data), "offset": offset})
