@@ -5,6 +5,7 @@
  *
  *   1 (FUSE_ROOT_ID)  /                 2  /info
  *   3                 /meta             4  /tensors
+ *   5                 /stats (block cache counters)
  *   KV_BASE + i       /meta/<key i>
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape}
@@ -25,12 +26,14 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
+#include "cache.h"
 
 enum {
     INO_ROOT = FUSE_ROOT_ID,
     INO_INFO = 2,
     INO_META = 3,
     INO_TENSORS = 4,
+    INO_STATS = 5,
     KV_BASE = 16,
     TENSOR_STRIDE = 8,
 };
@@ -64,6 +67,8 @@ struct ggfs {
     struct text info;            /* /info, rendered at mount */
 
     uint64_t tensor_base;        /* first tensor inode */
+    struct cache *cache;         /* dequantized f32 chunks */
+    uint64_t cache_size;
     double timeout;              /* entry/attr timeout, seconds */
 };
 
@@ -75,6 +80,13 @@ void ggfs_tree_free(struct ggfs *fs);
 
 /* Index of name in t, or -1. */
 int64_t ntab_find(const struct ntab *t, const char *name);
+
+/* true if tensor i has an f32 view (its type can be dequantized). */
+bool ggfs_has_f32(uint64_t i);
+
+/* The cache's fill callback: dequantizes one chunk of tensor i. */
+int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst,
+                    size_t n);
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops ggfs_ops;

@@ -11,6 +11,7 @@
 #include "fs.h"
 
 #include "gguf/info.h"
+#include "kernels/dequant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,8 @@
 #endif
 
 struct ggfs g_fs;
+
+#define DEFAULT_CACHE_SIZE (256ull << 20)
 
 struct options {
     char *model;
@@ -74,11 +77,13 @@ static void usage(const char *prog)
            "  info                   summary of header, keys and tensors\n"
            "  meta/KEY               one text file per metadata key\n"
            "  tensors/NAME/raw       the tensor's bytes as stored\n"
+           "  tensors/NAME/f32       the tensor dequantized to float32\n"
            "  tensors/NAME/type      ggml type name\n"
            "  tensors/NAME/shape     shape in numpy order\n\n"
            "gguffs options:\n"
            "  -o ro                  never write MODEL.gguf\n"
-           "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes)\n"
+           "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
+           "                         default 256M)\n"
            "  -o threads=N           dequantization workers\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -191,7 +196,7 @@ int main(int argc, char *argv[])
                 "optional K, M or G suffix)\n", o.cache_size);
         goto out_args;
     }
-    (void)cache_bytes;   /* takes effect with the f32 views */
+    g_fs.cache_size = o.cache_size ? cache_bytes : DEFAULT_CACHE_SIZE;
 
     struct stat mst;
     if (stat(copts.mountpoint, &mst) != 0) {
@@ -221,7 +226,9 @@ int main(int argc, char *argv[])
     /* Tensor reads are mostly long sequential runs: a larger readahead
      * window on the model file keeps the disk busy while FUSE replies. */
     posix_fadvise(g_fs.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    int e = ggfs_tree_init(&g_fs);
+    ggfs_dequant_init();
+    g_fs.cache = cache_new(g_fs.cache_size, ggfs_fill_chunk, NULL);
+    int e = g_fs.cache ? ggfs_tree_init(&g_fs) : ENOMEM;
     if (e) {
         fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));
         goto out_tree;
@@ -270,6 +277,7 @@ out_session:
     fuse_session_destroy(se);
 out_tree:
     ggfs_tree_free(&g_fs);
+    cache_free(g_fs.cache);
     gguf_close(g_fs.gf);
 out_fd:
     close(g_fs.fd);

@@ -18,7 +18,7 @@
 
 /* ---- inode classification ---------------------------------------------- */
 
-enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR };
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS };
 
 struct node {
     enum kind kind;
@@ -26,10 +26,9 @@ struct node {
     enum tensor_file tf;     /* for K_TENSOR */
 };
 
-static bool tensor_has(enum tensor_file tf, const struct gguf_tensor *t)
+static bool tensor_has(enum tensor_file tf, uint64_t idx)
 {
-    (void)t;
-    return tf != TF_F32;     /* f32 views arrive with the dequantization work */
+    return tf != TF_F32 || ggfs_has_f32(idx);
 }
 
 static struct node classify(fuse_ino_t ino)
@@ -41,6 +40,7 @@ static struct node classify(fuse_ino_t ino)
     case INO_INFO: n.kind = K_INFO; return n;
     case INO_META: n.kind = K_META; return n;
     case INO_TENSORS: n.kind = K_TENSORS; return n;
+    case INO_STATS: n.kind = K_STATS; return n;
     }
     if (ino >= KV_BASE && ino - KV_BASE < gf->n_kv) {
         n.kind = K_KV;
@@ -50,7 +50,7 @@ static struct node classify(fuse_ino_t ino)
         uint64_t rel = ino - g_fs.tensor_base;
         n.idx = rel / TENSOR_STRIDE;
         n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
-        if (n.tf < TF_COUNT && tensor_has(n.tf, &gf->tensors[n.idx]))
+        if (n.tf < TF_COUNT && tensor_has(n.tf, n.idx))
             n.kind = K_TENSOR;
     }
     return n;
@@ -109,6 +109,22 @@ static const char *tensor_small_text(uint64_t idx, enum tensor_file tf,
     return buf;
 }
 
+/* The block cache counters, as "name value" lines. */
+static size_t stats_text(char *buf, size_t cap)
+{
+    struct cache_stats cs;
+    cache_get_stats(g_fs.cache, &cs);
+    int n = snprintf(buf, cap,
+                     "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
+                     "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
+                     "chunk_bytes %u\n",
+                     (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+                     (unsigned long long)cs.evictions, (unsigned long long)cs.fill_errors,
+                     (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
+                     (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES);
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
 /* ---- attributes --------------------------------------------------------- */
 
 static void fill_common(struct stat *st, fuse_ino_t ino)
@@ -148,6 +164,13 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         st->st_nlink = 1;
         st->st_size = (off_t)g_fs.info.len;
         break;
+    case K_STATS: {
+        char buf[512];
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)stats_text(buf, sizeof buf);
+        break;
+    }
     case K_KV: {
         const struct text *t = kv_text(n.idx);
         if (!t)
@@ -224,6 +247,8 @@ static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return reply_entry(req, INO_META);
         if (strcmp(name, "tensors") == 0)
             return reply_entry(req, INO_TENSORS);
+        if (strcmp(name, "stats") == 0)
+            return reply_entry(req, INO_STATS);
         break;
     case K_META:
         if ((i = ntab_find(&g_fs.meta_names, name)) >= 0)
@@ -239,7 +264,7 @@ static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         static const char *const files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape" };
         for (int f = TF_RAW; f < TF_COUNT; f++)
             if (strcmp(name, files[f]) == 0 &&
-                tensor_has((enum tensor_file)f, &g_fs.gf->tensors[p.idx]))
+                tensor_has((enum tensor_file)f, p.idx))
                 return reply_entry(req, tensor_ino(p.idx, (enum tensor_file)f));
         break;
     case K_NONE:
@@ -299,7 +324,7 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
     /* Entry k (0-based) is followed by offset k+1: "." and ".." are 0 and 1. */
     uint64_t count;
     switch (n.kind) {
-    case K_ROOT: count = 3; break;
+    case K_ROOT: count = 4; break;
     case K_META: count = g_fs.gf->n_kv; break;
     case K_TENSORS: count = g_fs.gf->n_tensors; break;
     default: count = TF_COUNT - 1; break;
@@ -317,11 +342,11 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
             uint64_t e = k - 2;
             switch (n.kind) {
             case K_ROOT: {
-                static const char *const names[3] = { "info", "meta", "tensors" };
-                static const fuse_ino_t inos[3] = { INO_INFO, INO_META, INO_TENSORS };
+                static const char *const names[4] = { "info", "meta", "tensors", "stats" };
+                static const fuse_ino_t inos[4] = { INO_INFO, INO_META, INO_TENSORS, INO_STATS };
                 name = names[e];
                 child = inos[e];
-                mode = e ? S_IFDIR : S_IFREG;
+                mode = (e == 1 || e == 2) ? S_IFDIR : S_IFREG;
                 break;
             }
             case K_META:
@@ -336,7 +361,7 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
             default: {
                 static const char *const files[TF_COUNT - 1] = { "raw", "f32", "type", "shape" };
                 enum tensor_file tf = (enum tensor_file)(e + 1);
-                if (!tensor_has(tf, &g_fs.gf->tensors[n.idx]))
+                if (!tensor_has(tf, n.idx))
                     continue;
                 name = files[e];
                 child = tensor_ino(n.idx, tf);
@@ -356,12 +381,16 @@ static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     struct node n = classify(ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
-    if (n.kind != K_INFO && n.kind != K_KV && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+    if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS &&
+        !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
         /* meta/ edits arrive with the editing work; tensor data is read-only */
         return (void)fuse_reply_err(req, n.kind == K_KV ? EROFS : EACCES);
-    fi->keep_cache = 1;
+    if (n.kind == K_STATS)
+        fi->direct_io = 1;    /* changes all the time: never cache it */
+    else
+        fi->keep_cache = 1;
     fuse_reply_open(req, fi);
 }
 
@@ -372,6 +401,54 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len,
         return (void)fuse_reply_buf(req, NULL, 0);
     size_t n = len - (size_t)off < size ? len - (size_t)off : size;
     fuse_reply_buf(req, data + off, n);
+}
+
+/* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks:
+ * the reply is gathered straight from the chunks (one copy, into the
+ * kernel), then the chunks are released. */
+static void read_f32(fuse_req_t req, uint64_t idx, size_t size, off_t off)
+{
+    const struct gguf_tensor *t = &g_fs.gf->tensors[idx];
+    uint64_t total = t->n_elems * 4;
+    if ((uint64_t)off >= total)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    if (size > total - (uint64_t)off)
+        size = (size_t)(total - (uint64_t)off);
+    uint64_t first = (uint64_t)off / CACHE_CHUNK_BYTES;
+    uint64_t last = ((uint64_t)off + size - 1) / CACHE_CHUNK_BYTES;
+    size_t count = (size_t)(last - first + 1);
+    struct cache_chunk **pinned = calloc(count, sizeof *pinned);
+    struct fuse_bufvec *bv = calloc(1, sizeof *bv + count * sizeof(struct fuse_buf));
+    int err = 0;
+    if (!pinned || !bv) {
+        err = ENOMEM;
+        goto out;
+    }
+    bv->count = count;
+    uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t c = first + k;
+        uint64_t c_start = c * CACHE_CHUNK_BYTES;
+        uint64_t c_elems = t->n_elems - c * CACHE_CHUNK_ELEMS;
+        if (c_elems > CACHE_CHUNK_ELEMS)
+            c_elems = CACHE_CHUNK_ELEMS;
+        pinned[k] = cache_get(g_fs.cache, idx, c, (size_t)c_elems, &err);
+        if (!pinned[k])
+            goto out;
+        uint64_t c_end = c_start + c_elems * 4;
+        uint64_t to = end < c_end ? end : c_end;
+        bv->buf[k].mem = (char *)cache_data(pinned[k]) + (pos - c_start);
+        bv->buf[k].size = (size_t)(to - pos);
+        pos = to;
+    }
+    fuse_reply_data(req, bv, 0);    /* no page gifting: chunks stay ours */
+out:
+    if (err)
+        fuse_reply_err(req, err);
+    for (size_t k = 0; pinned && k < count && pinned[k]; k++)
+        cache_put(g_fs.cache, pinned[k]);
+    free(pinned);
+    free(bv);
 }
 
 static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -390,6 +467,11 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             return (void)fuse_reply_err(req, ENOMEM);
         return reply_slice(req, t->data, t->len, size, off);
     }
+    case K_STATS: {
+        char buf[512];
+        size_t len = stats_text(buf, sizeof buf);
+        return reply_slice(req, buf, len, size, off);
+    }
     case K_TENSOR:
         break;
     default:
@@ -402,6 +484,8 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         tensor_small_text(n.idx, n.tf, buf, sizeof buf, &len);
         return reply_slice(req, buf, len, size, off);
     }
+    if (n.tf == TF_F32)
+        return read_f32(req, n.idx, size, off);
     if (n.tf != TF_RAW)
         return (void)fuse_reply_err(req, EIO);
     if ((uint64_t)off >= t->nbytes)

@@ -1,0 +1,60 @@
+/*
+ * fs/cache.h — a bounded cache of dequantized chunks.
+ *
+ * The f32 view of a tensor is cut into chunks of CACHE_CHUNK_ELEMS floats
+ * (a whole number of quantization blocks for every type, since every block
+ * size divides it).  A chunk is identified by (tensor index, chunk index);
+ * its floats are produced by a fill callback on a miss.
+ *
+ * Contract:
+ *   - cache_get() returns a pinned chunk: its floats stay valid and
+ *     unchanged until cache_put() releases it, whatever other threads do.
+ *   - The bytes held by unpinned chunks never exceed the capacity; pinned
+ *     chunks may exceed it by at most (threads × chunks pinned per read).
+ *   - Eviction is CLOCK (second chance) per shard; lookups lock one shard
+ *     only, so readers of different chunks rarely contend.
+ *   - Two threads missing the same chunk at once may both fill it; one
+ *     copy is kept, the other freed.  Fill results are deterministic, so
+ *     readers cannot tell.
+ */
+#ifndef FS_CACHE_H
+#define FS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CACHE_CHUNK_ELEMS 65536u            /* 256 KiB of float32 */
+#define CACHE_CHUNK_BYTES (CACHE_CHUNK_ELEMS * 4u)
+
+struct cache;
+struct cache_chunk;
+
+/* Fills dst with n floats of chunk (tensor, chunk); returns 0 or an errno. */
+typedef int (*cache_fill_fn)(void *ctx, uint64_t tensor, uint64_t chunk,
+                             float *dst, size_t n);
+
+struct cache_stats {
+    uint64_t hits, misses, evictions, fill_errors;
+    uint64_t bytes_held, capacity;
+    uint64_t chunks_held;
+};
+
+/* capacity in bytes (at least one chunk is always allowed). */
+struct cache *cache_new(uint64_t capacity, cache_fill_fn fill, void *ctx);
+void cache_free(struct cache *c);
+
+/* Returns the pinned chunk, filling it on a miss (n floats: the chunk's
+ * length, shorter for a tensor's last chunk).  NULL with *err set on a fill
+ * error or out of memory. */
+struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
+                              size_t n, int *err);
+const float *cache_data(const struct cache_chunk *ch);
+void cache_put(struct cache *c, struct cache_chunk *ch);
+
+/* Drops every unpinned chunk (after an edit changes tensor data layout). */
+void cache_clear(struct cache *c);
+
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+#endif
