@@ -69,6 +69,7 @@ struct ggfs {
     uint64_t tensor_base;        /* first tensor inode */
     struct cache *cache;         /* dequantized f32 chunks */
     uint64_t cache_size;
+    unsigned threads;            /* -o threads (0: default) */
     double timeout;              /* entry/attr timeout, seconds */
 };
 

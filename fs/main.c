@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #ifndef GGUFFS_VERSION
@@ -33,7 +34,7 @@ struct ggfs g_fs;
 struct options {
     char *model;
     char *cache_size;
-    unsigned threads;
+    char *threads;
     int ro;
     int dump;
 };
@@ -42,7 +43,7 @@ enum { KEY_RO, KEY_DUMP };
 
 static const struct fuse_opt opt_spec[] = {
     { "cache_size=%s", offsetof(struct options, cache_size), 0 },
-    { "threads=%u", offsetof(struct options, threads), 0 },
+    { "threads=%s", offsetof(struct options, threads), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
     FUSE_OPT_END
@@ -130,6 +131,23 @@ static bool parse_size(const char *s, uint64_t *out)
     return true;
 }
 
+/* true if dir is the root of a FUSE mount: mounting over it would hide a
+ * live mount (most often a gguffs mounted there before). */
+static bool already_fuse_mounted(const char *dir, const struct stat *st)
+{
+    struct statfs sf;
+    if (statfs(dir, &sf) != 0 || sf.f_type != 0x65735546 /* FUSE_SUPER_MAGIC */)
+        return false;
+    char *parent = malloc(strlen(dir) + 4);
+    if (!parent)
+        return false;
+    sprintf(parent, "%s/..", dir);
+    struct stat pst;
+    bool root = stat(parent, &pst) == 0 && pst.st_dev != st->st_dev;
+    free(parent);
+    return root;
+}
+
 static int refuse(const char *model, const struct gguf_diag *d)
 {
     if (d->offset != UINT64_MAX)
@@ -197,6 +215,18 @@ int main(int argc, char *argv[])
         goto out_args;
     }
     g_fs.cache_size = o.cache_size ? cache_bytes : DEFAULT_CACHE_SIZE;
+    g_fs.threads = 0;
+    if (o.threads) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(o.threads, &end, 10);
+        if (errno || *end || o.threads[0] < '1' || o.threads[0] > '9' || n > 1024) {
+            fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
+                    o.threads);
+            goto out_args;
+        }
+        g_fs.threads = (unsigned)n;
+    }
 
     struct stat mst;
     if (stat(copts.mountpoint, &mst) != 0) {
@@ -205,6 +235,11 @@ int main(int argc, char *argv[])
     }
     if (!S_ISDIR(mst.st_mode)) {
         fprintf(stderr, "gguffs: %s: not a directory\n", copts.mountpoint);
+        goto out_args;
+    }
+    if (already_fuse_mounted(copts.mountpoint, &mst)) {
+        fprintf(stderr, "gguffs: %s: already a FUSE mount point (unmount it first)\n",
+                copts.mountpoint);
         goto out_args;
     }
 
@@ -285,6 +320,7 @@ out_args:
     free(copts.mountpoint);
     free(o.model);
     free(o.cache_size);
+    free(o.threads);
     fuse_opt_free_args(&args);
     return ret;
 }
