@@ -289,48 +289,152 @@ static bool roundtrips(const char *s, double v, bool f32)
     return memcmp(&a, &v, sizeof a) == 0;
 }
 
-/* Shortest digits for a finite v, laid out like Python's repr without the
- * ".0": fixed notation for decimal exponents in [-4, 16), else d.ddde+XX. */
+/* The first p of the significand digits d[0..n), plus one unit in the last
+ * place if up; a carry out of the first digit becomes "1" and bumps *exp. */
+static void cut_digits(const char *d, int p, bool up, char *out, int *exp)
+{
+    memcpy(out, d, (size_t)p);
+    if (!up)
+        return;
+    int i = p - 1;
+    while (i >= 0 && out[i] == '9')
+        out[i--] = '0';
+    if (i >= 0) {
+        out[i]++;
+    } else {
+        out[0] = '1';
+        (*exp)++;
+    }
+}
+
+/*
+ * Is there a p-digit decimal that reads back as a?  The candidates are the
+ * p-digit numbers just below and just above a, i.e. printf's digits cut to
+ * p, and that plus one unit (printf's digits round a, so the cut is never
+ * below the lower neighbour nor above the upper one).  The nearer one is
+ * tried first; the one found goes to cand and *exp.
+ */
+static bool p_digits_suffice(const char *d, int n, int p, int exp0, double a,
+                             bool f32, char *cand, int *exp)
+{
+    bool up_first = p < n && d[p] >= '5';
+    for (int k = 0; k < 2; k++) {
+        bool up = k == 0 ? up_first : !up_first;
+        if (up && p == n)
+            continue;   /* printf's own digits: no other candidate */
+        char t[48], *q = t;
+        *exp = exp0;
+        cut_digits(d, p, up, cand, exp);
+        /* "D.DDDe-X", built by hand: printf here would double the cost */
+        *q++ = cand[0];
+        *q++ = '.';
+        memcpy(q, cand + 1, (size_t)p - 1);
+        q += p - 1;
+        *q++ = 'e';
+        if (*exp < 0)
+            *q++ = '-';
+        char num[8], *ds = utoa_rev((uint64_t)(*exp < 0 ? -*exp : *exp),
+                                    num + sizeof num);
+        memcpy(q, ds, (size_t)(num + sizeof num - ds));
+        q += num + sizeof num - ds;
+        *q = '\0';
+        if (roundtrips(t, a, f32))
+            return true;
+    }
+    return false;
+}
+
+/* The significant digits of printf's "d.ddde+XX" (n bytes) into d. */
+static int split_e(const char *s, int n, char *d, size_t cap)
+{
+    int nd = 0;
+    for (int i = 0; i < n && s[i] != 'e'; i++)
+        if (s[i] >= '0' && s[i] <= '9' && (size_t)nd < cap)
+            d[nd++] = s[i];
+    return nd;
+}
+
+/* The decimal exponent of printf's "d.ddde+XX". */
+static int exp_e(const char *s)
+{
+    const char *e = strchr(s, 'e');
+    return e ? atoi(e + 1) : 0;
+}
+
+/*
+ * Shortest digits for a finite v, laid out like Python's repr without the
+ * ".0": fixed notation for decimal exponents in [-4, 16), else d.ddde+XX.
+ *
+ * The text is the same as taking the least p for which "%.{p-1}e" reads
+ * back to v.  Speed matters (vocabularies carry 100k+ scores), so instead
+ * of printing every p, printf runs once for 9 (f32) or 17 (f64) digits,
+ * which always read back; the least p is found by cutting candidates from
+ * those digits and checking them with strtof/strtod, and only the final
+ * text is printed again.
+ */
 static size_t fmt_finite(double v, bool f32, char *buf, size_t cap)
 {
-    char tmp[64];
-    /* Rounding to more digits never moves further from v, so "round-trips
-     * with p digits" is monotone in p and a binary search finds the least. */
-    int lo = 1, hi = f32 ? 9 : 17;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        snprintf(tmp, sizeof tmp, "%.*e", mid - 1, v);
-        if (roundtrips(tmp, v, f32))
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    snprintf(tmp, sizeof tmp, "%.*e", lo - 1, v);
-
-    /* split "-d.ddde+XX" into sign, digits and exponent */
-    char digits[24];
-    size_t nd = 0;
-    const char *p = tmp;
-    bool neg = *p == '-';
-    if (neg)
-        p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.' && nd < sizeof digits)
-            digits[nd++] = *p;
-    int exp = *p == 'e' ? atoi(p + 1) : 0;
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-
+    bool neg = signbit(v);
+    double a = fabs(v);
     char res[64];
     size_t k = 0;
     if (neg)
         res[k++] = '-';
+
+    /* Integers below 2^24 (f32) / 2^53 (f64): every integer nearby is
+     * representable, so the integer's own digits are the shortest text. */
+    if (a < (f32 ? 16777216.0 : 9007199254740992.0) && a == floor(a)) {
+        char tmp[24];
+        char *s = utoa_rev((uint64_t)a, tmp + sizeof tmp);
+        size_t n = (size_t)(tmp + sizeof tmp - s);
+        memcpy(res + k, s, n);
+        k += n;
+        res[k] = '\0';
+        snprintf(buf, cap, "%s", res);
+        return k < cap ? k : cap - 1;
+    }
+
+    int maxp = f32 ? 9 : 17;
+    char full[48], digits[24], cand[24];
+    int nd = split_e(full, snprintf(full, sizeof full, "%.*e", maxp - 1, a),
+                     digits, sizeof digits), exp0 = exp_e(full);
+
+    /* A p-digit decimal is also a (p+1)-digit one, so "p digits suffice"
+     * is monotone in p: binary search for the least p.  Real data (scores,
+     * weights) mostly needs nearly all digits, so the first probe is near
+     * the top. */
+    int lo = 1, hi = nd, e;
+    for (int mid = nd - 2; lo < hi; mid = (lo + hi) / 2) {
+        if (mid < lo)
+            mid = lo;
+        if (p_digits_suffice(digits, nd, mid, exp0, a, f32, cand, &e))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    /* The text is a correctly rounded "%.*e" (digits cut from a rounded
+     * string can round the other way in ties), with the least p >= hi that
+     * reads back: usually hi itself; the loop covers the rare case where
+     * only the farther p-digit neighbour of a power of two reads back. */
+    int exp = exp0;
+    for (int p = hi; p <= maxp; p++) {
+        snprintf(full, sizeof full, "%.*e", p - 1, a);
+        if (roundtrips(full, a, f32) || p == maxp) {
+            hi = split_e(full, strlen(full), cand, sizeof cand);
+            exp = exp_e(full);
+            break;
+        }
+    }
+    int n = hi;
+    while (n > 1 && cand[n - 1] == '0')
+        n--;
+
     if (exp < -4 || exp >= 16) {
-        res[k++] = digits[0];
-        if (nd > 1) {
+        res[k++] = cand[0];
+        if (n > 1) {
             res[k++] = '.';
-            memcpy(res + k, digits + 1, nd - 1);
-            k += nd - 1;
+            memcpy(res + k, cand + 1, (size_t)n - 1);
+            k += (size_t)n - 1;
         }
         k += (size_t)snprintf(res + k, sizeof res - k, "e%c%02d",
                               exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
@@ -339,16 +443,16 @@ static size_t fmt_finite(double v, bool f32, char *buf, size_t cap)
         res[k++] = '.';
         for (int z = -1; z > exp; z--)
             res[k++] = '0';
-        memcpy(res + k, digits, nd);
-        k += nd;
+        memcpy(res + k, cand, (size_t)n);
+        k += (size_t)n;
     } else {
-        size_t ip = (size_t)exp + 1;   /* digits before the point */
-        for (size_t i = 0; i < ip; i++)
-            res[k++] = i < nd ? digits[i] : '0';
-        if (nd > ip) {
+        int ip = exp + 1;   /* digits before the point */
+        for (int i = 0; i < ip; i++)
+            res[k++] = i < n ? cand[i] : '0';
+        if (n > ip) {
             res[k++] = '.';
-            memcpy(res + k, digits + ip, nd - ip);
-            k += nd - ip;
+            memcpy(res + k, cand + ip, (size_t)(n - ip));
+            k += (size_t)(n - ip);
         }
     }
     res[k] = '\0';

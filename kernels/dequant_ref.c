@@ -213,9 +213,15 @@ static void deq_q1_0(const void *src, float *y, size_t nb)
 {
     const uint8_t *b = src;
     for (size_t i = 0; i < nb; i++, b += 18, y += 128) {
-        const float d = ggfs_ld_f16(b), neg_d = -d;
-        for (int j = 0; j < 128; j++)
-            y[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? d : neg_d;
+        /* ggml: bit ? d : -d; the sign flip is done on the bits (no
+         * branch on random data) */
+        uint32_t du;
+        const float d = ggfs_ld_f16(b);
+        memcpy(&du, &d, sizeof du);
+        for (int j = 0; j < 128; j++) {
+            const uint32_t clear = ~((uint32_t)b[2 + j / 8] >> (j % 8)) & 1;
+            y[j] = ggfs_bits_to_f32(du ^ (clear << 31));
+        }
     }
 }
 
@@ -419,23 +425,29 @@ static void deq_tq2_0(const void *src, float *y, size_t nb)
 
 /* ---------------- i-quants ---------------- */
 
-/* Eight grid bytes times db, each negated where its sign bit is set.
- * ggml writes db * g * (sign ? -1 : 1); its compiled code negates with a
- * sign flip, and so does C's unary minus. */
+/* v with its sign flipped if bit is 1 — a sign flip, like ggml's compiled
+ * "v * (sign ? -1 : 1)", so a NaN's sign flips too.  Done on the bits
+ * because the sign bits are random: a branch would be mispredicted half
+ * the time. */
+static inline float flip_sign(float v, unsigned bit)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return ggfs_bits_to_f32(u ^ ((uint32_t)(bit & 1) << 31));
+}
+
+/* Eight grid bytes times db, each negated where its sign bit is set
+ * (ggml: db * grid[j] * (signs & (1 << j) ? -1 : 1)). */
 static inline void grid8(float *y, float db, uint64_t grid, uint8_t signs)
 {
-    for (int j = 0; j < 8; j++) {
-        const float v = db * (float)(uint8_t)(grid >> (8 * j));
-        y[j] = signs >> j & 1 ? -v : v;
-    }
+    for (int j = 0; j < 8; j++)
+        y[j] = flip_sign(db * (float)(uint8_t)(grid >> (8 * j)), signs >> j);
 }
 
 static inline void grid4(float *y, float db, uint32_t grid, uint8_t signs)
 {
-    for (int j = 0; j < 4; j++) {
-        const float v = db * (float)(uint8_t)(grid >> (8 * j));
-        y[j] = signs >> j & 1 ? -v : v;
-    }
+    for (int j = 0; j < 4; j++)
+        y[j] = flip_sign(db * (float)(uint8_t)(grid >> (8 * j)), signs >> j);
 }
 
 /* iq2_xxs: d, then per 32 elements two 32-bit words: four 8-bit grid

@@ -23,6 +23,9 @@
  * the quantized kind also stops after GGUFFS_TEST_QUANT_SECONDS (1.5) per
  * type; the count reached is printed.
  *
+ * "test_dequant --bench" prints the throughput of ggml and of each of our
+ * levels instead (meson test --benchmark).
+ *
  * Without the oracle the test is skipped (exit 77), unless CI is set, when
  * a missing oracle is a failure.
  */
@@ -94,10 +97,17 @@ static void rng_fill(uint64_t *s, uint8_t *p, size_t n)
     }
 }
 
-/* A uniformly random finite half (exponent field not all ones). */
+/* When set, forced scales are moderate normal numbers rather than any
+ * finite half: for benchmarks, whose timings subnormals would distort. */
+static bool moderate_scales;
+
+/* A uniformly random finite half (exponent field not all ones), or one
+ * between 2^-10 and 2^-3 if moderate_scales. */
 static uint16_t rng_finite_half(uint64_t *s)
 {
     uint16_t h = (uint16_t)rng_next(s);
+    if (moderate_scales)
+        return (uint16_t)((h & 0x83ff) | ((5 + (h >> 10) % 8) << 10));
     if ((h & 0x7c00) == 0x7c00)
         h ^= 0x4000;
     return h;
@@ -315,11 +325,9 @@ static void run_quantized(uint32_t type)
     enum { ROW = 4096 }; /* a multiple of every block size */
     const size_t blocks_per_row = ROW / ti->blck_elems;
     size_t total = n_blocks_quant;
-    /* Stop early once the time budget is spent: some quantizers do
-     * thousands of blocks a second, not millions. */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    size_t rows_per_chunk = CHUNK * 32 / ROW; /* 32 rows of 4096 */
+    /* 4 rows of 4096 per round: small enough that the time budget is not
+     * spent on one round of the slowest quantizers */
+    const size_t rows_per_chunk = 4;
     uint64_t s = seed ^ ((uint64_t)type << 40) ^ 0x9a9a;
 
     float *x = malloc(rows_per_chunk * ROW * sizeof(float));
@@ -337,6 +345,10 @@ static void run_quantized(uint32_t type)
     const float *im = o_requires_imatrix((int)type) ? imatrix : NULL;
     o_quantize_init((int)type);
 
+    /* Stop early once the time budget is spent: some quantizers do
+     * thousands of blocks a second, not millions. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t done = 0;
     while (done < total) {
         size_t rows = (total - done + blocks_per_row - 1) / blocks_per_row;
@@ -402,6 +414,73 @@ static void test_supported(void **state)
     assert_false(ggfs_dequant_supported(UINT32_MAX));
 }
 
+/* ---- throughput (test_dequant --bench; not part of the test) ---- */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* GB/s of float output of fn (variant < 0: ggml; else that level) over the
+ * same input, best of several rounds of ~0.1 s each. */
+static double bench_one(uint32_t type, int variant, const uint8_t *src,
+                        float *dst, size_t nb)
+{
+    const struct ggml_type_info *ti = ggml_type_get(type);
+    double best = 0;
+    for (int round = 0; round < 5; round++) {
+        size_t reps = 0;
+        double t0 = now(), t;
+        do {
+            if (variant < 0)
+                expected(type, src, dst, nb);
+            else
+                ggfs_dequant_level_run(variant, type, src, dst, nb);
+            reps++;
+        } while ((t = now() - t0) < 0.1);
+        double gbs = (double)reps * (double)nb * ti->blck_elems * 4 / t / 1e9;
+        if (gbs > best)
+            best = gbs;
+    }
+    return best;
+}
+
+static int run_bench(void)
+{
+    moderate_scales = true;
+    printf("%-8s %10s", "type", "ggml");
+    for (int lv = 0; lv < ggfs_dequant_level_count(); lv++)
+        printf(" %10s", ggfs_dequant_level_name(lv));
+    printf("   (GB/s of float output, 4 MiB of floats per call, one thread)\n");
+    for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
+        const struct ggml_type_info *ti = ggml_type_get(t);
+        if (!ggfs_dequant_supported(t) || !o_traits((int)t)->to_float)
+            continue;
+        size_t nb = ((size_t)1 << 20) / ti->blck_elems;
+        uint8_t *src = malloc(nb * ti->blck_bytes);
+        float *dst = malloc(nb * ti->blck_elems * sizeof(float));
+        if (!src || !dst)
+            return 1;
+        uint64_t s = seed ^ t;
+        rng_fill(&s, src, nb * ti->blck_bytes);
+        for (size_t k = 0; k < nb; k++)
+            force_finite(t, src + k * ti->blck_bytes, ti->blck_bytes, &s);
+        printf("%-8s %10.2f", ti->name, bench_one(t, -1, src, dst, nb));
+        for (int lv = 0; lv < ggfs_dequant_level_count(); lv++) {
+            if (lv > 0 && !ggfs_dequant_level_has_own(lv, t))
+                printf(" %10s", "-");
+            else
+                printf(" %10.2f", bench_one(t, lv, src, dst, nb));
+        }
+        printf("\n");
+        free(src);
+        free(dst);
+    }
+    return 0;
+}
+
 /* ---- set-up ---- */
 
 static size_t env_size(const char *name, size_t dflt)
@@ -457,11 +536,15 @@ static int load_oracle(void)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int rc = load_oracle();
     if (rc)
         return rc;
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        ggfs_dequant_init();
+        return run_bench();
+    }
     if (getenv("GGUFFS_TEST_QUICK") && *getenv("GGUFFS_TEST_QUICK")) {
         n_blocks_random /= 20;
         n_blocks_quant /= 20;

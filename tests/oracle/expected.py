@@ -262,6 +262,25 @@ def texts_match(type_, value, got):
     return False, ""
 
 
+def explain_float_mismatch(type_, exp, got):
+    """For f32/f64 values and arrays: the first differing line, and whether
+    gguffs' text still reads back to the same bits (then it is a valid but
+    not the nearest shortest spelling, e.g. from double rounding)."""
+    et = type_[6:-1] if type_.startswith("array[") else type_
+    if et not in ("f32", "f64"):
+        return ""
+    for i, (a, b) in enumerate(zip(exp.split(b"\n"), got.split(b"\n"))):
+        if a != b:
+            back = strtof_bits if et == "f32" else strtod_bits
+            same = back(a) == back(b)
+            return "; element %d: expected %s, got %s%s" % (
+                i, a.decode(errors="replace"), b.decode(errors="replace"),
+                " (which reads back to the same bits: not the nearest shortest"
+                " decimal, e.g. double rounding of printf's digits)" if same and len(a) == len(b) else
+                " (reads back to the same bits but is longer)" if same else "")
+    return ""
+
+
 def first_difference(exp, got):
     """A short description of where two byte strings differ."""
     n = min(len(exp), len(got))

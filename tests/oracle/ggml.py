@@ -24,7 +24,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from expected import expected_text, texts_match, first_difference  # noqa: E402,F401
+from expected import expected_text, texts_match, first_difference  # noqa: E402,F401 (re-exported)
+
+__all__ = ["read_gguf", "write_model", "dequant", "quantize", "expected_text", "texts_match",
+           "first_difference", "ggml_types", "type_id", "quantizable_types", "has_to_float",
+           "last_log", "version"]
 from pyreader import Arr, GGML_TYPES  # noqa: E402
 
 GGUF_TYPE_IDS = {"u8": 0, "i8": 1, "u16": 2, "i16": 3, "u32": 4, "i32": 5,
@@ -318,7 +322,6 @@ def quantize(t, x, n_per_row=None):
 def dequant(t, raw):
     """ggml's dequantization of raw (bytes of type t) to float32.  Types
     without to_float (f32, integers, f64) are converted value by value."""
-    L = lib()
     t = type_id(t)
     name, bs, ts = ggml_types()[t]
     raw = bytes(raw)

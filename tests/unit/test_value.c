@@ -7,6 +7,7 @@
  * of a heap block so that AddressSanitizer catches any read past the value.
  */
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -660,9 +661,52 @@ static void test_float_random(void **state)
             fail_msg("f64 0x%016llx -> \"%s\" does not round-trip",
                      (unsigned long long)bits, text);
     }
-    /* shortest: no f64 text longer than 17 significant digits + "-", ".",
-     * "e-308" */
     gguf_buf_free(&out);
+}
+
+/* The definition: the least p for which "%.{p-1}e" reads back, correctly
+ * rounded (cutting digits from a longer rounded string is not the same). */
+static void test_float_reference(void **state)
+{
+    (void)state;
+    char got[64], t[64];
+    for (int i = 0; i < 200000; i++) {
+        bool f32 = i & 1;
+        double v;
+        uint64_t r = rnd();
+        if (f32) {
+            uint32_t u = (uint32_t)r;
+            float f;
+            if (i % 4 == 1)   /* decimal-looking data, e.g. 46.558002 */
+                f = (float)(int)(u % 100000) * 0.001f;
+            else
+                memcpy(&f, &u, 4);
+            if (!isfinite(f))
+                continue;
+            v = f;
+            gguf_fmt_f32(f, got, sizeof got);
+        } else {
+            memcpy(&v, &r, 8);
+            if (i % 4 == 2)
+                v = (double)(r % 1000000) * 0.001;
+            if (!isfinite(v))
+                continue;
+            gguf_fmt_f64(v, got, sizeof got);
+        }
+        for (int p = 1; p <= 17; p++) {
+            snprintf(t, sizeof t, "%.*e", p - 1, v);
+            if (f32 ? strtof(t, NULL) == (float)v : strtod(t, NULL) == v)
+                break;
+        }
+        /* same digits: both texts read back to the same double */
+        if (strtod(got, NULL) != strtod(t, NULL))
+            fail_msg("%s: got \"%s\", the reference is \"%s\"",
+                     f32 ? "f32" : "f64", got, t);
+    }
+    /* a case where cutting 46.5580025 (printf's 9 digits) rounds up */
+    char buf[48];
+    gguf_fmt_f32((float)46558 * 0.001f, buf, sizeof buf);
+    assert_string_equal(buf, "46.558002");
 }
 
 /* ---- bool ------------------------------------------------------------------------ */
@@ -1249,6 +1293,7 @@ int main(void)
         cmocka_unit_test(test_floats),
         cmocka_unit_test(test_float_parse),
         cmocka_unit_test(test_float_random),
+        cmocka_unit_test(test_float_reference),
         cmocka_unit_test(test_bool),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_utf8_errors),
