@@ -33,6 +33,7 @@ struct ggfs g_fs;
 
 struct options {
     char *model;
+    char *mountpoint;           /* as given; fuse_parse_cmdline resolves it */
     char *cache_size;
     char *threads;
     int ro;
@@ -65,6 +66,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
             o->model = strdup(arg);
             return 0;
         }
+        if (!o->mountpoint)
+            o->mountpoint = strdup(arg);
         return 1;              /* the mount point, for fuse_parse_cmdline */
     }
     return 1;
@@ -181,10 +184,17 @@ int main(int argc, char *argv[])
     int ret = 1;
 
     if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) != 0)
-        return 1;
+        goto out_args;
+    /* Say what is wrong with the mount point ourselves, in our format,
+     * before libfuse resolves it. */
+    struct stat mst;
+    if (o.mountpoint && stat(o.mountpoint, &mst) != 0) {
+        fprintf(stderr, "gguffs: %s: %s\n", o.mountpoint, strerror(errno));
+        goto out_args;
+    }
     if (fuse_parse_cmdline(&args, &copts) != 0) {
         fprintf(stderr, "gguffs: bad arguments (see gguffs --help)\n");
-        return 1;
+        goto out_args;
     }
     if (copts.show_help) {
         usage(argv[0]);
@@ -228,7 +238,6 @@ int main(int argc, char *argv[])
         g_fs.threads = (unsigned)n;
     }
 
-    struct stat mst;
     if (stat(copts.mountpoint, &mst) != 0) {
         fprintf(stderr, "gguffs: %s: %s\n", copts.mountpoint, strerror(errno));
         goto out_args;
@@ -319,6 +328,7 @@ out_fd:
 out_args:
     free(copts.mountpoint);
     free(o.model);
+    free(o.mountpoint);
     free(o.cache_size);
     free(o.threads);
     fuse_opt_free_args(&args);

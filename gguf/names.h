@@ -8,6 +8,8 @@
  *   '/' -> "%2F"   '%' -> "%25"   NUL -> "%00"   a leading '.' -> "%2E"
  *   the empty name -> "%"
  *
+ * and, in a name that ends in '#' followed only by digits, that last '#'
+ * -> "%23" (so that "x#2" cannot be mistaken for the 2nd occurrence of x).
  * Every other byte is kept as it is.  A later occurrence of a duplicated key
  * is shown as NAME#2, NAME#3, ... (the suffix is added after escaping).
  * Decoding accepts exactly what encoding produces, plus lower-case hex.

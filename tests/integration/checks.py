@@ -52,6 +52,11 @@ def escape_name(name, dup=1):
         s = name.replace(b"%", b"%25").replace(b"/", b"%2F").replace(b"\0", b"%00")
         if s.startswith(b"."):
             s = b"%2E" + s[1:]
+        # a name that itself ends in "#digits" would read as a duplicate:
+        # its last '#' is escaped
+        i = s.rfind(b"#")
+        if i >= 0 and i + 1 < len(s) and s[i + 1:].isdigit():
+            s = s[:i] + b"%23" + s[i + 1:]
     if dup > 1:
         s += b"#%d" % dup
     return s
