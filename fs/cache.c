@@ -11,6 +11,8 @@ struct cache_chunk {
     size_t n;                       /* floats */
     unsigned pins;
     bool ref;                       /* CLOCK's second-chance bit */
+    bool filling;                   /* placeholder: data not there yet */
+    int fill_err;                   /* set with filling=false on failure */
     struct cache_chunk *hnext;      /* hash bucket chain */
     struct cache_chunk *prev, *next;/* CLOCK ring */
     float data[];
@@ -18,6 +20,7 @@ struct cache_chunk {
 
 struct shard {
     pthread_mutex_t mu;
+    pthread_cond_t filled;          /* a placeholder became ready or failed */
     struct cache_chunk **bucket;
     uint64_t nbucket;               /* power of two */
     struct cache_chunk *hand;       /* CLOCK hand; NULL when empty */
@@ -65,6 +68,7 @@ struct cache *cache_new(uint64_t capacity, cache_fill_fn fill, void *ctx)
     for (unsigned i = 0; i < n; i++) {
         struct shard *s = &c->shard[i];
         pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->filled, NULL);
         s->cap = capacity / n;
         uint64_t nb = 16;
         while (nb < 2 * (s->cap / CACHE_CHUNK_BYTES + 1))
@@ -111,6 +115,7 @@ void cache_free(struct cache *c)
             }
         free(s->bucket);
         pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->filled);
     }
     free(c->shard);
     free(c);
@@ -145,71 +150,139 @@ static void make_room(struct shard *s, size_t need)
     }
 }
 
-struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
-                              size_t n, int *err)
+/* Inserts ch (pinned, filling) into s; the shard lock is held. */
+static void insert(struct shard *s, struct cache_chunk *ch, uint64_t h)
+{
+    make_room(s, chunk_bytes(ch->n));
+    uint64_t b = (h >> 8) & (s->nbucket - 1);
+    ch->hnext = s->bucket[b];
+    s->bucket[b] = ch;
+    if (!s->hand) {
+        ch->prev = ch->next = ch;
+        s->hand = ch;
+    } else {                        /* just behind the hand: swept last */
+        ch->next = s->hand;
+        ch->prev = s->hand->prev;
+        s->hand->prev->next = ch;
+        s->hand->prev = ch;
+    }
+    s->bytes += chunk_bytes(ch->n);
+    s->chunks++;
+}
+
+/*
+ * The one path for hits and misses.  A miss inserts a pinned placeholder
+ * first, so a second reader of the same chunk waits for the first one's
+ * fill instead of doing it again; the fill itself runs unlocked.
+ * With only_if_absent (prefetch), an existing entry is left alone and NULL
+ * is returned; so is NULL after a prefetch fill.
+ */
+static struct cache_chunk *get(struct cache *c, uint64_t tensor, uint64_t chunk,
+                               size_t n, int *err, bool only_if_absent)
 {
     uint64_t h = mix(tensor, chunk);
     struct shard *s = &c->shard[h & (c->nshard - 1)];
 
     pthread_mutex_lock(&s->mu);
-    struct cache_chunk *ch = lookup(s, h, tensor, chunk);
-    if (ch) {
+    for (;;) {
+        struct cache_chunk *ch = lookup(s, h, tensor, chunk);
+        if (!ch)
+            break;
+        if (only_if_absent) {
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        if (!ch->filling) {
+            ch->pins++;
+            ch->ref = true;
+            s->hits++;
+            pthread_mutex_unlock(&s->mu);
+            return ch;
+        }
+        /* Someone is filling it: wait, then look again (it may have
+         * failed and been removed). */
         ch->pins++;
-        ch->ref = true;
-        s->hits++;
-        pthread_mutex_unlock(&s->mu);
-        return ch;
+        while (ch->filling)
+            pthread_cond_wait(&s->filled, &s->mu);
+        ch->pins--;
+        if (ch->fill_err) {
+            int e = ch->fill_err;
+            if (ch->pins == 0)
+                free(ch);
+            pthread_mutex_unlock(&s->mu);
+            *err = e;
+            return NULL;
+        }
     }
     s->misses++;
-    pthread_mutex_unlock(&s->mu);
-
-    /* Fill outside the lock: dequantization is the slow part. */
-    struct cache_chunk *fresh = malloc(chunk_bytes(n));
-    if (!fresh) {
+    struct cache_chunk *ch = malloc(chunk_bytes(n));
+    if (!ch) {
+        pthread_mutex_unlock(&s->mu);
         *err = ENOMEM;
         return NULL;
     }
-    fresh->tensor = tensor;
-    fresh->chunk = chunk;
-    fresh->n = n;
-    int e = c->fill(c->ctx, tensor, chunk, fresh->data, n);
+    ch->tensor = tensor;
+    ch->chunk = chunk;
+    ch->n = n;
+    ch->pins = 1;
+    ch->ref = true;
+    ch->filling = true;
+    ch->fill_err = 0;
+    insert(s, ch, h);
+    pthread_mutex_unlock(&s->mu);
+
+    /* Fill outside the lock: dequantization is the slow part. */
+    int e = c->fill(c->ctx, tensor, chunk, ch->data, n);
+
+    pthread_mutex_lock(&s->mu);
+    ch->filling = false;
     if (e) {
-        free(fresh);
-        pthread_mutex_lock(&s->mu);
+        /* Out of the table; waiters see fill_err and the last one frees. */
+        unlink_chunk(s, ch, h);
         s->fill_errors++;
+        ch->fill_err = e;
+        ch->pins--;
+        if (ch->pins == 0)
+            free(ch);
+        pthread_cond_broadcast(&s->filled);
         pthread_mutex_unlock(&s->mu);
         *err = e;
         return NULL;
     }
-
-    pthread_mutex_lock(&s->mu);
-    ch = lookup(s, h, tensor, chunk);
-    if (ch) {                       /* another thread filled it meanwhile */
-        ch->pins++;
-        ch->ref = true;
-        pthread_mutex_unlock(&s->mu);
-        free(fresh);
-        return ch;
+    pthread_cond_broadcast(&s->filled);
+    if (only_if_absent) {
+        ch->pins--;
+        ch = NULL;
     }
-    make_room(s, chunk_bytes(n));
-    fresh->pins = 1;
-    fresh->ref = true;
-    uint64_t b = (h >> 8) & (s->nbucket - 1);
-    fresh->hnext = s->bucket[b];
-    s->bucket[b] = fresh;
-    if (!s->hand) {
-        fresh->prev = fresh->next = fresh;
-        s->hand = fresh;
-    } else {                        /* just behind the hand: swept last */
-        fresh->next = s->hand;
-        fresh->prev = s->hand->prev;
-        s->hand->prev->next = fresh;
-        s->hand->prev = fresh;
-    }
-    s->bytes += chunk_bytes(n);
-    s->chunks++;
     pthread_mutex_unlock(&s->mu);
-    return fresh;
+    return ch;
+}
+
+struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
+                              size_t n, int *err)
+{
+    return get(c, tensor, chunk, n, err, false);
+}
+
+void cache_prefetch(struct cache *c, uint64_t tensor, uint64_t chunk, size_t n)
+{
+    int err;
+    get(c, tensor, chunk, n, &err, true);
+}
+
+bool cache_contains(struct cache *c, uint64_t tensor, uint64_t chunk)
+{
+    uint64_t h = mix(tensor, chunk);
+    struct shard *s = &c->shard[h & (c->nshard - 1)];
+    pthread_mutex_lock(&s->mu);
+    bool r = lookup(s, h, tensor, chunk) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+uint64_t cache_capacity_chunks(const struct cache *c)
+{
+    return c->capacity / CACHE_CHUNK_BYTES;
 }
 
 const float *cache_data(const struct cache_chunk *ch) { return ch->data; }

@@ -13,9 +13,10 @@
  *     chunks may exceed it by at most (threads × chunks pinned per read).
  *   - Eviction is CLOCK (second chance) per shard; lookups lock one shard
  *     only, so readers of different chunks rarely contend.
- *   - Two threads missing the same chunk at once may both fill it; one
- *     copy is kept, the other freed.  Fill results are deterministic, so
- *     readers cannot tell.
+ *   - A chunk is filled once: a thread that misses a chunk another thread
+ *     is filling waits for that fill.
+ *   - A failed fill is not cached: the error goes to the threads waiting
+ *     for it, and the next get tries again.
  */
 #ifndef FS_CACHE_H
 #define FS_CACHE_H
@@ -50,6 +51,12 @@ void cache_free(struct cache *c);
 struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
                               size_t n, int *err);
 const float *cache_data(const struct cache_chunk *ch);
+
+/* Fills the chunk if it is neither cached nor being filled (for prefetch
+ * workers); does not pin it. */
+void cache_prefetch(struct cache *c, uint64_t tensor, uint64_t chunk, size_t n);
+bool cache_contains(struct cache *c, uint64_t tensor, uint64_t chunk);
+uint64_t cache_capacity_chunks(const struct cache *c);
 void cache_put(struct cache *c, struct cache_chunk *ch);
 
 /* Drops every unpinned chunk (after an edit changes tensor data layout). */

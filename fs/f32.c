@@ -111,3 +111,114 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     ggfs_dequant(t->type, src_buf, dst, n_blocks);
     return 0;
 }
+
+/* ---- dequantization workers ---------------------------------------------
+ *
+ * A sequential reader of f32 asks for one chunk at a time (the kernel's
+ * readahead sends 128 KiB requests).  To use every core for one reader, a
+ * read of chunk c queues c+1 .. c+depth of the same tensor, and workers
+ * fill them into the cache while the reader is busy with c.  The queue is
+ * bounded; when it is full, hints are dropped (they are only hints).
+ */
+
+#define QUEUE_CAP 256
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t *threads;
+    unsigned n_threads;
+    unsigned depth;
+    bool stop;
+    uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];
+    unsigned head, len;
+} wk = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static size_t chunk_len(uint64_t tensor, uint64_t chunk)
+{
+    uint64_t n = g_fs.gf->tensors[tensor].n_elems - chunk * CACHE_CHUNK_ELEMS;
+    return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wk.mu);
+    for (;;) {
+        while (!wk.stop && wk.len == 0)
+            pthread_cond_wait(&wk.cv, &wk.mu);
+        if (wk.stop)
+            break;
+        uint64_t t = wk.q_tensor[wk.head], c = wk.q_chunk[wk.head];
+        wk.head = (wk.head + 1) % QUEUE_CAP;
+        wk.len--;
+        pthread_mutex_unlock(&wk.mu);
+        cache_prefetch(g_fs.cache, t, c, chunk_len(t, c));
+        pthread_mutex_lock(&wk.mu);
+    }
+    pthread_mutex_unlock(&wk.mu);
+    return NULL;
+}
+
+int ggfs_workers_start(unsigned n)
+{
+    /* Prefetching more chunks than a quarter of the cache would evict what
+     * the reader is about to use. */
+    uint64_t cap = cache_capacity_chunks(g_fs.cache) / 4;
+    wk.depth = 2 * n < cap ? 2 * n : (unsigned)cap;
+    if (n == 0 || wk.depth == 0)
+        return 0;
+    wk.threads = calloc(n, sizeof *wk.threads);
+    if (!wk.threads)
+        return ENOMEM;
+    wk.stop = false;
+    for (unsigned i = 0; i < n; i++) {
+        int e = pthread_create(&wk.threads[i], NULL, worker_main, NULL);
+        if (e)
+            return e;
+        wk.n_threads = i + 1;
+    }
+    return 0;
+}
+
+void ggfs_workers_stop(void)
+{
+    pthread_mutex_lock(&wk.mu);
+    wk.stop = true;
+    pthread_cond_broadcast(&wk.cv);
+    pthread_mutex_unlock(&wk.mu);
+    for (unsigned i = 0; i < wk.n_threads; i++)
+        pthread_join(wk.threads[i], NULL);
+    free(wk.threads);
+    wk.threads = NULL;
+    wk.n_threads = 0;
+}
+
+void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk)
+{
+    if (!wk.n_threads)
+        return;
+    uint64_t n_chunks = (g_fs.gf->tensors[tensor].n_elems + CACHE_CHUNK_ELEMS - 1)
+                        / CACHE_CHUNK_ELEMS;
+    pthread_mutex_lock(&wk.mu);
+    for (uint64_t c = chunk + 1; c <= chunk + wk.depth && c < n_chunks; c++) {
+        if (wk.len == QUEUE_CAP)
+            break;
+        if (cache_contains(g_fs.cache, tensor, c))
+            continue;
+        /* skip what is queued already */
+        bool queued = false;
+        for (unsigned k = 0; k < wk.len && !queued; k++) {
+            unsigned i = (wk.head + k) % QUEUE_CAP;
+            queued = wk.q_tensor[i] == tensor && wk.q_chunk[i] == c;
+        }
+        if (queued)
+            continue;
+        unsigned tail = (wk.head + wk.len) % QUEUE_CAP;
+        wk.q_tensor[tail] = tensor;
+        wk.q_chunk[tail] = c;
+        wk.len++;
+        pthread_cond_signal(&wk.cv);
+    }
+    pthread_mutex_unlock(&wk.mu);
+}

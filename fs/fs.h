@@ -89,6 +89,13 @@ bool ggfs_has_f32(uint64_t i);
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst,
                     size_t n);
 
+/* Dequantization workers that fill chunks ahead of sequential f32 readers
+ * (started after daemonizing: threads do not survive fork). */
+int ggfs_workers_start(unsigned n);
+void ggfs_workers_stop(void);
+/* A reader just used chunk of tensor: queue the following ones. */
+void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk);
+
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops ggfs_ops;
 

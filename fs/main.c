@@ -88,7 +88,7 @@ static void usage(const char *prog)
            "  -o ro                  never write MODEL.gguf\n"
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
-           "  -o threads=N           dequantization workers\n"
+           "  -o threads=N           dequantization workers (default: one per CPU)\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
            "Unmount with: fusermount3 -u MOUNTPOINT\n\n"
@@ -300,6 +300,9 @@ int main(int argc, char *argv[])
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
     fuse_daemonize(copts.foreground);
+    /* after the fork: threads do not survive it */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    ggfs_workers_start(g_fs.threads ? g_fs.threads : ncpu > 0 ? (unsigned)ncpu : 1);
 
     if (copts.singlethread) {
         ret = fuse_session_loop(se);
@@ -314,6 +317,7 @@ int main(int argc, char *argv[])
         fuse_loop_cfg_destroy(cfg);
     }
     ret = ret != 0;
+    ggfs_workers_stop();
     fuse_session_unmount(se);
 out_signals:
     fuse_remove_signal_handlers(se);

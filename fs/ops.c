@@ -442,6 +442,7 @@ static void read_f32(fuse_req_t req, uint64_t idx, size_t size, off_t off)
         pos = to;
     }
     fuse_reply_data(req, bv, 0);    /* no page gifting: chunks stay ours */
+    ggfs_prefetch_after(idx, last);
 out:
     if (err)
         fuse_reply_err(req, err);

@@ -2,9 +2,9 @@
  * kernels/dequant.c — picks, once, the fastest kernel of each type.
  *
  * The dispatch table starts as the scalar reference, so ggfs_dequant works
- * even before ggfs_dequant_init.  Init asks the CPU (CPUID, through the
- * compiler's __builtin_cpu_supports, which also checks that the OS saves
- * the wide registers) which ISA levels it has, and lays each level's
+ * even before ggfs_dequant_init.  Init asks the CPU (CPUID, and XGETBV for
+ * whether the OS saves the wide registers) which ISA levels it has, and
+ * lays each level's
  * kernels over the table in increasing order: a level only has to provide
  * the types it makes faster.
  *
@@ -24,12 +24,28 @@ struct level {
 };
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* AVX2 kernels need AVX2 and F16C from the CPU, and the OS must save the
+ * YMM registers across context switches (OSXSAVE, and XCR0 bits 1-2).
+ * Asked of CPUID directly: not every compiler's __builtin_cpu_supports
+ * knows "f16c". */
 static bool has_avx2(void)
 {
-    /* The AVX2 kernels use AVX2 integer and float ops and F16C for the
-     * half -> float conversions (no FMA: ggml does not fuse either). */
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return false;
+    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx || !f16c)
+        return false;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;
+    if ((xlo & 6) != 6)
+        return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    return b & (1u << 5); /* AVX2 */
 }
 #endif
 

@@ -546,6 +546,13 @@ AVX2 static inline void grid8_delta(float *y, __m256 dl, uint64_t grid, __m256 d
     _mm256_storeu_ps(y, _mm256_mul_ps(dl, _mm256_add_ps(g, delta)));
 }
 
+/* +1/8, or -1/8 if bit is set: built from the bits, because the shift
+ * signs are random and a branch on them would often be mispredicted. */
+static inline float iq1_delta(unsigned bit)
+{
+    return ggfs_bits_to_f32(0x3e000000u | ((uint32_t)(bit != 0) << 31));
+}
+
 AVX2 static void avx2_iq1_s(const void *src, float *y, size_t nb)
 {
     const uint8_t *b = src;
@@ -555,7 +562,7 @@ AVX2 static void avx2_iq1_s(const void *src, float *y, size_t nb)
         for (int ib = 0; ib < 8; ib++, qs += 4) {
             const uint16_t qh = ggfs_le16(b + 34 + 2 * ib);
             const __m256 dl = _mm256_set1_ps(d * (float)(2 * ((qh >> 12) & 7) + 1));
-            const __m256 delta = _mm256_set1_ps(qh & 0x8000 ? -0.125f : 0.125f);
+            const __m256 delta = _mm256_set1_ps(iq1_delta(qh & 0x8000));
             for (int l = 0; l < 4; l++, y += 8)
                 grid8_delta(y, dl, ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
         }
@@ -576,15 +583,14 @@ AVX2 static void avx2_iq1_m(const void *src, float *y, size_t nb)
             const int sh = 6 * (ib % 2);
             const __m256 dl1 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1));
             const __m256 dl2 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1));
-            const __m256 plus = _mm256_set1_ps(0.125f), minus = _mm256_set1_ps(-0.125f);
             grid8_delta(y, dl1, ggfs_iq1s_grid[qs[0] | ((qh[0] << 8) & 0x700)],
-                        qh[0] & 0x08 ? minus : plus);
+                        _mm256_set1_ps(iq1_delta(qh[0] & 0x08)));
             grid8_delta(y + 8, dl1, ggfs_iq1s_grid[qs[1] | ((qh[0] << 4) & 0x700)],
-                        qh[0] & 0x80 ? minus : plus);
+                        _mm256_set1_ps(iq1_delta(qh[0] & 0x80)));
             grid8_delta(y + 16, dl2, ggfs_iq1s_grid[qs[2] | ((qh[1] << 8) & 0x700)],
-                        qh[1] & 0x08 ? minus : plus);
+                        _mm256_set1_ps(iq1_delta(qh[1] & 0x08)));
             grid8_delta(y + 24, dl2, ggfs_iq1s_grid[qs[3] | ((qh[1] << 4) & 0x700)],
-                        qh[1] & 0x80 ? minus : plus);
+                        _mm256_set1_ps(iq1_delta(qh[1] & 0x80)));
             y += 32;
         }
     }
