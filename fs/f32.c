@@ -29,10 +29,10 @@ static unsigned plain_elem_size(uint32_t type)
 
 bool ggfs_has_f32(uint64_t i)
 {
-    const struct gguf_tensor *t = &g_fs.gf->tensors[i];
+    const struct gguf_tensor *t = &ST->gf->tensors[i];
     if (!ggfs_dequant_supported(t->type))
         return false;
-    return !g_fs.gf->enc.big_endian || plain_elem_size(t->type) != 0;
+    return !ST->gf->enc.big_endian || plain_elem_size(t->type) != 0;
 }
 
 static void swap_elems(uint8_t *p, size_t bytes, unsigned size)
@@ -88,7 +88,7 @@ static uint8_t *thread_buffer(size_t bytes)
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n)
 {
     (void)ctx;
-    const struct gguf_tensor *t = &g_fs.gf->tensors[tensor];
+    const struct gguf_tensor *t = &ST->gf->tensors[tensor];
     const struct ggml_type_info *ti = ggml_type_get(t->type);
     uint64_t first_block = chunk * (CACHE_CHUNK_ELEMS / ti->blck_elems);
     size_t n_blocks = n / ti->blck_elems;
@@ -96,17 +96,17 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     uint8_t *src_buf = thread_buffer(bytes);
     if (!src_buf)
         return ENOMEM;
-    uint64_t pos = g_fs.gf->data_off + t->offset + first_block * ti->blck_bytes;
+    uint64_t pos = ST->gf->data_off + t->offset + first_block * ti->blck_bytes;
     size_t got = 0;
     while (got < bytes) {
-        ssize_t r = pread(g_fs.fd, src_buf + got, bytes - got, (off_t)(pos + got));
+        ssize_t r = pread(ST->fd, src_buf + got, bytes - got, (off_t)(pos + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return EIO;        /* read error, or the file shrank underneath */
         got += (size_t)r;
     }
-    if (g_fs.gf->enc.big_endian)
+    if (ST->gf->enc.big_endian)
         swap_elems(src_buf, bytes, plain_elem_size(t->type));
     ggfs_dequant(t->type, src_buf, dst, n_blocks);
     return 0;
@@ -136,7 +136,7 @@ static struct {
 
 static size_t chunk_len(uint64_t tensor, uint64_t chunk)
 {
-    uint64_t n = g_fs.gf->tensors[tensor].n_elems - chunk * CACHE_CHUNK_ELEMS;
+    uint64_t n = ST->gf->tensors[tensor].n_elems - chunk * CACHE_CHUNK_ELEMS;
     return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
 }
 
@@ -153,7 +153,10 @@ static void *worker_main(void *arg)
         wk.head = (wk.head + 1) % QUEUE_CAP;
         wk.len--;
         pthread_mutex_unlock(&wk.mu);
-        cache_prefetch(g_fs.cache, t, c, chunk_len(t, c));
+        pthread_rwlock_rdlock(&g_fs.lock);
+        if (t < ST->gf->n_tensors)
+            cache_prefetch(g_fs.cache, t, c, chunk_len(t, c));
+        pthread_rwlock_unlock(&g_fs.lock);
         pthread_mutex_lock(&wk.mu);
     }
     pthread_mutex_unlock(&wk.mu);
@@ -198,7 +201,7 @@ void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk)
 {
     if (!wk.n_threads)
         return;
-    uint64_t n_chunks = (g_fs.gf->tensors[tensor].n_elems + CACHE_CHUNK_ELEMS - 1)
+    uint64_t n_chunks = (ST->gf->tensors[tensor].n_elems + CACHE_CHUNK_ELEMS - 1)
                         / CACHE_CHUNK_ELEMS;
     pthread_mutex_lock(&wk.mu);
     for (uint64_t c = chunk + 1; c <= chunk + wk.depth && c < n_chunks; c++) {

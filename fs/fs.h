@@ -10,6 +10,9 @@
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape}
  *
+ * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
+ * when keys are added or removed.
+ *
  * The tree is immutable for the life of the mount (read-only in this
  * version), so lookups reply with very long timeouts, forget is a no-op,
  * and the kernel may cache data (keep_cache).
@@ -20,6 +23,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,6 +41,7 @@ enum {
     KV_BASE = 16,
     TENSOR_STRIDE = 8,
 };
+#define TENSOR_BASE (1ull << 40)
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 
@@ -54,30 +59,43 @@ struct text {
     size_t len;
 };
 
-struct ggfs {
-    const char *model_path;      /* as given, for messages */
-    int fd;                      /* MODEL.gguf, O_RDONLY */
+/*
+ * What one version of the model file looks like: its index and everything
+ * derived from it.  A state never changes once built; an edit builds a new
+ * one and swaps it in (g_fs.lock held for writing), so a handler that holds
+ * the lock for reading sees one consistent version from start to end.
+ */
+struct state {
     struct gguf_file *gf;
+    int fd;                      /* MODEL.gguf, O_RDONLY */
     struct stat model_st;        /* times and owner shown on every node */
-    bool read_only;
-
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
-    struct text info;            /* /info, rendered at mount */
+    struct text info;            /* /info, rendered when built */
+};
 
-    uint64_t tensor_base;        /* first tensor inode */
+struct ggfs {
+    const char *model_path;      /* as given, for messages */
+    bool read_only;
+    double timeout;              /* entry/attr timeout, seconds */
+    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    struct state *st;            /* the current version */
     struct cache *cache;         /* dequantized f32 chunks */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
-    double timeout;              /* entry/attr timeout, seconds */
 };
+
+/* The current state; only valid while g_fs.lock is held. */
+#define ST (g_fs.st)
 
 extern struct ggfs g_fs;
 
-/* Builds name tables and the info text; 0 or an errno. */
-int ggfs_tree_init(struct ggfs *fs);
-void ggfs_tree_free(struct ggfs *fs);
+/* Builds the state for an opened, indexed model (takes gf and fd); 0 or
+ * an errno (then gf and fd are still the caller's). */
+int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
+                   struct state **out);
+void ggfs_state_free(struct state *st);
 
 /* Index of name in t, or -1. */
 int64_t ntab_find(const struct ntab *t, const char *name);

@@ -256,25 +256,38 @@ int main(int argc, char *argv[])
     g_fs.model_path = o.model;
     g_fs.read_only = o.ro;
     g_fs.timeout = 365.0 * 86400;
-    g_fs.fd = open(o.model, O_RDONLY | O_CLOEXEC);
-    if (g_fs.fd < 0) {
+    int fd = open(o.model, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(errno));
         goto out_args;
     }
     struct gguf_diag d;
-    if (gguf_open_fd(g_fs.fd, &g_fs.gf, &d) != GGUF_OK) {
+    struct gguf_file *gf;
+    if (gguf_open_fd(fd, &gf, &d) != GGUF_OK) {
         refuse(o.model, &d);
-        goto out_fd;
+        close(fd);
+        goto out_args;
     }
-    fstat(g_fs.fd, &g_fs.model_st);
     /* Tensor reads are mostly long sequential runs: a larger readahead
      * window on the model file keeps the disk busy while FUSE replies. */
-    posix_fadvise(g_fs.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    int e = ggfs_state_new(gf, fd, o.model, &g_fs.st);
+    if (e) {
+        gguf_close(gf);
+        close(fd);
+        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));
+        goto out_args;
+    }
+    /* Readers must not starve a commit waiting to swap the state in. */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&g_fs.lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     ggfs_dequant_init();
     g_fs.cache = cache_new(g_fs.cache_size, ggfs_fill_chunk, NULL);
-    int e = g_fs.cache ? ggfs_tree_init(&g_fs) : ENOMEM;
-    if (e) {
-        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));
+    if (!g_fs.cache) {
+        fprintf(stderr, "gguffs: out of memory\n");
         goto out_tree;
     }
 
@@ -324,11 +337,8 @@ out_signals:
 out_session:
     fuse_session_destroy(se);
 out_tree:
-    ggfs_tree_free(&g_fs);
     cache_free(g_fs.cache);
-    gguf_close(g_fs.gf);
-out_fd:
-    close(g_fs.fd);
+    ggfs_state_free(g_fs.st);
 out_args:
     free(copts.mountpoint);
     free(o.model);

@@ -34,7 +34,7 @@ static bool tensor_has(enum tensor_file tf, uint64_t idx)
 static struct node classify(fuse_ino_t ino)
 {
     struct node n = { K_NONE, 0, TF_DIR };
-    const struct gguf_file *gf = g_fs.gf;
+    const struct gguf_file *gf = ST->gf;
     switch (ino) {
     case INO_ROOT: n.kind = K_ROOT; return n;
     case INO_INFO: n.kind = K_INFO; return n;
@@ -45,9 +45,9 @@ static struct node classify(fuse_ino_t ino)
     if (ino >= KV_BASE && ino - KV_BASE < gf->n_kv) {
         n.kind = K_KV;
         n.idx = ino - KV_BASE;
-    } else if (ino >= g_fs.tensor_base &&
-               (ino - g_fs.tensor_base) / TENSOR_STRIDE < gf->n_tensors) {
-        uint64_t rel = ino - g_fs.tensor_base;
+    } else if (ino >= TENSOR_BASE &&
+               (ino - TENSOR_BASE) / TENSOR_STRIDE < gf->n_tensors) {
+        uint64_t rel = ino - TENSOR_BASE;
         n.idx = rel / TENSOR_STRIDE;
         n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
         if (n.tf < TF_COUNT && tensor_has(n.tf, n.idx))
@@ -58,7 +58,7 @@ static struct node classify(fuse_ino_t ino)
 
 static fuse_ino_t tensor_ino(uint64_t idx, enum tensor_file tf)
 {
-    return g_fs.tensor_base + idx * TENSOR_STRIDE + tf;
+    return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
 }
 
 /* ---- file contents ------------------------------------------------------ */
@@ -66,11 +66,11 @@ static fuse_ino_t tensor_ino(uint64_t idx, enum tensor_file tf)
 /* The rendered value of key i, rendered on first use and kept. */
 static const struct text *kv_text(uint64_t i)
 {
-    struct text *t = atomic_load_explicit(&g_fs.kv_text[i], memory_order_acquire);
+    struct text *t = atomic_load_explicit(&ST->kv_text[i], memory_order_acquire);
     if (t)
         return t;
     struct gguf_buf b = { 0 };
-    if (gguf_render_kv(g_fs.gf, &g_fs.gf->kv[i], &b) != GGUF_OK) {
+    if (gguf_render_kv(ST->gf, &ST->gf->kv[i], &b) != GGUF_OK) {
         gguf_buf_free(&b);
         return NULL;
     }
@@ -82,7 +82,7 @@ static const struct text *kv_text(uint64_t i)
     t->data = b.data;
     t->len = b.len;
     struct text *expected = NULL;
-    if (!atomic_compare_exchange_strong(&g_fs.kv_text[i], &expected, t)) {
+    if (!atomic_compare_exchange_strong(&ST->kv_text[i], &expected, t)) {
         free(t->data);       /* another thread won the race: use its copy */
         free(t);
         t = expected;
@@ -93,7 +93,7 @@ static const struct text *kv_text(uint64_t i)
 static const char *tensor_small_text(uint64_t idx, enum tensor_file tf,
                                      char *buf, size_t cap, size_t *len)
 {
-    const struct gguf_tensor *t = &g_fs.gf->tensors[idx];
+    const struct gguf_tensor *t = &ST->gf->tensors[idx];
     size_t n = 0;
     if (tf == TF_TYPE) {
         n = (size_t)snprintf(buf, cap, "%s\n", ggml_type_name_of(t->type));
@@ -131,11 +131,11 @@ static void fill_common(struct stat *st, fuse_ino_t ino)
 {
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
-    st->st_uid = g_fs.model_st.st_uid;
-    st->st_gid = g_fs.model_st.st_gid;
-    st->st_atim = g_fs.model_st.st_atim;
-    st->st_mtim = g_fs.model_st.st_mtim;
-    st->st_ctim = g_fs.model_st.st_ctim;
+    st->st_uid = ST->model_st.st_uid;
+    st->st_gid = ST->model_st.st_gid;
+    st->st_atim = ST->model_st.st_atim;
+    st->st_mtim = ST->model_st.st_mtim;
+    st->st_ctim = ST->model_st.st_ctim;
     st->st_blksize = 1 << 20;
 }
 
@@ -143,7 +143,7 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
 {
     struct node n = classify(ino);
     fill_common(st, ino);
-    const struct gguf_file *gf = g_fs.gf;
+    const struct gguf_file *gf = ST->gf;
     switch (n.kind) {
     case K_NONE:
         return ENOENT;
@@ -162,7 +162,7 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
     case K_INFO:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        st->st_size = (off_t)g_fs.info.len;
+        st->st_size = (off_t)ST->info.len;
         break;
     case K_STATS: {
         char buf[512];
@@ -235,7 +235,7 @@ static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
-static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct node p = classify(parent);
     int64_t i;
@@ -251,11 +251,11 @@ static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return reply_entry(req, INO_STATS);
         break;
     case K_META:
-        if ((i = ntab_find(&g_fs.meta_names, name)) >= 0)
+        if ((i = ntab_find(&ST->meta_names, name)) >= 0)
             return reply_entry(req, KV_BASE + (uint64_t)i);
         break;
     case K_TENSORS:
-        if ((i = ntab_find(&g_fs.tensor_names, name)) >= 0)
+        if ((i = ntab_find(&ST->tensor_names, name)) >= 0)
             return reply_entry(req, tensor_ino((uint64_t)i, TF_DIR));
         break;
     case K_TENSOR:
@@ -279,7 +279,7 @@ static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     fuse_reply_entry(req, &e);
 }
 
-static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
     struct stat st;
@@ -304,7 +304,7 @@ static bool add_dirent(fuse_req_t req, char *buf, size_t cap, size_t *used,
     return true;
 }
 
-static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
     (void)fi;
@@ -325,8 +325,8 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
     uint64_t count;
     switch (n.kind) {
     case K_ROOT: count = 4; break;
-    case K_META: count = g_fs.gf->n_kv; break;
-    case K_TENSORS: count = g_fs.gf->n_tensors; break;
+    case K_META: count = ST->gf->n_kv; break;
+    case K_TENSORS: count = ST->gf->n_tensors; break;
     default: count = TF_COUNT - 1; break;
     }
     for (uint64_t k = (uint64_t)off; k < count + 2; k++) {
@@ -350,11 +350,11 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                 break;
             }
             case K_META:
-                name = g_fs.meta_names.names[e];
+                name = ST->meta_names.names[e];
                 child = KV_BASE + e;
                 break;
             case K_TENSORS:
-                name = g_fs.tensor_names.names[e];
+                name = ST->tensor_names.names[e];
                 child = tensor_ino(e, TF_DIR);
                 mode = S_IFDIR;
                 break;
@@ -376,7 +376,7 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
     free(buf);
 }
 
-static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct node n = classify(ino);
     if (n.kind == K_NONE)
@@ -408,7 +408,7 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len,
  * kernel), then the chunks are released. */
 static void read_f32(fuse_req_t req, uint64_t idx, size_t size, off_t off)
 {
-    const struct gguf_tensor *t = &g_fs.gf->tensors[idx];
+    const struct gguf_tensor *t = &ST->gf->tensors[idx];
     uint64_t total = t->n_elems * 4;
     if ((uint64_t)off >= total)
         return (void)fuse_reply_buf(req, NULL, 0);
@@ -452,7 +452,7 @@ out:
     free(bv);
 }
 
-static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
     (void)fi;
@@ -461,7 +461,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return (void)fuse_reply_err(req, EINVAL);
     switch (n.kind) {
     case K_INFO:
-        return reply_slice(req, g_fs.info.data, g_fs.info.len, size, off);
+        return reply_slice(req, ST->info.data, ST->info.len, size, off);
     case K_KV: {
         const struct text *t = kv_text(n.idx);
         if (!t)
@@ -478,7 +478,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     default:
         return (void)fuse_reply_err(req, EISDIR);
     }
-    const struct gguf_tensor *t = &g_fs.gf->tensors[n.idx];
+    const struct gguf_tensor *t = &ST->gf->tensors[n.idx];
     if (n.tf == TF_TYPE || n.tf == TF_SHAPE) {
         char buf[160];
         size_t len;
@@ -496,12 +496,12 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     /* Zero-copy: the kernel splices the bytes from the model's descriptor. */
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    bv.buf[0].fd = g_fs.fd;
-    bv.buf[0].pos = (off_t)(g_fs.gf->data_off + t->offset + (uint64_t)off);
+    bv.buf[0].fd = ST->fd;
+    bv.buf[0].pos = (off_t)(ST->gf->data_off + t->offset + (uint64_t)off);
     fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
-static void ggfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                              size_t size)
 {
     struct node n = classify(ino);
@@ -511,7 +511,7 @@ static void ggfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
         return (void)fuse_reply_err(req, ENODATA);
     struct gguf_typedesc td;
     struct gguf_buf b = { 0 };
-    gguf_kv_typedesc(g_fs.gf, &g_fs.gf->kv[n.idx], &td);
+    gguf_kv_typedesc(ST->gf, &ST->gf->kv[n.idx], &td);
     if (!gguf_typedesc_format(&td, &b)) {
         gguf_buf_free(&b);
         return (void)fuse_reply_err(req, ENOMEM);
@@ -525,7 +525,7 @@ static void ggfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     gguf_buf_free(&b);
 }
 
-static void ggfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     struct node n = classify(ino);
     if (n.kind == K_NONE)
@@ -540,34 +540,34 @@ static void ggfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         fuse_reply_buf(req, list, len);
 }
 
-static void ggfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
     struct statvfs sv;
     memset(&sv, 0, sizeof sv);
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;
-    sv.f_blocks = (g_fs.gf->file_size + 4095) / 4096;
-    sv.f_files = KV_BASE + g_fs.gf->n_kv + g_fs.gf->n_tensors * TF_COUNT;
+    sv.f_blocks = (ST->gf->file_size + 4095) / 4096;
+    sv.f_files = KV_BASE + ST->gf->n_kv + ST->gf->n_tensors * TF_COUNT;
     sv.f_namemax = 255;
     fuse_reply_statfs(req, &sv);
 }
 
 /* Everything that would change the tree: not in this version. */
-static void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                              const char *value, size_t size, int flags)
 {
     (void)ino, (void)name, (void)value, (void)size, (void)flags;
     fuse_reply_err(req, EROFS);
 }
 
-static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     (void)parent, (void)name;
     fuse_reply_err(req, EROFS);
 }
 
-static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                            fuse_ino_t newparent, const char *newname,
                            unsigned int flags)
 {
@@ -575,21 +575,21 @@ static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     fuse_reply_err(req, EROFS);
 }
 
-static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                            mode_t mode, struct fuse_file_info *fi)
 {
     (void)parent, (void)name, (void)mode, (void)fi;
     fuse_reply_err(req, EROFS);
 }
 
-static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                           mode_t mode)
 {
     (void)parent, (void)name, (void)mode;
     fuse_reply_err(req, EROFS);
 }
 
-static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                             int to_set, struct fuse_file_info *fi)
 {
     (void)attr, (void)fi;
@@ -604,6 +604,115 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     struct stat st;
     stat_node(ino, &st);
     fuse_reply_attr(req, &st, g_fs.timeout);
+}
+
+/* Every handler runs with the state lock held for reading, so it sees one
+ * version of the model from start to end (see struct state). */
+static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_lookup(req, parent, name);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_getattr(req, ino, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+                            int to_set, struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_setattr(req, ino, attr, to_set, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                            off_t off, struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_readdir(req, ino, size, off, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_open(req, ino, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_read(req, ino, size, off, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                             size_t size)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_getxattr(req, ino, name, size);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_listxattr(req, ino, size);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                             const char *value, size_t size, int flags)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_setxattr(req, ino, name, value, size, flags);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_statfs(req, ino);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_unlink(req, parent, name);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           fuse_ino_t newparent, const char *newname,
+                           unsigned int flags)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_rename(req, parent, name, newparent, newname, flags);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           mode_t mode, struct fuse_file_info *fi)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_create(req, parent, name, mode, fi);
+    pthread_rwlock_unlock(&g_fs.lock);
+}
+
+static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                          mode_t mode)
+{
+    pthread_rwlock_rdlock(&g_fs.lock);
+    op_mkdir(req, parent, name, mode);
+    pthread_rwlock_unlock(&g_fs.lock);
 }
 
 const struct fuse_lowlevel_ops ggfs_ops = {

@@ -1,4 +1,4 @@
-/* fs/tree.c — name tables for meta/ and tensors/, built once at mount. */
+/* fs/state.c — one version of the model: index, name tables, rendered text. */
 #include "fs.h"
 
 #include "gguf/info.h"
@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t hash_str(const char *s)
 {
@@ -76,60 +77,83 @@ static int ntab_build(struct ntab *t, uint64_t n,
     return 0;
 }
 
+/* ntab_build's callbacks see the file being indexed through this. */
+static _Thread_local const struct gguf_file *building;
+
 static bool kv_name(uint64_t i, struct gguf_buf *out)
 {
-    const struct gguf_kv *kv = &g_fs.gf->kv[i];
-    return gguf_name_encode((const char *)g_fs.gf->hdr + kv->key_off,
+    const struct gguf_kv *kv = &building->kv[i];
+    return gguf_name_encode((const char *)building->hdr + kv->key_off,
                             kv->key_len, kv->dup, out);
 }
 
 static bool tensor_name(uint64_t i, struct gguf_buf *out)
 {
-    const struct gguf_tensor *t = &g_fs.gf->tensors[i];
-    return gguf_name_encode((const char *)g_fs.gf->hdr + t->name_off,
+    const struct gguf_tensor *t = &building->tensors[i];
+    return gguf_name_encode((const char *)building->hdr + t->name_off,
                             t->name_len, 1, out);
 }
 
-int ggfs_tree_init(struct ggfs *fs)
+void ggfs_state_free(struct state *st)
 {
-    const struct gguf_file *gf = fs->gf;
-    if (gf->n_kv > UINT32_MAX / 2 || gf->n_tensors > (UINT64_MAX / 2 - KV_BASE) / TENSOR_STRIDE)
-        return EOVERFLOW;
-    int e = ntab_build(&fs->meta_names, gf->n_kv, kv_name);
-    if (!e)
-        e = ntab_build(&fs->tensor_names, gf->n_tensors, tensor_name);
-    if (e)
-        return e;
-    fs->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *fs->kv_text);
-    if (!fs->kv_text)
-        return ENOMEM;
-    fs->tensor_base = KV_BASE + gf->n_kv;
-    /* round up so tensor inode groups start at a multiple of the stride */
-    fs->tensor_base += (TENSOR_STRIDE - fs->tensor_base % TENSOR_STRIDE) % TENSOR_STRIDE;
-
-    struct gguf_buf b = { 0 };
-    if (gguf_info_render(gf, fs->model_path, &b) != GGUF_OK) {
-        gguf_buf_free(&b);
-        return ENOMEM;
-    }
-    fs->info.data = b.data;
-    fs->info.len = b.len;
-    return 0;
-}
-
-void ggfs_tree_free(struct ggfs *fs)
-{
-    ntab_free(&fs->meta_names);
-    ntab_free(&fs->tensor_names);
-    if (fs->kv_text) {
-        for (uint64_t i = 0; i < fs->gf->n_kv; i++) {
-            struct text *t = atomic_load(&fs->kv_text[i]);
+    if (!st)
+        return;
+    ntab_free(&st->meta_names);
+    ntab_free(&st->tensor_names);
+    if (st->kv_text) {
+        for (uint64_t i = 0; i < st->gf->n_kv; i++) {
+            struct text *t = atomic_load(&st->kv_text[i]);
             if (t) {
                 free(t->data);
                 free(t);
             }
         }
-        free(fs->kv_text);
+        free(st->kv_text);
     }
-    free(fs->info.data);
+    free(st->info.data);
+    gguf_close(st->gf);
+    if (st->fd >= 0)
+        close(st->fd);
+    free(st);
+}
+
+int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
+                   struct state **out)
+{
+    *out = NULL;
+    if (gf->n_kv > UINT32_MAX / 2 || gf->n_tensors > (UINT64_MAX - TENSOR_BASE) / TENSOR_STRIDE)
+        return EOVERFLOW;
+    struct state *st = calloc(1, sizeof *st);
+    if (!st)
+        return ENOMEM;
+    st->gf = gf;
+    st->fd = fd;
+    fstat(fd, &st->model_st);
+    building = gf;
+    int e = ntab_build(&st->meta_names, gf->n_kv, kv_name);
+    if (!e)
+        e = ntab_build(&st->tensor_names, gf->n_tensors, tensor_name);
+    building = NULL;
+    if (!e) {
+        st->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_text);
+        e = st->kv_text ? 0 : ENOMEM;
+    }
+    if (!e) {
+        struct gguf_buf b = { 0 };
+        if (gguf_info_render(gf, path, &b) != GGUF_OK) {
+            gguf_buf_free(&b);
+            e = ENOMEM;
+        } else {
+            st->info.data = b.data;
+            st->info.len = b.len;
+        }
+    }
+    if (e) {
+        st->gf = NULL;      /* still the caller's */
+        st->fd = -1;
+        ggfs_state_free(st);
+        return e;
+    }
+    *out = st;
+    return 0;
 }
