@@ -6,7 +6,7 @@
  *   1 (FUSE_ROOT_ID)  /                 2  /info
  *   3                 /meta             4  /tensors
  *   5                 /stats (block cache counters)
- *   KV_BASE + i       /meta/<key i>
+ *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape}
  *
@@ -73,13 +73,23 @@ struct state {
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
     struct text info;            /* /info, rendered when built */
+    uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
+    int64_t *id_kv;              /* id -> key index, -1: no such key now */
+    uint64_t n_ids;
 };
+
+/* The stable id of a key file name (registered on first use); -1 on ENOMEM.
+ * Only while building a state or under the commit lock. */
+int64_t ggfs_key_id(const char *fname);
 
 struct ggfs {
     const char *model_path;      /* as given, for messages */
     bool read_only;
     double timeout;              /* entry/attr timeout, seconds */
+    const char *model_real;      /* absolute path (daemonizing chdirs to /) */
     pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    pthread_mutex_t commit_mu;   /* one edit at a time (fs/edit.c) */
+    struct fuse_session *se;     /* for cache invalidations */
     struct state *st;            /* the current version */
     struct cache *cache;         /* dequantized f32 chunks */
     uint64_t cache_size;
@@ -113,6 +123,28 @@ int ggfs_workers_start(unsigned n);
 void ggfs_workers_stop(void);
 /* A reader just used chunk of tensor: queue the following ones. */
 void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk);
+
+/* Metadata edits (fs/edit.c).  Functions marked (C) run with commit_mu
+ * held and may commit; they return 0 or an errno. */
+struct whandle;
+int ggfs_edit_start(void);                  /* the notification thread */
+void ggfs_edit_stop(void);
+int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi);   /* (C) */
+void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
+                      struct fuse_file_info *fi);                           /* (C) */
+int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
+int ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
+int ggfs_edit_truncate(struct fuse_file_info *fi, uint64_t idx, bool has_idx,
+                       off_t size);                                         /* (C) */
+int ggfs_edit_flush(struct fuse_file_info *fi);                              /* (C) */
+void ggfs_edit_release(struct fuse_file_info *fi);                           /* (C) */
+int ggfs_edit_unlink(const char *name);                                      /* (C) */
+int ggfs_edit_rename(const char *from, const char *to);                      /* (C) */
+int ggfs_edit_settype(uint64_t id, const char *value, size_t size);          /* (C) */
+/* A created key not committed yet, by id or file name; NULL if none. */
+struct whandle *ggfs_pending_by_id(uint64_t id);
+struct whandle *ggfs_pending_by_name(const char *fname);
+size_t ggfs_handle_size(struct whandle *h);
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops ggfs_ops;

@@ -10,6 +10,7 @@
  */
 #include "fs.h"
 
+#include "gguf/edit.h"
 #include "gguf/info.h"
 #include "kernels/dequant.h"
 
@@ -85,7 +86,7 @@ static void usage(const char *prog)
            "  tensors/NAME/type      ggml type name\n"
            "  tensors/NAME/shape     shape in numpy order\n\n"
            "gguffs options:\n"
-           "  -o ro                  never write MODEL.gguf\n"
+           "  -o ro                  never write MODEL.gguf (meta/ is read-only)\n"
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
            "  -o threads=N           dequantization workers (default: one per CPU)\n"
@@ -256,6 +257,38 @@ int main(int argc, char *argv[])
     g_fs.model_path = o.model;
     g_fs.read_only = o.ro;
     g_fs.timeout = 365.0 * 86400;
+    /* Edits rename files beside the model and daemonizing changes to /:
+     * keep the absolute path. */
+    char *real = realpath(o.model, NULL);
+    if (!real) {
+        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(errno));
+        goto out_args;
+    }
+    g_fs.model_real = real;
+    if (!o.ro) {
+        /* Finish what a crash interrupted: the model is then the old or
+         * the new version of an edit, never a mix. */
+        char what[256];
+        struct gguf_diag rd;
+        if (gguf_recover(real, what, sizeof what, &rd) != GGUF_OK) {
+            refuse(o.model, &rd);
+            goto out_args;
+        }
+        if (what[0])
+            fprintf(stderr, "gguffs: %s: %s\n", o.model, what);
+    } else {
+        char *j = malloc(strlen(real) + 32);
+        if (j) {
+            sprintf(j, "%s.gguffs-journal", real);
+            bool interrupted = access(j, F_OK) == 0;
+            free(j);
+            if (interrupted) {
+                fprintf(stderr, "gguffs: %s: an edit was interrupted; mount once "
+                        "without -o ro to roll it back\n", o.model);
+                goto out_args;
+            }
+        }
+    }
     int fd = open(o.model, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(errno));
@@ -283,6 +316,7 @@ int main(int argc, char *argv[])
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&g_fs.lock, &ra);
+    pthread_mutex_init(&g_fs.commit_mu, NULL);
     pthread_rwlockattr_destroy(&ra);
     ggfs_dequant_init();
     g_fs.cache = cache_new(g_fs.cache_size, ggfs_fill_chunk, NULL);
@@ -304,6 +338,7 @@ int main(int argc, char *argv[])
     struct fuse_session *se = fuse_session_new(&args, &ggfs_ops, sizeof ggfs_ops, NULL);
     if (!se)
         goto out_tree;
+    g_fs.se = se;
     if (fuse_set_signal_handlers(se) != 0)
         goto out_session;
     if (fuse_session_mount(se, copts.mountpoint) != 0) {
@@ -316,6 +351,7 @@ int main(int argc, char *argv[])
     /* after the fork: threads do not survive it */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     ggfs_workers_start(g_fs.threads ? g_fs.threads : ncpu > 0 ? (unsigned)ncpu : 1);
+    ggfs_edit_start();
 
     if (copts.singlethread) {
         ret = fuse_session_loop(se);
@@ -331,6 +367,7 @@ int main(int argc, char *argv[])
     }
     ret = ret != 0;
     ggfs_workers_stop();
+    ggfs_edit_stop();
     fuse_session_unmount(se);
 out_signals:
     fuse_remove_signal_handlers(se);
@@ -342,6 +379,7 @@ out_tree:
 out_args:
     free(copts.mountpoint);
     free(o.model);
+    free((char *)g_fs.model_real);
     free(o.mountpoint);
     free(o.cache_size);
     free(o.threads);

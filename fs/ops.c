@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <linux/fs.h>
 
 #define XATTR_TYPE "user.gguf.type"
 
@@ -42,9 +43,12 @@ static struct node classify(fuse_ino_t ino)
     case INO_TENSORS: n.kind = K_TENSORS; return n;
     case INO_STATS: n.kind = K_STATS; return n;
     }
-    if (ino >= KV_BASE && ino - KV_BASE < gf->n_kv) {
-        n.kind = K_KV;
-        n.idx = ino - KV_BASE;
+    if (ino >= KV_BASE && ino < TENSOR_BASE) {
+        uint64_t id = ino - KV_BASE;
+        if (id < ST->n_ids && ST->id_kv[id] >= 0) {
+            n.kind = K_KV;
+            n.idx = (uint64_t)ST->id_kv[id];
+        }
     } else if (ino >= TENSOR_BASE &&
                (ino - TENSOR_BASE) / TENSOR_STRIDE < gf->n_tensors) {
         uint64_t rel = ino - TENSOR_BASE;
@@ -152,7 +156,7 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         st->st_nlink = 4;
         break;
     case K_META:
-        st->st_mode = S_IFDIR | 0555;
+        st->st_mode = S_IFDIR | (g_fs.read_only ? 0555 : 0755);
         st->st_nlink = 2;
         break;
     case K_TENSORS:
@@ -175,7 +179,7 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         const struct text *t = kv_text(n.idx);
         if (!t)
             return ENOMEM;
-        st->st_mode = S_IFREG | 0444;
+        st->st_mode = S_IFREG | (g_fs.read_only ? 0444 : 0644);
         st->st_nlink = 1;
         st->st_size = (off_t)t->len;
         break;
@@ -218,6 +222,27 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_entry(req, &e);
 }
 
+/* A key created and not written yet: an empty file until its close. */
+static void reply_pending(fuse_req_t req, struct whandle *h, const char *name)
+{
+    pthread_rwlock_unlock(&g_fs.lock);     /* the id needs the registry */
+    pthread_mutex_lock(&g_fs.commit_mu);
+    int64_t id = ggfs_pending_by_name(name) == h ? ggfs_key_id(name) : -1;
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    pthread_rwlock_rdlock(&g_fs.lock);
+    if (id < 0)
+        return (void)fuse_reply_err(req, ENOENT);
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = KV_BASE + (uint64_t)id;
+    e.generation = 1;
+    fill_common(&e.attr, e.ino);
+    e.attr.st_mode = S_IFREG | 0644;
+    e.attr.st_nlink = 1;
+    e.attr.st_size = (off_t)ggfs_handle_size(h);
+    fuse_reply_entry(req, &e);             /* timeouts 0: it changes at close */
+}
+
 /* ---- handlers ----------------------------------------------------------- */
 
 static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -250,10 +275,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         if (strcmp(name, "stats") == 0)
             return reply_entry(req, INO_STATS);
         break;
-    case K_META:
+    case K_META: {
         if ((i = ntab_find(&ST->meta_names, name)) >= 0)
-            return reply_entry(req, KV_BASE + (uint64_t)i);
+            return reply_entry(req, KV_BASE + ST->kv_id[i]);
+        struct whandle *h = ggfs_pending_by_name(name);
+        if (h)
+            return reply_pending(req, h, name);
         break;
+    }
     case K_TENSORS:
         if ((i = ntab_find(&ST->tensor_names, name)) >= 0)
             return reply_entry(req, tensor_ino((uint64_t)i, TF_DIR));
@@ -284,6 +313,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     struct stat st;
     int err = stat_node(ino, &st);
+    struct whandle *h;
+    if (err == ENOENT && ino >= KV_BASE && ino < TENSOR_BASE &&
+        (h = ggfs_pending_by_id(ino - KV_BASE)) != NULL) {
+        fill_common(&st, ino);
+        st.st_mode = S_IFREG | 0644;
+        st.st_nlink = 1;
+        st.st_size = (off_t)ggfs_handle_size(h);
+        return (void)fuse_reply_attr(req, &st, 0);
+    }
     if (err)
         return (void)fuse_reply_err(req, err);
     fuse_reply_attr(req, &st, g_fs.timeout);
@@ -351,7 +389,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
             }
             case K_META:
                 name = ST->meta_names.names[e];
-                child = KV_BASE + e;
+                child = KV_BASE + ST->kv_id[e];
                 break;
             case K_TENSORS:
                 name = ST->tensor_names.names[e];
@@ -384,9 +422,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS &&
         !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
-        /* meta/ edits arrive with the editing work; tensor data is read-only */
-        return (void)fuse_reply_err(req, n.kind == K_KV ? EROFS : EACCES);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        if (n.kind != K_KV)    /* tensor data and info are read-only */
+            return (void)fuse_reply_err(req, EACCES);
+        /* meta/ writes: with the commit lock, not the read lock */
+        return (void)fuse_reply_err(req, EAGAIN);
+    }
     if (n.kind == K_STATS)
         fi->direct_io = 1;    /* changes all the time: never cache it */
     else
@@ -553,57 +594,11 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_statfs(req, &sv);
 }
 
-/* Everything that would change the tree: not in this version. */
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-                             const char *value, size_t size, int flags)
-{
-    (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    (void)parent, (void)name;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                           fuse_ino_t newparent, const char *newname,
-                           unsigned int flags)
-{
-    (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-                           mode_t mode, struct fuse_file_info *fi)
-{
-    (void)parent, (void)name, (void)mode, (void)fi;
-    fuse_reply_err(req, EROFS);
-}
-
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                           mode_t mode)
 {
     (void)parent, (void)name, (void)mode;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-                            int to_set, struct fuse_file_info *fi)
-{
-    (void)attr, (void)fi;
-    struct node n = classify(ino);
-    if (n.kind == K_NONE)
-        return (void)fuse_reply_err(req, ENOENT);
-    /* Setting times (touch) is ignored rather than failed, so tools that
-     * preserve times on copy-in do not stop; everything else is refused. */
-    if (to_set & ~(FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-                   FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))
-        return (void)fuse_reply_err(req, n.kind == K_KV ? EROFS : EACCES);
-    struct stat st;
-    stat_node(ino, &st);
-    fuse_reply_attr(req, &st, g_fs.timeout);
+    fuse_reply_err(req, EPERM);       /* the tree has no place for directories */
 }
 
 /* Every handler runs with the state lock held for reading, so it sees one
@@ -622,14 +617,6 @@ static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     pthread_rwlock_unlock(&g_fs.lock);
 }
 
-static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-                            int to_set, struct fuse_file_info *fi)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_setattr(req, ino, attr, to_set, fi);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
 static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                             off_t off, struct fuse_file_info *fi)
 {
@@ -638,16 +625,13 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
     pthread_rwlock_unlock(&g_fs.lock);
 }
 
-static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_open(req, ino, fi);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
 static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
+    if (fi->fh) {                 /* a meta/ file open for writing */
+        ggfs_edit_read(fi, req, size, off);
+        return;
+    }
     pthread_rwlock_rdlock(&g_fs.lock);
     op_read(req, ino, size, off, fi);
     pthread_rwlock_unlock(&g_fs.lock);
@@ -668,42 +652,10 @@ static void ggfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     pthread_rwlock_unlock(&g_fs.lock);
 }
 
-static void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-                             const char *value, size_t size, int flags)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_setxattr(req, ino, name, value, size, flags);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
 static void ggfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     pthread_rwlock_rdlock(&g_fs.lock);
     op_statfs(req, ino);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
-static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_unlink(req, parent, name);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
-static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                           fuse_ino_t newparent, const char *newname,
-                           unsigned int flags)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_rename(req, parent, name, newparent, newname, flags);
-    pthread_rwlock_unlock(&g_fs.lock);
-}
-
-static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-                           mode_t mode, struct fuse_file_info *fi)
-{
-    pthread_rwlock_rdlock(&g_fs.lock);
-    op_create(req, parent, name, mode, fi);
     pthread_rwlock_unlock(&g_fs.lock);
 }
 
@@ -713,6 +665,172 @@ static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     pthread_rwlock_rdlock(&g_fs.lock);
     op_mkdir(req, parent, name, mode);
     pthread_rwlock_unlock(&g_fs.lock);
+}
+
+/* ---- handlers that may edit (commit_mu, not the read lock: fs/edit.c) ---- */
+
+static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC)) {
+        pthread_rwlock_rdlock(&g_fs.lock);
+        op_open(req, ino, fi);
+        pthread_rwlock_unlock(&g_fs.lock);
+        return;
+    }
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node n = classify(ino);
+    int e;
+    if (n.kind == K_KV)
+        e = ggfs_edit_open(n.idx, fi->flags, fi);
+    else if (n.kind == K_NONE)
+        e = ggfs_pending_by_id(ino - KV_BASE) ? EBUSY : ENOENT;
+    else if (n.kind == K_META || n.kind == K_ROOT || n.kind == K_TENSORS ||
+             (n.kind == K_TENSOR && n.tf == TF_DIR))
+        e = EISDIR;
+    else
+        e = EACCES;
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    if (e)
+        fuse_reply_err(req, e);
+    else
+        fuse_reply_open(req, fi);
+}
+
+static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           mode_t mode, struct fuse_file_info *fi)
+{
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node p = classify(parent);
+    if (p.kind == K_META)
+        ggfs_edit_create(req, name, mode, fi);
+    else
+        fuse_reply_err(req, p.kind == K_NONE ? ENOENT : EACCES);
+    pthread_mutex_unlock(&g_fs.commit_mu);
+}
+
+static void ggfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+                          size_t size, off_t off, struct fuse_file_info *fi)
+{
+    (void)ino;
+    int e = fi->fh ? ggfs_edit_write(fi, buf, size, off) : EACCES;
+    if (e)
+        fuse_reply_err(req, e);
+    else
+        fuse_reply_write(req, size);
+}
+
+static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    int e = 0;
+    if (fi->fh) {
+        pthread_mutex_lock(&g_fs.commit_mu);
+        e = ggfs_edit_flush(fi);
+        pthread_mutex_unlock(&g_fs.commit_mu);
+    }
+    fuse_reply_err(req, e);
+}
+
+static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    if (fi->fh) {
+        pthread_mutex_lock(&g_fs.commit_mu);
+        ggfs_edit_release(fi);
+        pthread_mutex_unlock(&g_fs.commit_mu);
+    }
+    fuse_reply_err(req, 0);
+}
+
+static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node p = classify(parent);
+    int e = p.kind == K_META ? ggfs_edit_unlink(name) : p.kind == K_NONE ? ENOENT : EACCES;
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    fuse_reply_err(req, e);
+}
+
+static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                           fuse_ino_t newparent, const char *newname,
+                           unsigned int flags)
+{
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node p = classify(parent);
+    int e;
+    if (p.kind != K_META)
+        e = p.kind == K_NONE ? ENOENT : EACCES;
+    else if (newparent != parent)
+        e = EXDEV;
+    else if (flags & ~RENAME_NOREPLACE)
+        e = EINVAL;
+    else if ((flags & RENAME_NOREPLACE) && ntab_find(&ST->meta_names, newname) >= 0)
+        e = EEXIST;
+    else
+        e = ggfs_edit_rename(name, newname);
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    fuse_reply_err(req, e);
+}
+
+static void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                             const char *value, size_t size, int flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node n = classify(ino);
+    int e;
+    bool pend = n.kind == K_NONE && ino >= KV_BASE && ggfs_pending_by_id(ino - KV_BASE);
+    if (n.kind == K_NONE && !pend)
+        e = ENOENT;
+    else if (n.kind != K_KV && !pend)
+        e = ENOTSUP;
+    else if (strcmp(name, XATTR_TYPE) != 0)
+        e = ENOTSUP;
+    else
+        e = ggfs_edit_settype(ino - KV_BASE, value, size);
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    fuse_reply_err(req, e);
+}
+
+static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+                            int to_set, struct fuse_file_info *fi)
+{
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node n = classify(ino);
+    bool pend = n.kind == K_NONE && ino >= KV_BASE && ggfs_pending_by_id(ino - KV_BASE);
+    int e = 0;
+    if (n.kind == K_NONE && !pend) {
+        e = ENOENT;
+    } else if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (n.kind != K_KV && !pend)
+            e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ? EACCES : EISDIR;
+        else
+            e = ggfs_edit_truncate(fi && fi->fh ? fi : NULL, n.idx, n.kind == K_KV,
+                                   attr->st_size);
+    } else if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+               n.kind != K_KV && !pend) {
+        e = EPERM;
+    }
+    /* Times (touch), and mode and owner of meta/ files (sed -i copies them
+     * to its temporary file), are accepted and ignored: they are the
+     * model's. */
+    struct stat st;
+    if (!e) {
+        if (pend) {
+            memset(&st, 0, sizeof st);
+            st.st_ino = ino;
+            st.st_mode = S_IFREG | 0644;
+            st.st_nlink = 1;
+            st.st_size = (off_t)ggfs_handle_size(ggfs_pending_by_id(ino - KV_BASE));
+        } else {
+            e = stat_node(ino, &st);
+        }
+    }
+    pthread_mutex_unlock(&g_fs.commit_mu);
+    if (e)
+        fuse_reply_err(req, e);
+    else
+        fuse_reply_attr(req, &st, pend ? 0 : g_fs.timeout);
 }
 
 const struct fuse_lowlevel_ops ggfs_ops = {
@@ -731,4 +849,7 @@ const struct fuse_lowlevel_ops ggfs_ops = {
     .rename = ggfs_op_rename,
     .create = ggfs_op_create,
     .mkdir = ggfs_op_mkdir,
+    .write = ggfs_op_write,
+    .flush = ggfs_op_flush,
+    .release = ggfs_op_release,
 };

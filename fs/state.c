@@ -77,6 +77,77 @@ static int ntab_build(struct ntab *t, uint64_t n,
     return 0;
 }
 
+/* ---- key ids: stable inode numbers for meta/ files ------------------------
+ *
+ * A key's inode is KV_BASE + the id of its file name, so that a file stays
+ * the same file when other keys are added, removed or renamed (an open
+ * meta/B must not turn into meta/C because A was deleted).  The registry
+ * only grows; it is changed only while a state is built, and states are
+ * built one at a time (at mount, then under the commit lock).
+ */
+static struct {
+    char **names;
+    uint64_t *slot;      /* id+1, 0 = empty */
+    uint64_t mask, n, cap;
+} reg;
+
+static int64_t reg_find(const char *name)
+{
+    if (!reg.slot)
+        return -1;
+    for (uint64_t h = hash_str(name) & reg.mask;; h = (h + 1) & reg.mask) {
+        uint64_t e = reg.slot[h];
+        if (e == 0)
+            return -1;
+        if (strcmp(reg.names[e - 1], name) == 0)
+            return (int64_t)(e - 1);
+    }
+}
+
+static bool reg_rehash(uint64_t nslots)
+{
+    uint64_t *ns = calloc(nslots, sizeof *ns);
+    if (!ns)
+        return false;
+    for (uint64_t i = 0; i < reg.n; i++) {
+        uint64_t h = hash_str(reg.names[i]) & (nslots - 1);
+        while (ns[h])
+            h = (h + 1) & (nslots - 1);
+        ns[h] = i + 1;
+    }
+    free(reg.slot);
+    reg.slot = ns;
+    reg.mask = nslots - 1;
+    return true;
+}
+
+int64_t ggfs_key_id(const char *fname)
+{
+    int64_t id = reg_find(fname);
+    if (id >= 0)
+        return id;
+    if (reg.n == reg.cap) {
+        uint64_t nc = reg.cap ? reg.cap * 2 : 64;
+        char **nn = realloc(reg.names, nc * sizeof *nn);
+        if (!nn)
+            return -1;
+        reg.names = nn;
+        reg.cap = nc;
+    }
+    if ((reg.n + 1) * 2 > reg.mask + 1 || !reg.slot)
+        if (!reg_rehash(reg.slot ? (reg.mask + 1) * 2 : 128))
+            return -1;
+    char *copy = strdup(fname);
+    if (!copy)
+        return -1;
+    reg.names[reg.n] = copy;
+    uint64_t h = hash_str(copy) & reg.mask;
+    while (reg.slot[h])
+        h = (h + 1) & reg.mask;
+    reg.slot[h] = reg.n + 1;
+    return (int64_t)reg.n++;
+}
+
 /* ntab_build's callbacks see the file being indexed through this. */
 static _Thread_local const struct gguf_file *building;
 
@@ -111,6 +182,8 @@ void ggfs_state_free(struct state *st)
         free(st->kv_text);
     }
     free(st->info.data);
+    free(st->kv_id);
+    free(st->id_kv);
     gguf_close(st->gf);
     if (st->fd >= 0)
         close(st->fd);
@@ -136,7 +209,28 @@ int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
     building = NULL;
     if (!e) {
         st->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_text);
-        e = st->kv_text ? 0 : ENOMEM;
+        st->kv_id = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_id);
+        e = st->kv_text && st->kv_id ? 0 : ENOMEM;
+    }
+    for (uint64_t i = 0; !e && i < gf->n_kv; i++) {
+        int64_t id = ggfs_key_id(st->meta_names.names[i]);
+        if (id < 0)
+            e = ENOMEM;
+        else
+            st->kv_id[i] = (uint64_t)id;
+    }
+    if (!e) {
+        /* ids registered later (pending creations) are past n_ids */
+        st->n_ids = reg.n;
+        st->id_kv = malloc((st->n_ids ? st->n_ids : 1) * sizeof *st->id_kv);
+        if (!st->id_kv)
+            e = ENOMEM;
+        for (uint64_t i = 0; !e && i < st->n_ids; i++)
+            st->id_kv[i] = -1;
+        /* a name hidden by a clash (see ntab_build) keeps its kv index only
+         * if it is the first with that name */
+        for (uint64_t i = gf->n_kv; !e && i-- > 0;)
+            st->id_kv[st->kv_id[i]] = (int64_t)i;
     }
     if (!e) {
         struct gguf_buf b = { 0 };
