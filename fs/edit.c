@@ -40,6 +40,7 @@ struct whandle {
     bool bad;                      /* a write was refused: never commit */
     struct gguf_typedesc check;    /* scalar type to check writes against */
     bool checked;
+    bool utf8;                     /* a string: check writes are UTF-8 */
     bool created;                  /* a new key, not in the file yet */
     bool scratch;                  /* not a key name: a tool's temporary file
                                       (sed -i, editors), kept in memory until
@@ -346,6 +347,32 @@ static int apply_handle(struct whandle *h)
     return e;
 }
 
+/* true if s is valid UTF-8, or valid but for an incomplete last sequence. */
+static bool utf8_prefix_ok(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t k = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                 : c >= 0xf0 && c <= 0xf4 ? 3 : 9;
+        if (k == 9)
+            return false;
+        for (size_t j = 1; j <= k; j++) {
+            if (i + j >= n)
+                return true;           /* may be completed by the next write */
+            unsigned d = p[i + j];
+            if ((d & 0xc0) != 0x80)
+                return false;
+            if (j == 1 && ((c == 0xe0 && d < 0xa0) || (c == 0xed && d > 0x9f) ||
+                           (c == 0xf0 && d < 0x90) || (c == 0xf4 && d > 0x8f)))
+                return false;          /* overlong, surrogate, > U+10FFFF */
+        }
+        i += k + 1;
+    }
+    return true;
+}
+
 /* ---- handles ------------------------------------------------------------------ */
 
 static struct whandle *handle_new(uint64_t id, const char *fname)
@@ -416,6 +443,7 @@ int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi)
         return ENOMEM;
     gguf_kv_typedesc(ST->gf, &ST->gf->kv[idx], &h->check);
     h->checked = h->check.depth == 1 && h->check.levels[0] != GGUF_STRING;
+    h->utf8 = h->check.depth == 1 && h->check.levels[0] == GGUF_STRING;
     if (flags & O_TRUNC) {
         h->dirty = true;
     } else if (gguf_render_kv(ST->gf, &ST->gf->kv[idx], &h->text) != GGUF_OK) {
@@ -433,6 +461,8 @@ void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
     (void)mode;
     if (g_fs.read_only)
         return (void)fuse_reply_err(req, EROFS);
+    if (strcmp(name, "general.alignment") == 0)
+        return (void)fuse_reply_err(req, EPERM);    /* decides the layout */
     struct gguf_buf key = { 0 };
     bool scratch = decode_key(name, &key, true) != 0;
     gguf_buf_free(&key);
@@ -503,8 +533,13 @@ int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off
     h->written = true;
     /* A scalar's text is one short line: once it is complete, parse it now
      * so that `echo abc > meta/u8key` fails in write(), which shells report
-     * (they ignore errors from close). */
+     * (they ignore errors from close).  A string must be UTF-8: a sequence
+     * that can no longer become valid fails here too. */
     int e = 0;
+    if (h->utf8 && !utf8_prefix_ok(h->text.data, h->text.len)) {
+        h->bad = true;
+        e = EINVAL;
+    }
     if (h->checked && h->text.len && h->text.data[h->text.len - 1] == '\n') {
         struct gguf_buf bin = { 0 };
         struct gguf_diag d;
