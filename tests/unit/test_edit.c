@@ -1,0 +1,1343 @@
+/*
+ * tests/unit/test_edit.c — gguf/edit: building headers and committing them.
+ *
+ *  - round trips (gguf_header_build -> gguf_commit -> gguf_open) of changed,
+ *    added, removed, renamed, reordered and retyped keys, for versions 1-3,
+ *    both byte orders, alignments 32/64/4096, by the in-place and the
+ *    rewrite path: same key/values as given, same tensor infos, every
+ *    tensor byte unchanged; ggml (the oracle) loads v2/v3 little-endian
+ *    results;
+ *  - general.alignment edits refused; malformed values refused;
+ *  - commit refusals and preservation (changed model, leftover journal,
+ *    mode/owner, symlinks, the copy fallback);
+ *  - crash injection: a child crashes (_exit) before every step of both
+ *    commit paths (torn writes included), and before every step of the
+ *    recovery that follows; and real kill -9 at random moments.  After
+ *    gguf_recover the model must be bit for bit the old or the new version.
+ *
+ * Environment: GGUFFS_ORACLE (libggml-base.so; without it the ggml check is
+ * skipped, unless CI is set), GGUFFS_CRASH_TRIALS (kill -9 trials, default
+ * 240), TMPDIR.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gguf/edit.h"
+#include "gguf/gguf.h"
+#include "gguf/value.h"
+
+/* ---- utilities ---------------------------------------------------------------- */
+
+static char tmpdir[4096];
+
+/* tmpdir/name; the same name gives the same (lasting) buffer. */
+static const char *tpath(const char *name)
+{
+    static char bufs[16][4200];
+    static const char *names[16];
+    unsigned k;
+    for (k = 0; k < 16 && names[k]; k++)
+        if (strcmp(names[k], name) == 0)
+            return bufs[k];
+    assert_true(k < 16);
+    names[k] = name;
+    snprintf(bufs[k], sizeof bufs[k], "%s/%s", tmpdir, name);
+    return bufs[k];
+}
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+#define FNV0 1469598103934665603ull
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    uint8_t *p = malloc((size_t)st.st_size + 1);
+    assert_non_null(p);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, p + got, (size_t)st.st_size - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    close(fd);
+    *len = got;
+    return p;
+}
+
+static void spit(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, (const uint8_t *)p + done, n - done);
+        assert_true(w > 0);
+        done += (size_t)w;
+    }
+    close(fd);
+}
+
+static uint64_t hash_file(const char *path, uint64_t from)
+{
+    size_t n;
+    uint8_t *p = slurp(path, &n);
+    assert_non_null(p);
+    assert_true(from <= n);
+    uint64_t h = fnv(FNV0, p + from, n - from);
+    free(p);
+    return h;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- the ggml oracle -------------------------------------------------------------- */
+
+struct o_params { bool no_alloc; void **ctx; };
+static void *(*o_init)(const char *, struct o_params);
+static int64_t (*o_n_kv)(const void *);
+static int64_t (*o_n_tensors)(const void *);
+static size_t (*o_data_offset)(const void *);
+static void (*o_free)(void *);
+static bool oracle_needed;
+static unsigned oracle_checks;
+
+static void load_oracle(void)
+{
+    const char *path = getenv("GGUFFS_ORACLE");
+    void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    oracle_needed = getenv("CI") && *getenv("CI");
+    if (!h) {
+        fprintf(stderr, "test_edit: %s ggml oracle unavailable (%s): the ggml "
+                "loading check is %s\n", oracle_needed ? "FAIL:" : "note:",
+                path && *path ? dlerror() : "GGUFFS_ORACLE is not set",
+                oracle_needed ? "required (CI is set)" : "skipped");
+        return;
+    }
+    *(void **)&o_init = dlsym(h, "gguf_init_from_file");
+    *(void **)&o_n_kv = dlsym(h, "gguf_get_n_kv");
+    *(void **)&o_n_tensors = dlsym(h, "gguf_get_n_tensors");
+    *(void **)&o_data_offset = dlsym(h, "gguf_get_data_offset");
+    *(void **)&o_free = dlsym(h, "gguf_free");
+    if (!o_init || !o_n_kv || !o_n_tensors || !o_data_offset || !o_free) {
+        fprintf(stderr, "test_edit: %s lacks a gguf_* symbol\n", path);
+        o_init = NULL;
+        oracle_needed = true;
+    }
+}
+
+static void oracle_check(const char *path, const struct gguf_file *f)
+{
+    if (!o_init) {
+        if (oracle_needed)
+            fail_msg("the ggml oracle is required (CI is set) but unavailable");
+        return;
+    }
+    struct o_params p = { true, NULL };
+    void *ctx = o_init(path, p);
+    if (!ctx)
+        fail_msg("ggml's gguf_init_from_file refuses %s", path);
+    assert_int_equal(o_n_kv(ctx), (int64_t)f->n_kv);
+    assert_int_equal(o_n_tensors(ctx), (int64_t)f->n_tensors);
+    /* (without tensors ggml reports the unpadded header size) */
+    if (f->n_tensors && o_data_offset(ctx) != f->data_off)
+        fail_msg("%s: ggml's data offset is %zu, ours %llu (v%u, alignment %llu)",
+                 path, o_data_offset(ctx), (unsigned long long)f->data_off,
+                 f->version, (unsigned long long)f->alignment);
+    o_free(ctx);
+    oracle_checks++;
+}
+
+/* ---- a GGUF builder --------------------------------------------------------------- */
+
+struct gb {
+    struct gguf_buf b;
+    struct gguf_enc e;
+};
+
+static void gb_put(struct gb *g, const void *p, size_t n)
+{
+    assert_true(gguf_buf_put(&g->b, p, n));
+}
+
+static void gb_u32(struct gb *g, uint32_t v)
+{
+    if (g->e.big_endian)
+        v = __builtin_bswap32(v);
+    gb_put(g, &v, 4);
+}
+
+static void gb_u64(struct gb *g, uint64_t v)
+{
+    if (g->e.big_endian)
+        v = __builtin_bswap64(v);
+    gb_put(g, &v, 8);
+}
+
+static void gb_count(struct gb *g, uint64_t v)
+{
+    if (g->e.v1)
+        gb_u32(g, (uint32_t)v);
+    else
+        gb_u64(g, v);
+}
+
+static void gb_str(struct gb *g, const char *s, size_t n)
+{
+    gb_count(g, n);
+    gb_put(g, s, n);
+}
+
+/* Encoded values ("bin") in encoding e; the result is owned by the caller. */
+struct val {
+    uint32_t type;
+    struct gguf_buf b;
+};
+
+static struct val v_u32(const struct gguf_enc *e, uint32_t x)
+{
+    struct gb g = { .e = *e };
+    gb_u32(&g, x);
+    return (struct val){ GGUF_U32, g.b };
+}
+
+static struct val v_u64(const struct gguf_enc *e, uint64_t x)
+{
+    struct gb g = { .e = *e };
+    gb_u64(&g, x);
+    return (struct val){ GGUF_U64, g.b };
+}
+
+static struct val v_str(const struct gguf_enc *e, const char *s, size_t n)
+{
+    struct gb g = { .e = *e };
+    gb_str(&g, s, n);
+    return (struct val){ GGUF_STRING, g.b };
+}
+
+static struct val v_i32s(const struct gguf_enc *e, size_t n)
+{
+    struct gb g = { .e = *e };
+    gb_u32(&g, GGUF_I32);
+    gb_count(&g, n);
+    for (size_t i = 0; i < n; i++)
+        gb_u32(&g, (uint32_t)(i * 7919u));
+    return (struct val){ GGUF_ARRAY, g.b };
+}
+
+/* A key/value list (the expected content of a header). */
+struct ekv {
+    char *key;
+    size_t key_len;
+    uint32_t type;
+    uint8_t *val;
+    size_t val_len;
+};
+struct kvl {
+    size_t n;
+    struct ekv *v;
+};
+
+static void kvl_free(struct kvl *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].key);
+        free(l->v[i].val);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static void ekv_set(struct ekv *k, const char *key, size_t key_len,
+                    uint32_t type, const void *val, size_t val_len)
+{
+    char *nk = malloc(key_len + 1);
+    uint8_t *nv = malloc(val_len + 1);
+    assert_true(nk && nv);
+    memcpy(nk, key, key_len);
+    nk[key_len] = '\0';
+    if (val_len)
+        memcpy(nv, val, val_len);
+    free(k->key);
+    free(k->val);
+    *k = (struct ekv){ nk, key_len, type, nv, val_len };
+}
+
+static size_t kvl_find(const struct kvl *l, const char *key)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].key_len == strlen(key) && memcmp(l->v[i].key, key, l->v[i].key_len) == 0)
+            return i;
+    fail_msg("no key %s", key);
+    return 0;
+}
+
+/* Sets key to v (adding it at the end if absent); consumes v. */
+static void kvl_set(struct kvl *l, const char *key, struct val v)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++)
+        if (l->v[i].key_len == strlen(key) && memcmp(l->v[i].key, key, l->v[i].key_len) == 0)
+            break;
+    if (i == l->n) {
+        l->v = realloc(l->v, (l->n + 1) * sizeof *l->v);
+        assert_non_null(l->v);
+        memset(&l->v[l->n++], 0, sizeof *l->v);
+    }
+    ekv_set(&l->v[i], key, strlen(key), v.type, v.b.data, v.b.len);
+    gguf_buf_free(&v.b);
+}
+
+static void kvl_del(struct kvl *l, const char *key)
+{
+    size_t i = kvl_find(l, key);
+    free(l->v[i].key);
+    free(l->v[i].val);
+    memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof *l->v);
+    l->n--;
+}
+
+static void kvl_rename(struct kvl *l, const char *from, const char *to)
+{
+    struct ekv *k = &l->v[kvl_find(l, from)];
+    char *nk = strdup(to);
+    assert_non_null(nk);
+    free(k->key);
+    k->key = nk;
+    k->key_len = strlen(to);
+}
+
+/* Moves entry i to position j. */
+static void kvl_move(struct kvl *l, size_t i, size_t j)
+{
+    struct ekv t = l->v[i];
+    if (i < j)
+        memmove(&l->v[i], &l->v[i + 1], (j - i) * sizeof t);
+    else
+        memmove(&l->v[j + 1], &l->v[j], (i - j) * sizeof t);
+    l->v[j] = t;
+}
+
+static void kvl_of_file(struct kvl *l, const struct gguf_file *f)
+{
+    memset(l, 0, sizeof *l);
+    l->v = calloc(f->n_kv + 1, sizeof *l->v);
+    assert_non_null(l->v);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        struct gguf_newkv k = gguf_newkv_of(f, i);
+        ekv_set(&l->v[i], k.key, k.key_len, k.type, k.val, k.val_len);
+    }
+    l->n = f->n_kv;
+}
+
+/* A view of the list as gguf_newkv (pointers into l). */
+static struct gguf_newkv *kvl_view(const struct kvl *l)
+{
+    struct gguf_newkv *v = calloc(l->n + 1, sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < l->n; i++)
+        v[i] = (struct gguf_newkv){ l->v[i].key, l->v[i].key_len, l->v[i].type,
+                                    l->v[i].val, l->v[i].val_len };
+    return v;
+}
+
+struct spec {
+    uint32_t version;
+    bool be;
+    uint32_t align;        /* 0: no general.alignment (32 implied) */
+    size_t data_floats[3]; /* sizes of three f32 tensors (0: absent) */
+    bool dup;              /* a duplicated key */
+};
+
+static void add_kv(struct gb *g, uint64_t *n, const char *key, struct val v)
+{
+    gb_str(g, key, strlen(key));
+    gb_u32(g, v.type);
+    gb_put(g, v.b.data, v.b.len);
+    gguf_buf_free(&v.b);
+    ++*n;
+}
+
+/* Builds a model file per s at path; tensor data is random. */
+static void make_model(const char *path, const struct spec *s)
+{
+    struct gb g = { .e = { .big_endian = s->be, .v1 = s->version == 1 } };
+    const struct gguf_enc *e = &g.e;
+    struct gb kv = { .e = *e };
+    uint64_t n_kv = 0;
+    add_kv(&kv, &n_kv, "general.architecture", v_str(e, "llama", 5));
+    add_kv(&kv, &n_kv, "general.name", v_str(e, "a test model", 12));
+    if (s->align)
+        add_kv(&kv, &n_kv, "general.alignment", v_u32(e, s->align));
+    add_kv(&kv, &n_kv, "llama.context_length", v_u32(e, 4096));
+    add_kv(&kv, &n_kv, "llama.block_count", v_u64(e, 32));
+    {
+        struct gb a = { .e = *e };
+        gb_u32(&a, GGUF_STRING);
+        gb_count(&a, 3);
+        gb_str(&a, "<s>", 3);
+        gb_str(&a, "", 0);
+        gb_str(&a, "a\nb", 3);
+        add_kv(&kv, &n_kv, "tokenizer.ggml.tokens", (struct val){ GGUF_ARRAY, a.b });
+    }
+    {
+        struct gb a = { .e = *e };
+        uint8_t one = 1;
+        gb_put(&a, &one, 1);
+        add_kv(&kv, &n_kv, "general.flag", (struct val){ GGUF_BOOL, a.b });
+    }
+    add_kv(&kv, &n_kv, "llama.rope.scales", v_i32s(e, 5));
+    if (s->dup)
+        add_kv(&kv, &n_kv, "general.name", v_str(e, "second", 6));
+
+    uint64_t n_t = 0, off = 0, align = s->align ? s->align : 32;
+    struct gb ti = { .e = *e };
+    for (unsigned i = 0; i < 3; i++) {
+        if (!s->data_floats[i])
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "blk.%u.weight", i);
+        gb_str(&ti, name, strlen(name));
+        gb_u32(&ti, 1);
+        gb_count(&ti, s->data_floats[i]);
+        gb_u32(&ti, 0);            /* f32 */
+        gb_u64(&ti, off);
+        off += s->data_floats[i] * 4;
+        off += (align - off % align) % align;
+        n_t++;
+    }
+    gb_put(&g, "GGUF", 4);
+    gb_u32(&g, s->version);
+    gb_count(&g, n_t);
+    gb_count(&g, n_kv);
+    gb_put(&g, kv.b.data, kv.b.len);
+    gb_put(&g, ti.b.data, ti.b.len);
+    while (g.b.len % align)
+        gb_put(&g, "", 1);
+    size_t data_start = g.b.len;
+    for (uint64_t i = 0; i < off; i += 8) {
+        uint64_t r = rnd();
+        gb_put(&g, &r, off - i < 8 ? off - i : 8);
+    }
+    assert_int_equal(g.b.len, data_start + off);
+    spit(path, g.b.data, g.b.len);
+    gguf_buf_free(&g.b);
+    gguf_buf_free(&kv.b);
+    gguf_buf_free(&ti.b);
+}
+
+static struct gguf_file *open_ok(const char *path)
+{
+    struct gguf_file *f;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_open(path, &f, &d);
+    if (e)
+        fail_msg("gguf_open %s: %s", path, d.msg);
+    return f;
+}
+
+/* The tensor info bytes of f. */
+static const uint8_t *tinfo(const struct gguf_file *f, size_t *len)
+{
+    uint64_t at = f->n_tensors ? f->tensors[0].info_off : f->hdr_size;
+    *len = f->hdr_size - at;
+    return f->hdr + at;
+}
+
+/* Checks the model at path: key/values l, tensor infos and data as in the
+ * original (tinfo bytes ti, data hash dh, data length dl). */
+static void check_model(const char *path, const struct kvl *l, const uint8_t *ti,
+                        size_t ti_len, uint64_t dh, uint64_t dl, uint32_t version,
+                        bool be)
+{
+    struct gguf_file *f = open_ok(path);
+    assert_int_equal(f->version, version);
+    assert_int_equal(f->enc.big_endian, be);
+    assert_int_equal(f->n_kv, l->n);
+    for (size_t i = 0; i < l->n; i++) {
+        struct gguf_newkv k = gguf_newkv_of(f, i);
+        if (k.key_len != l->v[i].key_len || memcmp(k.key, l->v[i].key, k.key_len) ||
+            k.type != l->v[i].type || k.val_len != l->v[i].val_len ||
+            memcmp(k.val, l->v[i].val, k.val_len))
+            fail_msg("%s: key/value #%zu differs", path, i);
+    }
+    size_t tl;
+    const uint8_t *t = tinfo(f, &tl);
+    assert_int_equal(tl, ti_len);
+    assert_memory_equal(t, ti, tl);
+    assert_int_equal(f->file_size - f->data_off, dl);
+    assert_true(hash_file(path, f->data_off) == dh);
+    bool dup = false;
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        dup |= f->kv[i].dup > 1;
+    if (version >= 2 && !be && !dup)
+        oracle_check(path, f);
+    gguf_close(f);
+}
+
+/* ---- round trips ----------------------------------------------------------------- */
+
+static unsigned n_in_place, n_rewrite;
+
+/* Builds l for the model at path, commits it and checks the result.
+ * expect: 1 in place, 0 rewrite, -1 either. */
+static void apply(const char *path, const struct kvl *l, int expect)
+{
+    struct gguf_file *f = open_ok(path);
+    size_t ti_len;
+    const uint8_t *ti0 = tinfo(f, &ti_len);
+    uint8_t *ti = malloc(ti_len + 1);
+    assert_non_null(ti);
+    memcpy(ti, ti0, ti_len);
+    uint64_t start = f->file_size < f->data_off ? f->file_size : f->data_off;
+    uint64_t dl = f->file_size - start, dh = hash_file(path, start);
+    uint32_t version = f->version;
+    bool be = f->enc.big_endian;
+
+    struct gguf_newkv *v = kvl_view(l);
+    struct gguf_buf h = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_header_build(f, v, l->n, &h, &d);
+    if (e)
+        fail_msg("gguf_header_build: %s", d.msg);
+    assert_int_equal(h.len % f->alignment, 0);
+    bool ip = false;
+    e = gguf_commit(path, f, (const uint8_t *)h.data, h.len, &ip, &d);
+    if (e)
+        fail_msg("gguf_commit: %s", d.msg);
+    assert_int_equal(ip, h.len == f->data_off && f->file_size >= f->data_off);
+    if (expect >= 0)
+        assert_int_equal(ip, expect);
+    ip ? n_in_place++ : n_rewrite++;
+    assert_false(exists(tpath("m.gguf.gguffs-journal")));
+    assert_false(exists(tpath("m.gguf.gguffs-new")));
+    gguf_close(f);
+    check_model(path, l, ti, ti_len, dh, dl, version, be);
+    char what[200];
+    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+    assert_string_equal(what, "");
+    free(ti);
+    free(v);
+    gguf_buf_free(&h);
+}
+
+static void round_trips(const struct spec *s)
+{
+    const char *path = tpath("m.gguf");
+    make_model(path, s);
+    struct gguf_file *f = open_ok(path);
+    struct gguf_enc e = f->enc;
+    uint64_t align = f->alignment;
+    struct kvl l;
+    kvl_of_file(&l, f);
+
+    /* identity: the same bytes (the builder pads with zeros), nothing written */
+    struct gguf_newkv *v = kvl_view(&l);
+    struct gguf_buf h = { 0 };
+    struct gguf_diag d;
+    assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+    assert_int_equal(h.len, f->data_off);
+    assert_memory_equal(h.data, f->hdr, f->hdr_size);
+    free(v);
+    gguf_buf_free(&h);
+    gguf_close(f);
+    apply(path, &l, 1);
+
+    /* change a value, same size: in place */
+    kvl_set(&l, "llama.context_length", v_u32(&e, 8192));
+    apply(path, &l, 1);
+    /* reorder: same size, in place */
+    kvl_move(&l, l.n - 1, 0);
+    apply(path, &l, 1);
+    kvl_move(&l, 2, l.n - 1);
+    apply(path, &l, 1);
+    /* a string one byte longer: either */
+    kvl_set(&l, "general.name", v_str(&e, "a test model!", 13));
+    apply(path, &l, -1);
+    /* add a key more than an alignment unit long: rewrite */
+    char *big = malloc(align + 1);
+    assert_non_null(big);
+    memset(big, 'x', align + 1);
+    kvl_set(&l, "general.description", v_str(&e, big, align + 1));
+    apply(path, &l, 0);
+    /* remove it again: rewrite */
+    kvl_del(&l, "general.description");
+    apply(path, &l, 0);
+    /* rename, retype */
+    kvl_rename(&l, "general.flag", "general.another_flag_name");
+    apply(path, &l, -1);
+    kvl_set(&l, "llama.context_length", v_u64(&e, 1ull << 40));
+    apply(path, &l, -1);
+    /* a 20k-element array (rewrite), then shrink it to 19 999 */
+    kvl_set(&l, "tokenizer.ggml.scores", v_i32s(&e, 20000));
+    apply(path, &l, 0);
+    kvl_set(&l, "tokenizer.ggml.scores", v_i32s(&e, 19999));
+    apply(path, &l, -1);
+    /* remove every key but general.alignment */
+    for (size_t i = l.n; i-- > 0;)
+        if (!(l.v[i].key_len == 17 && memcmp(l.v[i].key, "general.alignment", 17) == 0))
+            kvl_del(&l, l.v[i].key);
+    assert_int_equal(l.n, s->align ? 1 : 0);
+    apply(path, &l, -1);
+    free(big);
+    kvl_free(&l);
+}
+
+static void test_round_trips(void **state)
+{
+    (void)state;
+    static const uint32_t aligns[] = { 0, 32, 64, 4096 };
+    unsigned runs = 0;
+    for (uint32_t version = 1; version <= 3; version++)
+        for (int be = 0; be <= 1; be++)
+            for (unsigned a = 0; a < 4; a++) {
+                struct spec s = { .version = version, .be = be, .align = aligns[a],
+                                  .data_floats = { 100, 1000 + a, 5000 } };
+                round_trips(&s);
+                runs++;
+            }
+    /* a duplicated key is kept; no tensors at all; a single tensor */
+    struct spec dup = { .version = 3, .dup = true, .data_floats = { 10 } };
+    round_trips(&dup);
+    struct spec none = { .version = 2, .align = 64 };
+    round_trips(&none);
+    printf("round trips: %u files, %u in place, %u rewrites, %u ggml loads\n",
+           runs + 2, n_in_place, n_rewrite, oracle_checks);
+    assert_true(n_in_place > 50 && n_rewrite > 50);
+}
+
+/* A file with no tensors whose final padding is missing (the file ends with
+ * the header): an in-place-sized edit must rewrite. */
+static void test_unpadded_end(void **state)
+{
+    (void)state;
+    struct spec s = { .version = 3 };
+    const char *path = tpath("m.gguf");
+    make_model(path, &s);
+    size_t n;
+    uint8_t *p = slurp(path, &n);
+    struct gguf_file *f = open_ok(path);
+    size_t end = f->hdr_size;
+    gguf_close(f);
+    if (end == n) {      /* add a byte to make sure there was padding */
+        free(p);
+        struct spec s2 = { .version = 3, .align = 64 };
+        make_model(path, &s2);
+        p = slurp(path, &n);
+        f = open_ok(path);
+        end = f->hdr_size;
+        gguf_close(f);
+    }
+    assert_true(end < n);
+    spit(path, p, end);
+    free(p);
+    f = open_ok(path);
+    assert_true(f->file_size < f->data_off);
+    struct kvl l;
+    kvl_of_file(&l, f);
+    gguf_close(f);
+    kvl_set(&l, "llama.context_length", v_u32(&(struct gguf_enc){ 0 }, 1));
+    apply(path, &l, 0);
+    kvl_free(&l);
+}
+
+static unsigned crash_at;
+static const char *crash_name;
+static unsigned steps_seen;
+static char step_names[64][64];
+
+static void hook_exit(unsigned n, const char *what, void *arg)
+{
+    (void)arg;
+    if (n < 64)
+        snprintf(step_names[n], sizeof step_names[n], "%s", what);
+    steps_seen = n + 1;
+    if (n == crash_at || (crash_name && strcmp(what, crash_name) == 0))
+        _exit(77);
+}
+
+/* ---- refusals ------------------------------------------------------------------- */
+
+static enum gguf_err build(const struct gguf_file *f, const struct kvl *l,
+                           struct gguf_diag *d)
+{
+    struct gguf_newkv *v = kvl_view(l);
+    struct gguf_buf h = { 0 };
+    enum gguf_err e = gguf_header_build(f, v, l->n, &h, d);
+    free(v);
+    if (e)
+        assert_null(h.data);
+    gguf_buf_free(&h);
+    return e;
+}
+
+static void test_alignment_refused(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf");
+    struct gguf_diag d;
+    for (int be = 0; be <= 1; be++) {
+        struct spec s = { .version = 3, .be = be, .align = 64, .data_floats = { 16 } };
+        make_model(path, &s);
+        struct gguf_file *f = open_ok(path);
+        struct kvl l;
+        kvl_of_file(&l, f);
+        assert_int_equal(build(f, &l, &d), GGUF_OK);
+        kvl_set(&l, "general.alignment", v_u32(&f->enc, 128));
+        assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+        assert_non_null(strstr(d.msg, "general.alignment cannot be changed"));
+        kvl_set(&l, "general.alignment", v_u64(&f->enc, 64));
+        assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+        kvl_set(&l, "general.alignment", v_u32(&f->enc, 64));
+        assert_int_equal(build(f, &l, &d), GGUF_OK);
+        /* moving it is fine */
+        kvl_move(&l, kvl_find(&l, "general.alignment"), l.n - 1);
+        assert_int_equal(build(f, &l, &d), GGUF_OK);
+        kvl_del(&l, "general.alignment");
+        assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+        assert_non_null(strstr(d.msg, "cannot be removed"));
+        /* renaming it away is removing it */
+        kvl_set(&l, "general.alignment", v_u32(&f->enc, 64));
+        kvl_rename(&l, "general.alignment", "general.alignmen");
+        assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+        kvl_free(&l);
+        gguf_close(f);
+    }
+    struct spec s = { .version = 2, .data_floats = { 16 } };
+    make_model(path, &s);
+    struct gguf_file *f = open_ok(path);
+    struct kvl l;
+    kvl_of_file(&l, f);
+    kvl_set(&l, "general.alignment", v_u32(&f->enc, 32));
+    assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "cannot be added"));
+    kvl_free(&l);
+    gguf_close(f);
+}
+
+static void test_malformed_refused(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf");
+    struct spec s = { .version = 3, .data_floats = { 16, 16 } };
+    make_model(path, &s);
+    struct gguf_file *f = open_ok(path);
+    struct kvl l;
+    struct gguf_diag d;
+    kvl_of_file(&l, f);
+    /* a string whose length says 12 but has 5 bytes */
+    struct val v = v_str(&f->enc, "hello", 5);
+    v.b.data[0] = 12;
+    kvl_set(&l, "general.name", v);
+    assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "general.name"));
+    /* a u32 with 3 bytes */
+    kvl_free(&l);
+    kvl_of_file(&l, f);
+    l.v[kvl_find(&l, "llama.context_length")].val_len = 3;
+    assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "llama.context_length"));
+    l.v[kvl_find(&l, "llama.context_length")].val_len = 4;
+    /* unknown type; an array of an unknown type */
+    l.v[0].type = 13;
+    assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+    l.v[0].type = GGUF_STRING;
+    struct val a = v_i32s(&f->enc, 2);
+    a.b.data[0] = 77;
+    kvl_set(&l, "x.arr", a);
+    assert_int_equal(build(f, &l, &d), GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "x.arr"));
+    kvl_free(&l);
+    gguf_close(f);
+}
+
+static void test_commit_refusals(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf"), *jr = tpath("m.gguf.gguffs-journal");
+    struct spec s = { .version = 3, .data_floats = { 64, 64 } };
+    struct gguf_diag d;
+    char what[300];
+    bool ip;
+    for (int grow = 0; grow <= 1; grow++) {
+        make_model(path, &s);
+        struct gguf_file *f = open_ok(path);
+        struct kvl l;
+        kvl_of_file(&l, f);
+        kvl_set(&l, "llama.context_length", v_u32(&f->enc, 1));
+        if (grow)
+            kvl_set(&l, "general.description", v_str(&f->enc, "0123456789012345678901234567890123456789", 40));
+        struct gguf_newkv *v = kvl_view(&l);
+        struct gguf_buf h = { 0 };
+        assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+        assert_int_equal(h.len == f->data_off, !grow);
+
+        /* a header byte changed behind our back */
+        size_t n;
+        uint8_t *orig = slurp(path, &n);
+        orig[30] ^= 1;
+        spit(path, orig, n);
+        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        assert_non_null(strstr(d.msg, "changed since it was indexed"));
+        orig[30] ^= 1;
+        /* the size changed */
+        spit(path, orig, n - 1);
+        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        spit(path, orig, n);
+        /* a leftover journal */
+        spit(jr, "junk", 4);
+        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        assert_non_null(strstr(d.msg, "gguf_recover"));
+        size_t n2;
+        uint8_t *now = slurp(path, &n2);
+        assert_int_equal(n2, n);
+        assert_memory_equal(now, orig, n);
+        free(now);
+        /* recovery removes the incomplete journal, then the commit works */
+        assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+        assert_non_null(strstr(what, "incomplete journal"));
+        assert_false(exists(jr));
+        /* a malformed header */
+        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len - 1, &ip, &d), GGUF_E_INVAL);
+        /* a leftover new file is replaced by a rewrite (and ignored by an
+         * in-place edit) */
+        spit(tpath("m.gguf.gguffs-new"), "junk", 4);
+        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_OK);
+        assert_int_equal(ip, !grow);
+        assert_int_equal(exists(tpath("m.gguf.gguffs-new")), !grow);
+        unlink(tpath("m.gguf.gguffs-new"));
+        free(orig);
+        free(v);
+        gguf_buf_free(&h);
+        kvl_free(&l);
+        gguf_close(f);
+    }
+    /* a journal that belongs to another file is left alone */
+    make_model(path, &s);
+    struct gguf_file *f = open_ok(path);
+    struct kvl l;
+    kvl_of_file(&l, f);
+    kvl_set(&l, "llama.context_length", v_u32(&f->enc, 1));
+    struct gguf_newkv *v = kvl_view(&l);
+    struct gguf_buf h = { 0 };
+    assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+    /* crash right after the journal is durable */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        static struct gguf_edit_hooks hk;
+        hk.step = hook_exit;
+        crash_at = UINT32_MAX;
+        crash_name = "writing the header in place";
+        gguf_edit_hooks = &hk;
+        bool x;
+        gguf_commit(path, f, (uint8_t *)h.data, h.len, &x, &d);
+        _exit(1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 77);
+    assert_true(exists(jr));
+    size_t n;
+    uint8_t *orig = slurp(path, &n);
+    spit(path, orig, n + 1);
+    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "does not belong to the model"));
+    assert_true(exists(jr));
+    spit(path, orig, n);
+    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+    assert_non_null(strstr(what, "had not been modified"));
+    assert_false(exists(jr));
+    free(orig);
+    gguf_close(f);
+    free(v);
+    gguf_buf_free(&h);
+    kvl_free(&l);
+    assert_int_equal(gguf_recover(tpath("missing.gguf"), what, sizeof what, &d), GGUF_OK);
+    assert_string_equal(what, "");
+}
+
+static void test_preserve(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf"), *link = tpath("link.gguf");
+    struct spec s = { .version = 3, .data_floats = { 300000, 10 } };
+    make_model(path, &s);
+    assert_int_equal(chmod(path, 0640), 0);
+    bool root = geteuid() == 0;
+    if (root)
+        assert_int_equal(chown(path, 1234, 2345), 0);
+    unlink(link);
+    assert_int_equal(symlink("m.gguf", link), 0);
+    struct gguf_file *f = open_ok(link);
+    struct kvl l;
+    kvl_of_file(&l, f);
+    gguf_close(f);
+    char big[300];
+    memset(big, 'y', sizeof big);
+    kvl_set(&l, "general.description", v_str(&(struct gguf_enc){ 0 }, big, sizeof big));
+    static struct gguf_edit_hooks hk = { .no_copy_file_range = true };
+    for (int fallback = 0; fallback <= 1; fallback++) {
+        gguf_edit_hooks = fallback ? &hk : NULL;
+        apply(link, &l, 0);   /* through the link: a rewrite */
+        gguf_edit_hooks = NULL;
+        struct stat st;
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        if (root) {
+            assert_int_equal(st.st_uid, 1234);
+            assert_int_equal(st.st_gid, 2345);
+        }
+        assert_false(exists(tpath("link.gguf.gguffs-new")));
+        kvl_set(&l, "general.description", v_str(&(struct gguf_enc){ 0 }, big, sizeof big - 100));
+    }
+    /* in place through the link */
+    kvl_set(&l, "llama.context_length", v_u32(&(struct gguf_enc){ 0 }, 7));
+    apply(link, &l, 1);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    kvl_free(&l);
+    unlink(link);
+}
+
+/* ---- crash injection ----------------------------------------------------------- */
+
+struct crash_case {
+    const char *name;
+    uint8_t *old;          /* the old file */
+    size_t old_len;
+    uint64_t h_old, h_new; /* whole-file hashes */
+    uint8_t *hdr;          /* the new header */
+    size_t hdr_len;
+    bool in_place;
+    bool fallback;         /* no copy_file_range */
+    struct kvl l_old, l_new;
+};
+
+static const char *mpath(void) { return tpath("c.gguf"); }
+
+static void reset_model(const struct crash_case *c)
+{
+    unlink(tpath("c.gguf.gguffs-journal"));
+    unlink(tpath("c.gguf.gguffs-new"));
+    spit(mpath(), c->old, c->old_len);
+}
+
+/* Runs gguf_commit (or gguf_recover) in a child crashing before step n
+ * (UINT_MAX: never).  Returns the child's exit status. */
+static int child_run(const struct crash_case *c, bool recover, unsigned n)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static struct gguf_edit_hooks hk;
+        hk.step = hook_exit;
+        hk.no_copy_file_range = c->fallback;
+        crash_at = n;
+        struct gguf_diag d;
+        if (recover) {
+            gguf_edit_hooks = &hk;
+            _exit(gguf_recover(mpath(), NULL, 0, &d) == GGUF_OK ? 0 : 1);
+        }
+        struct gguf_file *f;
+        if (gguf_open(mpath(), &f, &d))
+            _exit(2);
+        gguf_edit_hooks = &hk;
+        bool ip;
+        enum gguf_err e = gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+        _exit(e == GGUF_OK && ip == c->in_place ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* After a crash and gguf_recover: old (0) or new (1) version, checked. */
+static int verify_after(const struct crash_case *c)
+{
+    struct gguf_diag d;
+    char what[300];
+    if (gguf_recover(mpath(), what, sizeof what, &d))
+        fail_msg("%s: gguf_recover: %s", c->name, d.msg);
+    assert_false(exists(tpath("c.gguf.gguffs-journal")));
+    assert_false(exists(tpath("c.gguf.gguffs-new")));
+    uint64_t h = hash_file(mpath(), 0);
+    if (h != c->h_old && h != c->h_new)
+        fail_msg("%s: the model is neither the old nor the new version", c->name);
+    int which = h == c->h_new;
+    struct gguf_file *f = open_ok(mpath());
+    size_t tl;
+    const uint8_t *t = tinfo(f, &tl);
+    uint8_t *ti = malloc(tl + 1);
+    memcpy(ti, t, tl);
+    uint64_t dl = f->file_size - f->data_off;
+    gguf_close(f);
+    check_model(mpath(), which ? &c->l_new : &c->l_old, ti, tl,
+                fnv(FNV0, c->old + (c->old_len - dl), dl), dl, 3, false);
+    free(ti);
+    return which;
+}
+
+struct snap {
+    uint8_t *m, *j, *n;
+    size_t ml, jl, nl;
+};
+
+static void snap_take(struct snap *s)
+{
+    s->m = slurp(mpath(), &s->ml);
+    s->j = slurp(tpath("c.gguf.gguffs-journal"), &s->jl);
+    s->n = slurp(tpath("c.gguf.gguffs-new"), &s->nl);
+}
+
+static void snap_restore(const struct snap *s)
+{
+    reset_model(&(struct crash_case){ .old = s->m, .old_len = s->ml });
+    if (s->j)
+        spit(tpath("c.gguf.gguffs-journal"), s->j, s->jl);
+    if (s->n)
+        spit(tpath("c.gguf.gguffs-new"), s->n, s->nl);
+}
+
+static void snap_free(struct snap *s)
+{
+    free(s->m);
+    free(s->j);
+    free(s->n);
+}
+
+static unsigned crash_runs, crash_old, crash_new, recover_crash_runs;
+
+/* Crashes the commit before every step; for each, also crashes the recovery
+ * before every one of its steps. */
+static void crash_every_step(const struct crash_case *c)
+{
+    reset_model(c);
+    assert_int_equal(child_run(c, false, UINT32_MAX), 0);
+    assert_int_equal(hash_file(mpath(), 0), c->h_new);
+    /* count the steps (in this process; the hook only records) */
+    reset_model(c);
+    unsigned total;
+    {
+        pid_t pid = fork();
+        if (pid == 0) {
+            crash_at = UINT32_MAX;
+            static struct gguf_edit_hooks hk;
+            hk.step = hook_exit;
+            hk.no_copy_file_range = c->fallback;
+            gguf_edit_hooks = &hk;
+            struct gguf_file *f;
+            struct gguf_diag d;
+            if (gguf_open(mpath(), &f, &d))
+                _exit(255);
+            bool ip;
+            gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+            _exit((int)steps_seen);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        assert_true(WIFEXITED(st));
+        total = (unsigned)WEXITSTATUS(st);
+    }
+    assert_true(total >= 6 && total < 64);
+    int prev = 0;
+    unsigned olds = 0, news = 0;
+    for (unsigned n = 0; n <= total; n++) {
+        reset_model(c);
+        int rc = child_run(c, false, n);
+        assert_int_equal(rc, n < total ? 77 : 0);
+        struct snap sn;
+        snap_take(&sn);
+        /* crash the recovery too, before each of its steps, then recover */
+        for (unsigned m = 0;; m++) {
+            snap_restore(&sn);
+            int r = child_run(c, true, m);
+            if (r == 0)
+                break;
+            assert_int_equal(r, 77);
+            recover_crash_runs++;
+            int w = verify_after(c);
+            /* a crash while recovering lands on the same side */
+            snap_restore(&sn);
+            assert_int_equal(child_run(c, true, UINT32_MAX), 0);
+            assert_int_equal(verify_after(c), w);
+        }
+        snap_free(&sn);
+        int which = verify_after(c);
+        /* monotonic: once the new version is reached, it stays */
+        assert_true(which >= prev);
+        prev = which;
+        which ? news++ : olds++;
+        crash_runs++;
+    }
+    crash_old += olds;
+    crash_new += news;
+    printf("%s: %u steps, crashes before each: %u old, %u new\n", c->name,
+           total, olds, news);
+    assert_true(olds > 0 && news > 0);
+}
+
+static unsigned kill_trials, kill_killed, kill_old, kill_new;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Starts a child committing; returns its pid once it is about to call
+ * gguf_commit (with the model already open).  If rfd is not NULL, the pipe
+ * stays open and the child writes there how long gguf_commit took (a
+ * double, in seconds). */
+static pid_t start_commit(const struct crash_case *c, int *rfd)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        struct gguf_file *f;
+        struct gguf_diag d;
+        if (gguf_open(mpath(), &f, &d))
+            _exit(2);
+        static struct gguf_edit_hooks hk;
+        hk.no_copy_file_range = c->fallback;
+        if (c->fallback)
+            gguf_edit_hooks = &hk;
+        signal(SIGPIPE, SIG_IGN);
+        if (write(fds[1], "x", 1) != 1)
+            _exit(3);
+        bool ip;
+        double t0 = now_s();
+        enum gguf_err e = gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+        double t = now_s() - t0;
+        if (rfd && write(fds[1], &t, sizeof t) != sizeof t)
+            _exit(4);
+        _exit(e == GGUF_OK && ip == c->in_place ? 0 : 1);
+    }
+    close(fds[1]);
+    char x;
+    assert_int_equal(read(fds[0], &x, 1), 1);
+    if (rfd)
+        *rfd = fds[0];
+    else
+        close(fds[0]);
+    return pid;
+}
+
+static void kill_at_random(const struct crash_case *c, unsigned trials)
+{
+    /* how long an uninterrupted commit takes */
+    double dur = 0;
+    for (int i = 0; i < 3; i++) {
+        reset_model(c);
+        int rfd;
+        pid_t pid = start_commit(c, &rfd);
+        double t;
+        assert_int_equal(read(rfd, &t, sizeof t), sizeof t);
+        close(rfd);
+        int st;
+        waitpid(pid, &st, 0);
+        dur += t;
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    dur /= 3;
+    unsigned killed = 0, olds = 0, news = 0;
+    for (unsigned t = 0; t < trials; t++) {
+        reset_model(c);
+        pid_t pid = start_commit(c, NULL);
+        double us = (double)(rnd() % 10000) / 10000.0 * dur * 1.2e6;
+        struct timespec ts = { (time_t)(us / 1e6), (long)((us - (time_t)(us / 1e6) * 1e6) * 1000) };
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st))
+            killed++;
+        else
+            assert_int_equal(WEXITSTATUS(st), 0);
+        int which = verify_after(c);
+        which ? news++ : olds++;
+        /* a commit that finished gave the new version */
+        if (!WIFSIGNALED(st))
+            assert_int_equal(which, 1);
+    }
+    kill_trials += trials;
+    kill_killed += killed;
+    kill_old += olds;
+    kill_new += news;
+    printf("%s: %u kill -9 trials (commit takes %.1f ms): %u killed mid-way, "
+           "%u old, %u new\n", c->name, trials, dur * 1e3, killed, olds, news);
+}
+
+static void crash_case_init(struct crash_case *c, const char *name, int kind)
+{
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    struct spec s = { .version = 3, .data_floats = { 512 * 1024, 300000, 77 } };
+    const char *path = mpath();
+    reset_model(&(struct crash_case){ .old = (uint8_t *)"", .old_len = 0 });
+    make_model(path, &s);
+    c->old = slurp(path, &c->old_len);
+    c->h_old = fnv(FNV0, c->old, c->old_len);
+    struct gguf_file *f = open_ok(path);
+    kvl_of_file(&c->l_old, f);
+    kvl_of_file(&c->l_new, f);
+    if (kind == 0) {
+        /* in place: a value and a reorder (the written range is long) */
+        kvl_set(&c->l_new, "llama.context_length", v_u32(&f->enc, 1234567));
+        kvl_move(&c->l_new, 0, c->l_new.n - 1);
+    } else {
+        char big[5000];
+        memset(big, 'z', sizeof big);
+        kvl_set(&c->l_new, "general.description", v_str(&f->enc, big, sizeof big));
+        c->fallback = kind == 2;
+    }
+    struct gguf_newkv *v = kvl_view(&c->l_new);
+    struct gguf_buf h = { 0 };
+    struct gguf_diag d;
+    assert_int_equal(gguf_header_build(f, v, c->l_new.n, &h, &d), GGUF_OK);
+    c->hdr = (uint8_t *)h.data;
+    c->hdr_len = h.len;
+    c->in_place = h.len == f->data_off;
+    assert_int_equal(c->in_place, kind == 0);
+    c->h_new = fnv(fnv(FNV0, c->hdr, c->hdr_len), c->old + f->data_off,
+                   c->old_len - f->data_off);
+    free(v);
+    gguf_close(f);
+}
+
+static void crash_case_free(struct crash_case *c)
+{
+    free(c->old);
+    free(c->hdr);
+    kvl_free(&c->l_old);
+    kvl_free(&c->l_new);
+}
+
+static void test_crash_steps(void **state)
+{
+    (void)state;
+    static const char *names[] = { "in place", "rewrite", "rewrite (pread/pwrite)" };
+    for (int k = 0; k < 3; k++) {
+        struct crash_case c;
+        crash_case_init(&c, names[k], k);
+        crash_every_step(&c);
+        crash_case_free(&c);
+    }
+    printf("crash injection: %u commit crashes (%u old, %u new), %u recovery "
+           "crashes, all recovered to the old or new version\n", crash_runs,
+           crash_old, crash_new, recover_crash_runs);
+}
+
+static void test_kill9(void **state)
+{
+    (void)state;
+    const char *e = getenv("GGUFFS_CRASH_TRIALS");
+    unsigned trials = e && *e ? (unsigned)strtoul(e, NULL, 10) : 240;
+    static const char *names[] = { "in place", "rewrite", "rewrite (pread/pwrite)" };
+    static const unsigned share[] = { 2, 1, 1 };
+    double t0 = now_s();
+    for (int k = 0; k < 3; k++) {
+        struct crash_case c;
+        crash_case_init(&c, names[k], k);
+        kill_at_random(&c, trials * share[k] / 4);
+        crash_case_free(&c);
+    }
+    printf("kill -9: %u trials in %.1f s, %u killed mid-commit, %u old, %u new: "
+           "all the old or the new version\n", kill_trials, now_s() - t0,
+           kill_killed, kill_old, kill_new);
+    if (trials >= 40)
+        assert_true(kill_killed > 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/gguffs-edit-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    return 0;
+}
+
+static int reset_hooks(void **state)
+{
+    (void)state;
+    gguf_edit_hooks = NULL;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    static const char *names[] = { "m.gguf", "c.gguf", "link.gguf",
+        "m.gguf.gguffs-journal", "m.gguf.gguffs-new", "c.gguf.gguffs-journal",
+        "c.gguf.gguffs-new" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        unlink(tpath(names[i]));
+    rmdir(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    load_oracle();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_round_trips, reset_hooks),
+        cmocka_unit_test_teardown(test_unpadded_end, reset_hooks),
+        cmocka_unit_test_teardown(test_alignment_refused, reset_hooks),
+        cmocka_unit_test_teardown(test_malformed_refused, reset_hooks),
+        cmocka_unit_test_teardown(test_commit_refusals, reset_hooks),
+        cmocka_unit_test_teardown(test_preserve, reset_hooks),
+        cmocka_unit_test_teardown(test_crash_steps, reset_hooks),
+        cmocka_unit_test_teardown(test_kill9, reset_hooks),
+    };
+    return cmocka_run_group_tests_name("edit", tests, setup, teardown);
+}
