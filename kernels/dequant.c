@@ -47,12 +47,33 @@ static bool has_avx2(void)
         return false;
     return b & (1u << 5); /* AVX2 */
 }
+
+/* AVX-512 kernels use F, BW, VL and DQ (plus the AVX2 level's needs), and
+ * the OS must also save the opmask registers and all 512 bits of the 32
+ * vector registers: XCR0 bits 5 (opmask), 6 (upper halves of ZMM0-15) and
+ * 7 (ZMM16-31), besides 1-2. */
+static bool has_avx512(void)
+{
+    unsigned a, b, c, d;
+    if (!has_avx2())
+        return false;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;
+    if ((xlo & 0xe6) != 0xe6)
+        return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31); /* F DQ BW VL */
+    return (b & need) == need;
+}
 #endif
 
 /* In increasing order; each level is assumed to imply the ones before. */
 static const struct level levels[] = {
 #if defined(__x86_64__) || defined(__i386__)
     {"avx2", has_avx2, ggfs_avx2_fill},
+    {"avx512", has_avx512, ggfs_avx512_fill},
 #endif
     {NULL, NULL, NULL} /* sentinel: keeps the array non-empty everywhere */
 };

@@ -30,6 +30,7 @@ ggfs_dequant_fn ggfs_ref_kernel(uint32_t type);
 /* Each ISA level fills in fn[type] for the types it implements and leaves
  * the other entries alone.  Only called when the CPU has the level. */
 void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
+void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
 
 /*
  * ISA levels, for tests and benchmarks: level 0 is "scalar"; the others are
