@@ -169,23 +169,20 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
     if (ce != GGUF_OK)
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", g_fs.model_path, why, d.msg);
 
-    /* Re-open whatever the commit returned: the file on disk is the truth. */
-    int fd = open(g_fs.model_real, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ce == GGUF_OK ? EIO : EINVAL;
-    struct gguf_file *nf;
-    if (gguf_open_fd(fd, &nf, &d) != GGUF_OK) {
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s (at byte offset %llu)\n",
-                 g_fs.model_path, why, d.msg, (unsigned long long)d.offset);
-        close(fd);
+    /* Re-open whatever the commit returned: the file on disk is the truth.
+     * (Other shards of a split model are re-opened too: cheap, headers.) */
+    struct shard *shards;
+    unsigned n_shards;
+    char err[512];
+    int e = ggfs_open_model(g_fs.model_real, &shards, &n_shards, err, sizeof err);
+    if (e) {
+        fuse_log(FUSE_LOG_ERR, "gguffs: after %s: %s\n", why, err);
         return EIO;
     }
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     struct state *ns;
-    int e = ggfs_state_new(nf, fd, g_fs.model_path, &ns);
+    e = ggfs_state_new(shards, n_shards, g_fs.model_path, &ns);
     if (e) {
-        gguf_close(nf);
-        close(fd);
+        ggfs_shards_free(shards, n_shards);
         return e;
     }
     struct state *old = ST;

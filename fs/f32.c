@@ -29,7 +29,7 @@ static unsigned plain_elem_size(uint32_t type)
 
 bool ggfs_has_f32(uint64_t i)
 {
-    const struct gguf_tensor *t = &ST->gf->tensors[i];
+    const struct gguf_tensor *t = ST->tens[i].t;
     if (!ggfs_dequant_supported(t->type))
         return false;
     return !ST->gf->enc.big_endian || plain_elem_size(t->type) != 0;
@@ -88,7 +88,7 @@ static uint8_t *thread_buffer(size_t bytes)
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n)
 {
     (void)ctx;
-    const struct gguf_tensor *t = &ST->gf->tensors[tensor];
+    const struct gguf_tensor *t = ST->tens[tensor].t;
     const struct ggml_type_info *ti = ggml_type_get(t->type);
     uint64_t first_block = chunk * (CACHE_CHUNK_ELEMS / ti->blck_elems);
     size_t n_blocks = n / ti->blck_elems;
@@ -96,10 +96,11 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     uint8_t *src_buf = thread_buffer(bytes);
     if (!src_buf)
         return ENOMEM;
-    uint64_t pos = ST->gf->data_off + t->offset + first_block * ti->blck_bytes;
+    const struct shard *sh = &ST->shards[ST->tens[tensor].shard];
+    uint64_t pos = sh->gf->data_off + t->offset + first_block * ti->blck_bytes;
     size_t got = 0;
     while (got < bytes) {
-        ssize_t r = pread(ST->fd, src_buf + got, bytes - got, (off_t)(pos + got));
+        ssize_t r = pread(sh->fd, src_buf + got, bytes - got, (off_t)(pos + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -136,7 +137,7 @@ static struct {
 
 static size_t chunk_len(uint64_t tensor, uint64_t chunk)
 {
-    uint64_t n = ST->gf->tensors[tensor].n_elems - chunk * CACHE_CHUNK_ELEMS;
+    uint64_t n = ST->tens[tensor].t->n_elems - chunk * CACHE_CHUNK_ELEMS;
     return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
 }
 
@@ -154,7 +155,7 @@ static void *worker_main(void *arg)
         wk.len--;
         pthread_mutex_unlock(&wk.mu);
         pthread_rwlock_rdlock(&g_fs.lock);
-        if (t < ST->gf->n_tensors)
+        if (t < ST->n_tensors)
             cache_prefetch(g_fs.cache, t, c, chunk_len(t, c));
         pthread_rwlock_unlock(&g_fs.lock);
         pthread_mutex_lock(&wk.mu);
@@ -201,7 +202,7 @@ void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk)
 {
     if (!wk.n_threads)
         return;
-    uint64_t n_chunks = (ST->gf->tensors[tensor].n_elems + CACHE_CHUNK_ELEMS - 1)
+    uint64_t n_chunks = (ST->tens[tensor].t->n_elems + CACHE_CHUNK_ELEMS - 1)
                         / CACHE_CHUNK_ELEMS;
     pthread_mutex_lock(&wk.mu);
     for (uint64_t c = chunk + 1; c <= chunk + wk.depth && c < n_chunks; c++) {

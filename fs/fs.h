@@ -6,6 +6,7 @@
  *   1 (FUSE_ROOT_ID)  /                 2  /info
  *   3                 /meta             4  /tensors
  *   5                 /stats (block cache counters)
+ *   6                 /model.gguf (the model as one file)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape}
@@ -38,6 +39,7 @@ enum {
     INO_META = 3,
     INO_TENSORS = 4,
     INO_STATS = 5,
+    INO_MODEL = 6,
     KV_BASE = 16,
     TENSOR_STRIDE = 8,
 };
@@ -65,9 +67,29 @@ struct text {
  * one and swaps it in (g_fs.lock held for writing), so a handler that holds
  * the lock for reading sees one consistent version from start to end.
  */
-struct state {
+/* One file of the model (a split model has several). */
+struct shard {
     struct gguf_file *gf;
-    int fd;                      /* MODEL.gguf, O_RDONLY */
+    int fd;                      /* O_RDONLY */
+    char *path;
+};
+
+/* Tensor j of the model: which shard holds it, and its info there. */
+struct tref {
+    const struct gguf_tensor *t;
+    uint32_t shard;
+};
+
+struct state {
+    struct gguf_file *gf;        /* the first shard's: metadata lives there */
+    int fd;                      /* the first shard's descriptor */
+    struct shard *shards;
+    unsigned n_shards;
+    struct tref *tens;           /* every tensor, shard by shard */
+    uint64_t n_tensors;
+    struct text model_hdr;       /* model.gguf's header (split models only) */
+    uint64_t model_size;         /* model.gguf's size */
+    uint64_t *vt_off;            /* tensor offsets in model.gguf's data */
     struct stat model_st;        /* times and owner shown on every node */
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
@@ -101,9 +123,18 @@ struct ggfs {
 
 extern struct ggfs g_fs;
 
-/* Builds the state for an opened, indexed model (takes gf and fd); 0 or
- * an errno (then gf and fd are still the caller's). */
-int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
+/* Opens the model at path; a shard of a split model opens every shard
+ * (fs/model.c).  0, or an errno with a one-line message in err. */
+int ggfs_open_model(const char *path, struct shard **out, unsigned *n,
+                    char *err, size_t cap);
+void ggfs_shards_free(struct shard *s, unsigned n);
+/* model.gguf of a split model: header and layout; reads. */
+int ggfs_build_merged(struct state *st);
+void ggfs_read_merged(fuse_req_t req, size_t size, off_t off);
+
+/* Builds the state for an opened model (takes the shards on success); 0 or
+ * an errno (EEXIST: a tensor name occurs in two shards). */
+int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
                    struct state **out);
 void ggfs_state_free(struct state *st);
 

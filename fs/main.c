@@ -39,15 +39,43 @@ struct options {
     char *threads;
     int ro;
     int dump;
+    int allow_other;            /* allow_other or allow_root given */
+    int default_permissions;
 };
 
-enum { KEY_RO, KEY_DUMP };
+enum { KEY_RO, KEY_RW, KEY_DUMP };
+
+/* What mount(8) and mount.fuse3 may hand over besides our own options.
+ * mount(8) runs "mount.fuse3 MODEL MNT -o OPTS -t fuse.gguffs", which runs
+ * "gguffs MODEL MNT -o OPTS,dev,suid" (dropping user, nouser, users, auto,
+ * noauto, nofail, _netdev, setuid= and drop_privileges).  libmount itself
+ * drops the userspace options of fstab (defaults, nofail, x-*, comment=,
+ * ...) and always passes rw or ro; mount.fuse3 run by hand does not.
+ * libfuse takes ro, rw, dev, nodev, suid, nosuid, exec, noexec, sync,
+ * async, dirsync, atime, noatime; it refuses the rest, so they are
+ * accepted here and dropped: the fstab bookkeeping options, and the atime
+ * and other kernel flags that mean nothing for gguffs (its times are the
+ * model file's, it has no symlinks). */
+#define GGUFFS_DISCARD(t) FUSE_OPT_KEY(t, FUSE_OPT_KEY_DISCARD)
 
 static const struct fuse_opt opt_spec[] = {
     { "cache_size=%s", offsetof(struct options, cache_size), 0 },
     { "threads=%s", offsetof(struct options, threads), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
+    GGUFFS_DISCARD("defaults"), GGUFFS_DISCARD("auto"), GGUFFS_DISCARD("noauto"),
+    GGUFFS_DISCARD("nofail"), GGUFFS_DISCARD("user"), GGUFFS_DISCARD("nouser"),
+    GGUFFS_DISCARD("users"), GGUFFS_DISCARD("owner"), GGUFFS_DISCARD("group"),
+    GGUFFS_DISCARD("_netdev"), GGUFFS_DISCARD("comment="),
+    GGUFFS_DISCARD("relatime"), GGUFFS_DISCARD("norelatime"),
+    GGUFFS_DISCARD("strictatime"), GGUFFS_DISCARD("nostrictatime"),
+    GGUFFS_DISCARD("lazytime"), GGUFFS_DISCARD("nolazytime"),
+    GGUFFS_DISCARD("diratime"), GGUFFS_DISCARD("nodiratime"),
+    GGUFFS_DISCARD("iversion"), GGUFFS_DISCARD("noiversion"),
+    GGUFFS_DISCARD("mand"), GGUFFS_DISCARD("nomand"),
+    GGUFFS_DISCARD("silent"), GGUFFS_DISCARD("loud"),
+    GGUFFS_DISCARD("symfollow"), GGUFFS_DISCARD("nosymfollow"),
     FUSE_OPT_END
 };
 
@@ -59,9 +87,22 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case KEY_RO:
         o->ro = 1;
         return 1;              /* keep: the kernel mount is read-only too */
+    case KEY_RW:
+        o->ro = 0;             /* the last of ro and rw wins, as for mount(8) */
+        return 1;              /* keep: libfuse clears MS_RDONLY */
     case KEY_DUMP:
         o->dump = 1;
         return 0;
+    case FUSE_OPT_KEY_OPT:
+        /* x-systemd.automount, X-mount.mkdir, ...: for mount(8) and
+         * systemd, not for the file system */
+        if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "X-", 2) == 0)
+            return 0;
+        if (strcmp(arg, "allow_other") == 0 || strcmp(arg, "allow_root") == 0)
+            o->allow_other = 1;
+        else if (strcmp(arg, "default_permissions") == 0)
+            o->default_permissions = 1;
+        return 1;
     case FUSE_OPT_KEY_NONOPT:
         if (!o->model) {
             o->model = strdup(arg);
@@ -77,22 +118,34 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static void usage(const char *prog)
 {
     printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
-           "       %s --dump MODEL.gguf      print the info summary and exit\n\n"
+           "       %s --dump MODEL.gguf\n"
+           "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
            "  info                   summary of header, keys and tensors\n"
-           "  meta/KEY               one text file per metadata key\n"
+           "  stats                  counters of the dequantization cache\n"
+           "  meta/KEY               one text file per metadata key (writable)\n"
            "  tensors/NAME/raw       the tensor's bytes as stored\n"
            "  tensors/NAME/f32       the tensor dequantized to float32\n"
            "  tensors/NAME/type      ggml type name\n"
            "  tensors/NAME/shape     shape in numpy order\n\n"
            "gguffs options:\n"
            "  -o ro                  never write MODEL.gguf (meta/ is read-only)\n"
+           "  -o rw                  edits of meta/ go to MODEL.gguf (the default)\n"
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
            "  -o threads=N           dequantization workers (default: one per CPU)\n"
+           "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
-           "Unmount with: fusermount3 -u MOUNTPOINT\n\n"
+           "Accepted for mount(8) and /etc/fstab, with no effect on gguffs:\n"
+           "  -o defaults,auto,noauto,nofail,user,nouser,users,owner,group,_netdev\n"
+           "  -o comment=TEXT, -o x-NAME, -o X-NAME\n"
+           "  -o relatime,norelatime,strictatime,nostrictatime,lazytime,nolazytime\n"
+           "  -o diratime,nodiratime,iversion,noiversion,mand,nomand,silent,loud\n"
+           "  -o symfollow,nosymfollow\n"
+           "Passed to the kernel: -o dev,nodev,suid,nosuid,exec,noexec,atime,noatime\n"
+           "  -o sync,async,dirsync\n\n"
+           "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root)\n\n"
            "FUSE options:\n", prog, prog);
     fuse_cmdline_help();
     fuse_lowlevel_help();
@@ -239,18 +292,32 @@ int main(int argc, char *argv[])
         g_fs.threads = (unsigned)n;
     }
 
-    if (stat(copts.mountpoint, &mst) != 0) {
-        fprintf(stderr, "gguffs: %s: %s\n", copts.mountpoint, strerror(errno));
-        goto out_args;
-    }
-    if (!S_ISDIR(mst.st_mode)) {
-        fprintf(stderr, "gguffs: %s: not a directory\n", copts.mountpoint);
-        goto out_args;
-    }
-    if (already_fuse_mounted(copts.mountpoint, &mst)) {
-        fprintf(stderr, "gguffs: %s: already a FUSE mount point (unmount it first)\n",
-                copts.mountpoint);
-        goto out_args;
+    /* "/dev/fd/N": mount.fuse3 -o drop_privileges made the mount and hands
+     * over its /dev/fuse descriptor, which libfuse then uses as is. */
+    unsigned fuse_fd;
+    char fd_tail;
+    if (sscanf(copts.mountpoint, "/dev/fd/%u%c", &fuse_fd, &fd_tail) == 1) {
+        /* That mount lacks the default_permissions gguffs adds to its own
+         * mounts: with allow_other, anyone could write meta/. */
+        if (o.allow_other && !o.default_permissions) {
+            fprintf(stderr, "gguffs: with drop_privileges, allow_other needs "
+                    "default_permissions too (umount the mount point, mount again)\n");
+            goto out_args;
+        }
+    } else {
+        if (stat(copts.mountpoint, &mst) != 0) {
+            fprintf(stderr, "gguffs: %s: %s\n", copts.mountpoint, strerror(errno));
+            goto out_args;
+        }
+        if (!S_ISDIR(mst.st_mode)) {
+            fprintf(stderr, "gguffs: %s: not a directory\n", copts.mountpoint);
+            goto out_args;
+        }
+        if (already_fuse_mounted(copts.mountpoint, &mst)) {
+            fprintf(stderr, "gguffs: %s: already a FUSE mount point (unmount it first)\n",
+                    copts.mountpoint);
+            goto out_args;
+        }
     }
 
     /* Open and validate the model before anything is mounted. */
@@ -289,26 +356,32 @@ int main(int argc, char *argv[])
             }
         }
     }
-    int fd = open(o.model, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(errno));
-        goto out_args;
-    }
-    struct gguf_diag d;
-    struct gguf_file *gf;
-    if (gguf_open_fd(fd, &gf, &d) != GGUF_OK) {
-        refuse(o.model, &d);
-        close(fd);
-        goto out_args;
-    }
-    /* Tensor reads are mostly long sequential runs: a larger readahead
-     * window on the model file keeps the disk busy while FUSE replies. */
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    int e = ggfs_state_new(gf, fd, o.model, &g_fs.st);
+    struct shard *shards;
+    unsigned n_shards;
+    char err[512];
+    int e = ggfs_open_model(real, &shards, &n_shards, err, sizeof err);
     if (e) {
-        gguf_close(gf);
-        close(fd);
-        fprintf(stderr, "gguffs: %s: %s\n", o.model, strerror(e));
+        /* name the model as the user gave it when the message is about it */
+        size_t rl = strlen(real);
+        if (strncmp(err, real, rl) == 0 && err[rl] == ':')
+            fprintf(stderr, "gguffs: %s%s\n", o.model, err + rl);
+        else
+            fprintf(stderr, "gguffs: %s: %s\n", o.model, err);
+        goto out_args;
+    }
+    /* edits go to the first shard, wherever the user pointed */
+    char *first = strdup(shards[0].path);
+    if (!first) {
+        ggfs_shards_free(shards, n_shards);
+        goto out_args;
+    }
+    free(real);
+    g_fs.model_real = first;
+    e = ggfs_state_new(shards, n_shards, o.model, &g_fs.st);
+    if (e) {
+        ggfs_shards_free(shards, n_shards);
+        fprintf(stderr, "gguffs: %s: %s\n", o.model,
+                e == EEXIST ? "a tensor name occurs in two shards" : strerror(e));
         goto out_args;
     }
     /* Readers must not starve a commit waiting to swap the state in. */

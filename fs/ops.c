@@ -19,7 +19,7 @@
 
 /* ---- inode classification ---------------------------------------------- */
 
-enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS };
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL };
 
 struct node {
     enum kind kind;
@@ -35,13 +35,13 @@ static bool tensor_has(enum tensor_file tf, uint64_t idx)
 static struct node classify(fuse_ino_t ino)
 {
     struct node n = { K_NONE, 0, TF_DIR };
-    const struct gguf_file *gf = ST->gf;
     switch (ino) {
     case INO_ROOT: n.kind = K_ROOT; return n;
     case INO_INFO: n.kind = K_INFO; return n;
     case INO_META: n.kind = K_META; return n;
     case INO_TENSORS: n.kind = K_TENSORS; return n;
     case INO_STATS: n.kind = K_STATS; return n;
+    case INO_MODEL: n.kind = K_MODEL; return n;
     }
     if (ino >= KV_BASE && ino < TENSOR_BASE) {
         uint64_t id = ino - KV_BASE;
@@ -50,7 +50,7 @@ static struct node classify(fuse_ino_t ino)
             n.idx = (uint64_t)ST->id_kv[id];
         }
     } else if (ino >= TENSOR_BASE &&
-               (ino - TENSOR_BASE) / TENSOR_STRIDE < gf->n_tensors) {
+               (ino - TENSOR_BASE) / TENSOR_STRIDE < ST->n_tensors) {
         uint64_t rel = ino - TENSOR_BASE;
         n.idx = rel / TENSOR_STRIDE;
         n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
@@ -97,7 +97,7 @@ static const struct text *kv_text(uint64_t i)
 static const char *tensor_small_text(uint64_t idx, enum tensor_file tf,
                                      char *buf, size_t cap, size_t *len)
 {
-    const struct gguf_tensor *t = &ST->gf->tensors[idx];
+    const struct gguf_tensor *t = ST->tens[idx].t;
     size_t n = 0;
     if (tf == TF_TYPE) {
         n = (size_t)snprintf(buf, cap, "%s\n", ggml_type_name_of(t->type));
@@ -147,7 +147,6 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
 {
     struct node n = classify(ino);
     fill_common(st, ino);
-    const struct gguf_file *gf = ST->gf;
     switch (n.kind) {
     case K_NONE:
         return ENOENT;
@@ -161,12 +160,17 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         break;
     case K_TENSORS:
         st->st_mode = S_IFDIR | 0555;
-        st->st_nlink = 2 + (gf->n_tensors < 1u << 30 ? gf->n_tensors : 1u << 30);
+        st->st_nlink = 2 + (ST->n_tensors < 1u << 30 ? ST->n_tensors : 1u << 30);
         break;
     case K_INFO:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
         st->st_size = (off_t)ST->info.len;
+        break;
+    case K_MODEL:
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)ST->model_size;
         break;
     case K_STATS: {
         char buf[512];
@@ -185,7 +189,7 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         break;
     }
     case K_TENSOR: {
-        const struct gguf_tensor *t = &gf->tensors[n.idx];
+        const struct gguf_tensor *t = ST->tens[n.idx].t;
         st->st_nlink = 1;
         st->st_mode = S_IFREG | 0444;
         if (n.tf == TF_DIR) {
@@ -274,6 +278,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return reply_entry(req, INO_TENSORS);
         if (strcmp(name, "stats") == 0)
             return reply_entry(req, INO_STATS);
+        if (strcmp(name, "model.gguf") == 0)
+            return reply_entry(req, INO_MODEL);
         break;
     case K_META: {
         if ((i = ntab_find(&ST->meta_names, name)) >= 0)
@@ -362,9 +368,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
     /* Entry k (0-based) is followed by offset k+1: "." and ".." are 0 and 1. */
     uint64_t count;
     switch (n.kind) {
-    case K_ROOT: count = 4; break;
+    case K_ROOT: count = 5; break;
     case K_META: count = ST->gf->n_kv; break;
-    case K_TENSORS: count = ST->gf->n_tensors; break;
+    case K_TENSORS: count = ST->n_tensors; break;
     default: count = TF_COUNT - 1; break;
     }
     for (uint64_t k = (uint64_t)off; k < count + 2; k++) {
@@ -380,8 +386,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
             uint64_t e = k - 2;
             switch (n.kind) {
             case K_ROOT: {
-                static const char *const names[4] = { "info", "meta", "tensors", "stats" };
-                static const fuse_ino_t inos[4] = { INO_INFO, INO_META, INO_TENSORS, INO_STATS };
+                static const char *const names[5] = { "info", "meta", "tensors", "stats",
+                                                      "model.gguf" };
+                static const fuse_ino_t inos[5] = { INO_INFO, INO_META, INO_TENSORS, INO_STATS,
+                                                    INO_MODEL };
                 name = names[e];
                 child = inos[e];
                 mode = (e == 1 || e == 2) ? S_IFDIR : S_IFREG;
@@ -419,7 +427,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct node n = classify(ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
-    if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS &&
+    if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
         !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -449,7 +457,7 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len,
  * kernel), then the chunks are released. */
 static void read_f32(fuse_req_t req, uint64_t idx, size_t size, off_t off)
 {
-    const struct gguf_tensor *t = &ST->gf->tensors[idx];
+    const struct gguf_tensor *t = ST->tens[idx].t;
     uint64_t total = t->n_elems * 4;
     if ((uint64_t)off >= total)
         return (void)fuse_reply_buf(req, NULL, 0);
@@ -514,12 +522,27 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         size_t len = stats_text(buf, sizeof buf);
         return reply_slice(req, buf, len, size, off);
     }
+    case K_MODEL:
+        if (ST->model_hdr.data)
+            return ggfs_read_merged(req, size, off);
+        {
+            /* a single file: the model file itself */
+            if ((uint64_t)off >= ST->model_size)
+                return (void)fuse_reply_buf(req, NULL, 0);
+            if (size > ST->model_size - (uint64_t)off)
+                size = (size_t)(ST->model_size - (uint64_t)off);
+            struct fuse_bufvec mv = FUSE_BUFVEC_INIT(size);
+            mv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+            mv.buf[0].fd = ST->fd;
+            mv.buf[0].pos = off;
+            return (void)fuse_reply_data(req, &mv, FUSE_BUF_SPLICE_MOVE);
+        }
     case K_TENSOR:
         break;
     default:
         return (void)fuse_reply_err(req, EISDIR);
     }
-    const struct gguf_tensor *t = &ST->gf->tensors[n.idx];
+    const struct gguf_tensor *t = ST->tens[n.idx].t;
     if (n.tf == TF_TYPE || n.tf == TF_SHAPE) {
         char buf[160];
         size_t len;
@@ -537,8 +560,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     /* Zero-copy: the kernel splices the bytes from the model's descriptor. */
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    bv.buf[0].fd = ST->fd;
-    bv.buf[0].pos = (off_t)(ST->gf->data_off + t->offset + (uint64_t)off);
+    const struct shard *sh = &ST->shards[ST->tens[n.idx].shard];
+    bv.buf[0].fd = sh->fd;
+    bv.buf[0].pos = (off_t)(sh->gf->data_off + t->offset + (uint64_t)off);
     fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
@@ -589,7 +613,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;
     sv.f_blocks = (ST->gf->file_size + 4095) / 4096;
-    sv.f_files = KV_BASE + ST->gf->n_kv + ST->gf->n_tensors * TF_COUNT;
+    sv.f_files = KV_BASE + ST->gf->n_kv + ST->n_tensors * TF_COUNT;
     sv.f_namemax = 255;
     fuse_reply_statfs(req, &sv);
 }

@@ -158,11 +158,13 @@ static bool kv_name(uint64_t i, struct gguf_buf *out)
                             kv->key_len, kv->dup, out);
 }
 
+static _Thread_local const struct state *building_st;
+
 static bool tensor_name(uint64_t i, struct gguf_buf *out)
 {
-    const struct gguf_tensor *t = &building->tensors[i];
-    return gguf_name_encode((const char *)building->hdr + t->name_off,
-                            t->name_len, 1, out);
+    const struct tref *r = &building_st->tens[i];
+    return gguf_name_encode((const char *)building_st->shards[r->shard].gf->hdr +
+                            r->t->name_off, r->t->name_len, 1, out);
 }
 
 void ggfs_state_free(struct state *st)
@@ -184,29 +186,58 @@ void ggfs_state_free(struct state *st)
     free(st->info.data);
     free(st->kv_id);
     free(st->id_kv);
-    gguf_close(st->gf);
-    if (st->fd >= 0)
-        close(st->fd);
+    free(st->tens);
+    free(st->vt_off);
+    free(st->model_hdr.data);
+    ggfs_shards_free(st->shards, st->n_shards);
     free(st);
 }
 
-int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
+int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
                    struct state **out)
 {
     *out = NULL;
-    if (gf->n_kv > UINT32_MAX / 2 || gf->n_tensors > (UINT64_MAX - TENSOR_BASE) / TENSOR_STRIDE)
+    struct gguf_file *gf = shards[0].gf;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += shards[i].gf->n_tensors;
+    if (gf->n_kv > UINT32_MAX / 2 || total > (UINT64_MAX - TENSOR_BASE) / TENSOR_STRIDE)
         return EOVERFLOW;
     struct state *st = calloc(1, sizeof *st);
     if (!st)
         return ENOMEM;
     st->gf = gf;
-    st->fd = fd;
-    fstat(fd, &st->model_st);
+    st->fd = shards[0].fd;
+    st->n_tensors = total;
+    st->tens = calloc(total ? total : 1, sizeof *st->tens);
+    if (!st->tens) {
+        free(st);
+        return ENOMEM;
+    }
+    for (unsigned i = 0, j = 0; i < n; i++)
+        for (uint64_t k = 0; k < shards[i].gf->n_tensors; k++, j++) {
+            st->tens[j].t = &shards[i].gf->tensors[k];
+            st->tens[j].shard = i;
+        }
+    st->shards = shards;
+    st->n_shards = n;
+    fstat(st->fd, &st->model_st);
     building = gf;
+    building_st = st;
     int e = ntab_build(&st->meta_names, gf->n_kv, kv_name);
     if (!e)
-        e = ntab_build(&st->tensor_names, gf->n_tensors, tensor_name);
+        e = ntab_build(&st->tensor_names, total, tensor_name);
     building = NULL;
+    building_st = NULL;
+    /* within one file the parser refuses repeated tensor names; across
+     * shards they are refused here */
+    for (uint64_t j = 0; !e && n > 1 && j < total; j++)
+        if (ntab_find(&st->tensor_names, st->tensor_names.names[j]) != (int64_t)j)
+            e = EEXIST;
+    if (!e && n > 1)
+        e = ggfs_build_merged(st);
+    else if (!e)
+        st->model_size = (uint64_t)st->model_st.st_size;
     if (!e) {
         st->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_text);
         st->kv_id = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_id);
@@ -233,18 +264,34 @@ int ggfs_state_new(struct gguf_file *gf, int fd, const char *path,
             st->id_kv[st->kv_id[i]] = (int64_t)i;
     }
     if (!e) {
+        /* A split model is described as the one file model.gguf shows,
+         * after a line naming its shards. */
         struct gguf_buf b = { 0 };
-        if (gguf_info_render(gf, path, &b) != GGUF_OK) {
+        struct gguf_file *merged = NULL;
+        const struct gguf_file *shown = gf;
+        if (n > 1) {
+            struct gguf_diag d;
+            if (gguf_parse((const uint8_t *)st->model_hdr.data, st->model_hdr.len,
+                           st->model_size, &merged, &d, NULL) == GGUF_OK)
+                shown = merged;
+            gguf_buf_printf(&b, "split model of %u shards:", n);
+            for (unsigned i = 0; i < n; i++)
+                gguf_buf_printf(&b, " %s", shards[i].path);
+            gguf_buf_printf(&b, "\nmetadata from the first shard; shown as model.gguf "
+                            "(split.* keys dropped)\n\n");
+        }
+        if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
             gguf_buf_free(&b);
             e = ENOMEM;
         } else {
             st->info.data = b.data;
             st->info.len = b.len;
         }
+        gguf_close(merged);
     }
     if (e) {
-        st->gf = NULL;      /* still the caller's */
-        st->fd = -1;
+        st->shards = NULL;  /* still the caller's */
+        st->n_shards = 0;
         ggfs_state_free(st);
         return e;
     }
