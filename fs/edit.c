@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TEXT (256u << 20)      /* largest text a write handle holds */
@@ -74,9 +75,12 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct note *head, **tail;
+    pthread_cond_t done_cv;
+    uint64_t queued, done;         /* notes ever queued / sent */
     pthread_t thread;
     bool running, stop;
-} nq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} nq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+         .done_cv = PTHREAD_COND_INITIALIZER };
 
 static void *notifier_main(void *arg)
 {
@@ -101,6 +105,8 @@ static void *notifier_main(void *arg)
         free(n->name);
         free(n);
         pthread_mutex_lock(&nq.mu);
+        nq.done++;
+        pthread_cond_broadcast(&nq.done_cv);
     }
     pthread_mutex_unlock(&nq.mu);
     return NULL;
@@ -123,7 +129,25 @@ static void notify(bool entry, fuse_ino_t ino, const char *name)
         nq.tail = &nq.head;
     *nq.tail = n;
     nq.tail = &n->next;
+    nq.queued++;
     pthread_cond_signal(&nq.cv);
+    pthread_mutex_unlock(&nq.mu);
+}
+
+/* Waits (at most a second) until the kernel has been told everything
+ * queued so far, so that a reader that starts after close() returns sees
+ * the edit.  Only from flush: there the kernel holds no lock that an
+ * invalidation needs (unlink and rename hold the directory's). */
+static void notes_wait(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&nq.mu);
+    uint64_t want = nq.queued;
+    while (nq.running && nq.done < want)
+        if (pthread_cond_timedwait(&nq.done_cv, &nq.mu, &until) != 0)
+            break;
     pthread_mutex_unlock(&nq.mu);
 }
 
@@ -200,6 +224,7 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
         notify(true, INO_META, ns->meta_names.names[i]);
     notify(false, INO_INFO, NULL);
     notify(false, INO_META, NULL);
+    notify(false, INO_MODEL, NULL);      /* its header and size changed */
     ggfs_state_free(old);
     return ce == GGUF_OK ? 0 : EIO;
 }
@@ -620,10 +645,13 @@ int ggfs_edit_flush(struct fuse_file_info *fi)
     /* Shells open, dup2 and close the first descriptor before writing: a
      * flush before any write is not the end of the edit (release will
      * apply a file left truncated and empty). */
+    bool was_dirty = h->dirty;
     int e = h->written ? apply_handle(h) : 0;
     if (!e && !h->created)
         pending_remove(h);
     pthread_mutex_unlock(&h->mu);
+    if (was_dirty && !e)
+        notes_wait();
     return e;
 }
 
