@@ -21,6 +21,7 @@
 #include "gguf/value.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ struct whandle {
                                       (sed -i, editors), kept in memory until
                                       renamed over a key or removed */
     bool open;                     /* a descriptor still refers to it */
+    _Atomic size_t size;           /* text.len, for getattr of pending files */
     bool typed;                    /* created, with a type from setxattr */
     struct gguf_typedesc type;
     struct whandle *next;          /* in the pending list (created ones) */
@@ -445,12 +447,21 @@ static struct whandle *pending_find(uint64_t id, const char *fname)
 struct whandle *ggfs_pending_by_id(uint64_t id) { return pending_find(id, NULL); }
 struct whandle *ggfs_pending_by_name(const char *fname) { return pending_find(0, fname); }
 
-size_t ggfs_handle_size(struct whandle *h)
+bool ggfs_pending_size(uint64_t id, const char *fname, uint64_t *id_out, size_t *size)
 {
-    pthread_mutex_lock(&h->mu);
-    size_t n = h->text.len;
-    pthread_mutex_unlock(&h->mu);
-    return n;
+    /* under pend_mu: a handle is taken off the list before it is freed */
+    bool found = false;
+    pthread_mutex_lock(&pend_mu);
+    for (struct whandle *h = pending; h; h = h->next)
+        if (fname ? strcmp(h->fname, fname) == 0 : h->id == id) {
+            *size = atomic_load(&h->size);
+            if (id_out)
+                *id_out = h->id;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&pend_mu);
+    return found;
 }
 
 /* Opens meta key idx for writing (commit_mu held). */
@@ -551,6 +562,7 @@ int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off
         h->text.len = end;
     }
     memcpy(h->text.data + off, buf, size);
+    atomic_store(&h->size, h->text.len);
     h->dirty = true;
     h->written = true;
     /* A scalar's text is one short line: once it is complete, parse it now
@@ -624,6 +636,7 @@ int ggfs_edit_truncate(struct fuse_file_info *fi, uint64_t idx_or_none, bool has
     if ((size_t)size > h->text.len)
         memset(h->text.data + h->text.len, 0, (size_t)size - h->text.len);
     h->text.len = (size_t)size;
+    atomic_store(&h->size, h->text.len);
     h->dirty = true;
     h->bad = false;
     h->written = true;

@@ -175,7 +175,9 @@ int ggfs_edit_settype(uint64_t id, const char *value, size_t size);          /* 
 /* A created key not committed yet, by id or file name; NULL if none. */
 struct whandle *ggfs_pending_by_id(uint64_t id);
 struct whandle *ggfs_pending_by_name(const char *fname);
-size_t ggfs_handle_size(struct whandle *h);
+/* Size (and id) of a created key not committed yet, found by id or, if
+ * fname is not NULL, by file name; false if there is none. */
+bool ggfs_pending_size(uint64_t id, const char *fname, uint64_t *id_out, size_t *size);
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops ggfs_ops;

@@ -143,7 +143,8 @@ static void usage(const char *prog)
            "  -o relatime,norelatime,strictatime,nostrictatime,lazytime,nolazytime\n"
            "  -o diratime,nodiratime,iversion,noiversion,mand,nomand,silent,loud\n"
            "  -o symfollow,nosymfollow\n"
-           "Passed to the kernel: -o dev,nodev,suid,nosuid,exec,noexec,atime,noatime\n"
+           "Passed to the kernel as mount flags:\n"
+           "  -o dev,nodev,suid,nosuid,exec,noexec,atime,noatime\n"
            "  -o sync,async,dirsync\n\n"
            "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root)\n\n"
            "FUSE options:\n", prog, prog);

@@ -226,25 +226,13 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_entry(req, &e);
 }
 
-/* A key created and not written yet: an empty file until its close. */
-static void reply_pending(fuse_req_t req, struct whandle *h, const char *name)
+/* Attributes of a key created and not committed yet. */
+static void fill_pending(struct stat *st, fuse_ino_t ino, size_t size)
 {
-    pthread_rwlock_unlock(&g_fs.lock);     /* the id needs the registry */
-    pthread_mutex_lock(&g_fs.commit_mu);
-    int64_t id = ggfs_pending_by_name(name) == h ? ggfs_key_id(name) : -1;
-    pthread_mutex_unlock(&g_fs.commit_mu);
-    pthread_rwlock_rdlock(&g_fs.lock);
-    if (id < 0)
-        return (void)fuse_reply_err(req, ENOENT);
-    struct fuse_entry_param e;
-    memset(&e, 0, sizeof e);
-    e.ino = KV_BASE + (uint64_t)id;
-    e.generation = 1;
-    fill_common(&e.attr, e.ino);
-    e.attr.st_mode = S_IFREG | 0644;
-    e.attr.st_nlink = 1;
-    e.attr.st_size = (off_t)ggfs_handle_size(h);
-    fuse_reply_entry(req, &e);             /* timeouts 0: it changes at close */
+    fill_common(st, ino);
+    st->st_mode = S_IFREG | 0644;
+    st->st_nlink = 1;
+    st->st_size = (off_t)size;
 }
 
 /* ---- handlers ----------------------------------------------------------- */
@@ -284,9 +272,17 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     case K_META: {
         if ((i = ntab_find(&ST->meta_names, name)) >= 0)
             return reply_entry(req, KV_BASE + ST->kv_id[i]);
-        struct whandle *h = ggfs_pending_by_name(name);
-        if (h)
-            return reply_pending(req, h, name);
+        uint64_t id;
+        size_t size;
+        if (ggfs_pending_size(0, name, &id, &size)) {
+            /* a new file until its close: no caching (timeouts 0) */
+            struct fuse_entry_param e;
+            memset(&e, 0, sizeof e);
+            e.ino = KV_BASE + id;
+            e.generation = 1;
+            fill_pending(&e.attr, e.ino, size);
+            return (void)fuse_reply_entry(req, &e);
+        }
         break;
     }
     case K_TENSORS:
@@ -319,13 +315,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     struct stat st;
     int err = stat_node(ino, &st);
-    struct whandle *h;
+    size_t psize;
     if (err == ENOENT && ino >= KV_BASE && ino < TENSOR_BASE &&
-        (h = ggfs_pending_by_id(ino - KV_BASE)) != NULL) {
-        fill_common(&st, ino);
-        st.st_mode = S_IFREG | 0644;
-        st.st_nlink = 1;
-        st.st_size = (off_t)ggfs_handle_size(h);
+        ggfs_pending_size(ino - KV_BASE, NULL, NULL, &psize)) {
+        fill_pending(&st, ino, psize);
         return (void)fuse_reply_attr(req, &st, 0);
     }
     if (err)
@@ -840,12 +833,11 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
      * model's. */
     struct stat st;
     if (!e) {
-        if (pend) {
-            memset(&st, 0, sizeof st);
-            st.st_ino = ino;
-            st.st_mode = S_IFREG | 0644;
-            st.st_nlink = 1;
-            st.st_size = (off_t)ggfs_handle_size(ggfs_pending_by_id(ino - KV_BASE));
+        size_t psize;
+        if (pend && ggfs_pending_size(ino - KV_BASE, NULL, NULL, &psize)) {
+            fill_pending(&st, ino, psize);
+        } else if (pend) {
+            e = ENOENT;
         } else {
             e = stat_node(ino, &st);
         }
