@@ -123,6 +123,8 @@ static void usage(const char *prog)
            "Mounts a GGUF model file as a directory tree:\n"
            "  info                   summary of header, keys and tensors\n"
            "  stats                  counters of the dequantization cache\n"
+           "  model.gguf             the model as one GGUF file (edits applied,\n"
+           "                         split shards merged), read-only\n"
            "  meta/KEY               one text file per metadata key (writable)\n"
            "  tensors/NAME/raw       the tensor's bytes as stored\n"
            "  tensors/NAME/f32       the tensor dequantized to float32\n"

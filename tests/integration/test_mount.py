@@ -1,0 +1,455 @@
+#!/usr/bin/python3
+# Mounting the standard way (mount -t fuse.gguffs, fstab lines via mount -T, the options mount.fuse3 hands over) and the man page (renders; OPTIONS == --help == README).
+"""
+Docs checks run everywhere.  Option checks need /dev/fuse.  The mount(8)
+checks need root, util-linux mount and unshare, and fuse3's mount.fuse3.
+
+mount(8) removes PATH from the environment of mount.fuse3, which then runs
+"gguffs ..." through /bin/sh with the shell's default path
+(/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).  So that the
+build's gguffs is the one found, without touching the system, those checks
+run in a private mount namespace (unshare -m) where a temporary directory
+holding a symlink to it is bind-mounted over /usr/local/sbin.
+"""
+import errno
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Harness, is_mounted, mount, run_gguffs, unmount  # noqa: E402
+
+IN_NAMESPACE = "--in-namespace"
+SHADOWED = ("/usr/local/sbin", "/usr/local/bin")   # first dirs of sh's default PATH
+GIB = 1 << 30
+
+
+# ---- option lists of --help, the man page and the README -------------------
+
+def option_items(text):
+    """'-o a,b=X, -o c, -h, --help' -> {'-o a', '-o b', '-o c', '-h', '--help'}
+    (values after '=' are dropped: libfuse's help says '-o max_threads')."""
+    out = set()
+    for m in re.finditer(r"(?:^|(?<=[\s,(]))(-o\s+[^\s,]+(?:,[^\s,]+)*|--?[A-Za-z][\w-]*)", text):
+        tok = m.group(1)
+        if tok.startswith("-o"):
+            for name in re.split(r",", tok[2:].strip()):
+                if name:
+                    out.add("-o " + name.split("=")[0])
+        else:
+            out.add(tok)
+    return out
+
+
+def help_options(text):
+    """Options named in the option column of --help, from 'gguffs options:' on."""
+    text = text[text.index("gguffs options:"):]
+    out = set()
+    for line in text.split("\n"):
+        if not line.startswith(" "):
+            continue                          # headings, "Unmount with: ..."
+        for part in re.split(r"\s{2,}", line.strip()):
+            if part.startswith("-"):
+                out |= option_items(part)
+    return out
+
+
+def roff_to_text(line):
+    line = line.replace("\\-", "-").replace("\\&", "").replace("\\e", "\\")
+    line = re.sub(r"\\f[BIRP]", "", line)
+    if not line.startswith("."):
+        return line
+    macro, _, rest = line.partition(" ")
+    args = [a[0] or a[1] for a in re.findall(r'"([^"]*)"|(\S+)', rest)]
+    if macro in (".B", ".I", ".SM"):
+        return " ".join(args)
+    return "".join(args)                      # .BR .BI .IR .RB .IB .RI
+
+
+def man_sections(src):
+    sec, out = None, {}
+    for line in src.split("\n"):
+        if line.startswith(".SH "):
+            sec = line[4:].strip().strip('"')
+            out[sec] = []
+        elif sec:
+            out[sec].append(line)
+    return out
+
+
+def man_options(src):
+    """Options in the tags (.TP/.TQ) of the man page's OPTIONS section."""
+    lines = man_sections(src).get("OPTIONS", [])
+    out = set()
+    for i, line in enumerate(lines[:-1]):
+        if line.strip() in (".TP", ".TQ"):
+            out |= option_items(roff_to_text(lines[i + 1]))
+    return out
+
+
+def readme_options(text):
+    """Options in the first column of the README's option table (Usage section)."""
+    sec = text[text.index("## Usage"):text.index("## The tree")]
+    out = set()
+    for line in sec.split("\n"):
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            for code in re.findall(r"`([^`]*)`", first):
+                out |= option_items(code)
+    return out
+
+
+def check_docs(h):
+    src_dir = harness.SRC
+    man_path = os.path.join(src_dir, "doc", "gguffs.1")
+    with h.case("man page: OPTIONS agree with --help"):
+        rc, out, err = run_gguffs(["--help"])
+        h.check(rc == 0, "--help exits %d" % rc)
+        helps = help_options(out.decode(errors="replace"))
+        with open(man_path) as f:
+            src = f.read()
+        mans = man_options(src)
+        h.check(len(helps) > 20, "too few options found in --help (%d): %r" % (len(helps), sorted(helps)))
+        for must in ("-o ro", "-o rw", "-o cache_size", "-o threads", "--dump", "-h", "--help",
+                     "-V", "--version", "-f", "-d", "-s", "-o allow_other", "-o nofail", "-o x-NAME"):
+            h.check(must in helps, "--help does not list %s" % must)
+        h.check(not (helps - mans), "in --help but not in the man page's OPTIONS: %s" % sorted(helps - mans))
+        h.check(not (mans - helps), "in the man page's OPTIONS but not in --help: %s" % sorted(mans - helps))
+        with open(os.path.join(src_dir, "README.md")) as f:
+            readme = readme_options(f.read())
+        h.check(not (helps - readme), "in --help but not in README's option table: %s" % sorted(helps - readme))
+        h.check(not (readme - helps), "in README's option table but not in --help: %s" % sorted(readme - helps))
+        secs = man_sections(src)
+        for sec in ("NAME", "SYNOPSIS", "DESCRIPTION", "EDITING", "OPTIONS", "EXIT STATUS",
+                    "FILES", "EXAMPLES", "SEE ALSO"):
+            h.check(sec in secs, "man page has no %s section" % sec)
+        text = "\n".join(roff_to_text(x) for x in src.split("\n"))
+        for word in ("fuse.gguffs", "fusermount3", "mount.fuse3", ".gguffs-journal", ".gguffs-new",
+                     "user.gguf.type", "tensors/NAME/f32", "meta/KEY", "stats", "np.fromfile"):
+            h.check(word in text, "man page does not mention %s" % word)
+        h.check(all(ord(c) < 128 for c in src), "man page has non-ASCII characters")
+
+    with h.case("man page renders without warnings"):
+        groff = shutil.which("groff")
+        if not groff:
+            h.note("groff is not installed: rendering of doc/gguffs.1 not checked")
+        else:
+            r = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-z", man_path],
+                               capture_output=True, timeout=60)
+            h.check(r.returncode == 0 and r.stderr.strip() == b"",
+                    "groff -man -ww doc/gguffs.1: exit %d, %r" % (r.returncode, r.stderr[:500]))
+
+    with h.case("meson install puts bin/gguffs and the man page in place"):
+        build = os.path.dirname(os.path.dirname(os.path.abspath(harness.gguffs_bin())))
+        meson = shutil.which("meson")
+        if not meson or not os.path.exists(os.path.join(build, "meson-private")):
+            h.note("meson or the build directory (%s) not found: install not checked" % build)
+        else:
+            dest = tempfile.mkdtemp(prefix="gguffs-destdir-")
+            try:
+                r = subprocess.run([meson, "install", "-C", build, "--no-rebuild", "--quiet",
+                                    "--destdir", dest], capture_output=True, timeout=120)
+                h.check(r.returncode == 0, "meson install --destdir: exit %d: %r"
+                        % (r.returncode, (r.stdout + r.stderr)[-500:]))
+                found = {os.path.relpath(os.path.join(d, f), dest)
+                         for d, _, fs in os.walk(dest) for f in fs}
+                h.check(any(p.endswith("bin/gguffs") for p in found),
+                        "meson install did not install bin/gguffs: %s" % sorted(found))
+                h.check(any(p.endswith("share/man/man1/gguffs.1") for p in found),
+                        "meson install did not install share/man/man1/gguffs.1: %s" % sorted(found))
+            finally:
+                shutil.rmtree(dest, ignore_errors=True)
+
+
+# ---- the options mount(8) and mount.fuse3 hand to gguffs -------------------
+
+def write_model(path):
+    import gguf_write as gw
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add("llama.context_length", "u32", 4096)
+    w.add_tensor("t", "f32", [4], gw.arange_bytes("f32", 4))
+    w.write(path)
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def capacity(mnt):
+    for line in read(os.path.join(mnt, "stats")).decode().split("\n"):
+        if line.startswith("capacity "):
+            return int(line.split()[1])
+    return None
+
+
+def try_write(p, data=b"8192\n"):
+    """None if the write worked, else the errno."""
+    try:
+        with open(p, "wb") as f:
+            f.write(data)
+        return None
+    except OSError as e:
+        return e.errno
+
+
+def mount_options(mnt):
+    """(fstype, options) of the mount at mnt, from /proc/self/mountinfo."""
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            a = line.split()
+            if a[4].encode().decode("unicode_escape") == mnt:
+                sep = a.index("-")
+                return a[sep + 1], a[5] + "," + a[sep + 3]
+    return None, ""
+
+
+def check_options(h, tmp, model):
+    orig = read(model)
+    # What mount(8) + mount.fuse3 handed over in practice (util-linux 2.38,
+    # fuse3 3.14), and what mount.fuse3 run by hand passes on.
+    for opts, ro in (("ro,cache_size=1G,dev,suid", True),
+                     ("rw,dev,suid", False),
+                     ("rw,noatime,relatime,nodev,nosuid,strictatime,lazytime,nodiratime,iversion,exec", False),
+                     ("defaults,auto,noauto,nofail,user,nouser,users,owner,group,_netdev,"
+                      "comment=x,x-systemd.automount,x-systemd.device-timeout=5,X-mount.mkdir", False),
+                     ("nostrictatime,norelatime,nolazytime,diratime,noiversion,mand,nomand,silent,loud,"
+                      "symfollow,nosymfollow,atime,sync,async,dirsync,noexec", False),
+                     ("ro,rw", False), ("rw,ro", True)):
+        with h.case("-o %s" % opts):
+            with mount(model, ["-o", opts]) as mnt:
+                h.check(read(os.path.join(mnt, "meta", "general.architecture")) == b"llama\n",
+                        "-o %s: meta/general.architecture unreadable" % opts)
+                p = os.path.join(mnt, "meta", "llama.context_length")
+                e = try_write(p)
+                if ro:
+                    h.check(e == errno.EROFS, "-o %s: write should fail with EROFS, got %s"
+                            % (opts, errno.errorcode.get(e, e)))
+                else:
+                    h.check(e is None, "-o %s: write failed with %s" % (opts, errno.errorcode.get(e, e)))
+                    try_write(p, b"4096\n")
+                if "cache_size=1G" in opts:
+                    h.check(capacity(mnt) == GIB, "-o %s: stats capacity %r" % (opts, capacity(mnt)))
+                fstype, mo = mount_options(mnt)
+                h.check(fstype == "fuse.gguffs", "-o %s: file system type %r" % (opts, fstype))
+                h.check(("ro" in mo.split(",")) == ro, "-o %s: kernel mount options %r" % (opts, mo))
+            h.check(read(model) == orig, "-o %s: the model differs afterwards" % opts)
+
+    with h.case("unknown option is still refused"):
+        mnt = tempfile.mkdtemp(dir=tmp)
+        rc, out, err = run_gguffs(["-o", "ro,bogus_option", model, mnt])
+        mounted = is_mounted(mnt)
+        unmount(mnt)
+        h.check(rc != 0 and not mounted, "-o bogus_option: exit %d, mounted %s" % (rc, mounted))
+        h.check(b"bogus_option" in err, "-o bogus_option: the error does not name it: %r" % err[:300])
+
+
+# ---- mount(8) --------------------------------------------------------------
+
+def run(cmd, timeout=60):
+    r = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return r.returncode, (r.stdout + r.stderr).decode(errors="replace").strip()
+
+
+def umount(mnt):
+    for args in (["umount", mnt], ["umount", "-l", mnt]):
+        if not is_mounted(mnt):
+            break
+        run(args)
+    return not is_mounted(mnt)
+
+
+def check_mounted(h, label, mnt, ro, cache=None, allow_other=False):
+    fstype, mo = mount_options(mnt)
+    h.check(fstype == "fuse.gguffs", "%s: file system type %r, want fuse.gguffs" % (label, fstype))
+    h.check(read(os.path.join(mnt, "meta", "general.architecture")) == b"llama\n",
+            "%s: meta/general.architecture is not 'llama'" % label)
+    if cache is not None:
+        h.check(capacity(mnt) == cache, "%s: stats capacity %r, want %d (cache_size did not reach gguffs)"
+                % (label, capacity(mnt), cache))
+    e = try_write(os.path.join(mnt, "meta", "llama.context_length"))
+    if ro:
+        h.check(e == errno.EROFS, "%s: write to meta/ gave %s, want EROFS" % (label, errno.errorcode.get(e, e)))
+        h.check("ro" in mo.split(","), "%s: kernel mount is not ro: %r" % (label, mo))
+    else:
+        h.check(e is None, "%s: write to meta/ failed: %s" % (label, errno.errorcode.get(e, e)))
+        h.check(read(os.path.join(mnt, "meta", "llama.context_length")) == b"8192\n",
+                "%s: the write did not stick" % label)
+        try_write(os.path.join(mnt, "meta", "llama.context_length"), b"4096\n")
+    if allow_other:
+        h.check("allow_other" in mo.split(","), "%s: allow_other not in %r" % (label, mo))
+
+
+def in_namespace():
+    """Runs in a private mount namespace, as root (see the module comment)."""
+    h = Harness("mount(8)")
+    gguffs = harness.gguffs_bin()
+    tmp = tempfile.mkdtemp(prefix="gguffs-mount8-")
+    bindir = os.path.join(tmp, "bin")
+    os.mkdir(bindir)
+    os.symlink(os.path.abspath(gguffs), os.path.join(bindir, "gguffs"))
+    shadow = next(d for d in SHADOWED if os.path.isdir(d))
+    rc, out = run(["mount", "--bind", bindir, shadow])
+    if rc != 0:
+        h.fail("mount --bind %s %s: %s" % (bindir, shadow, out))
+        return h.finish()
+    # a space in the path: mount.fuse3 quotes it for /bin/sh, fstab says \040
+    model = os.path.join(tmp, "my model.gguf")
+    write_model(model)
+    orig = read(model)
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    fstab = os.path.join(tmp, "fstab")
+
+    def fstab_line(src, fstype, opts):
+        esc = src.replace(" ", "\\040")
+        with open(fstab, "w") as f:
+            f.write("# test fstab\n%s %s %s %s 0 0\n" % (esc, mnt, fstype, opts))
+
+    cases = [
+        ("mount -t fuse.gguffs -o ro,cache_size=1G",
+         ["mount", "-t", "fuse.gguffs", model, mnt, "-o", "ro,cache_size=1G"], True, GIB, False),
+        ("mount -t fuse.gguffs (no options: rw)",
+         ["mount", "-t", "fuse.gguffs", model, mnt], False, None, False),
+        ("fstab: fuse.gguffs ro,cache_size=1G,allow_other",
+         ("fuse.gguffs", "ro,cache_size=1G,allow_other"), True, GIB, True),
+        ("fstab: fuse.gguffs with fstab-only options",
+         ("fuse.gguffs", "defaults,noatime,nofail,_netdev,x-systemd.device-timeout=5,"
+                         "comment=x,cache_size=64M,threads=2"), False, 64 << 20, False),
+        ("mount -t fuse.gguffs -o ro,drop_privileges,cache_size=1G",
+         ["mount", "-t", "fuse.gguffs", model, mnt, "-o", "ro,drop_privileges,cache_size=1G"], True, GIB, False),
+        ("mount -t fuse.gguffs -o allow_other,default_permissions,drop_privileges",
+         ["mount", "-t", "fuse.gguffs", model, mnt, "-o", "allow_other,default_permissions,drop_privileges"],
+         False, None, True),
+    ]
+    for label, how, ro, cache, allow_other in cases:
+        with h.case(label):
+            try:
+                if isinstance(how, tuple):
+                    fstab_line(model, *how)
+                    cmd = ["mount", "-T", fstab, mnt]
+                else:
+                    cmd = how
+                rc, out = run(cmd)
+                h.check(rc == 0, "%s: %s exits %d: %s" % (label, " ".join(cmd), rc, out))
+                h.check(is_mounted(mnt), "%s: nothing mounted on %s" % (label, mnt))
+                if rc == 0 and is_mounted(mnt):
+                    check_mounted(h, label, mnt, ro, cache, allow_other)
+                    rc, out = run(["umount", mnt])
+                    h.check(rc == 0, "%s: umount exits %d: %s" % (label, rc, out))
+                    h.check(not is_mounted(mnt), "%s: still mounted after umount" % label)
+            finally:
+                umount(mnt)
+            h.check(read(model) == orig, "%s: the model differs afterwards" % label)
+
+    with h.case("drop_privileges + allow_other without default_permissions is refused"):
+        try:
+            cmd = ["mount", "-t", "fuse.gguffs", model, mnt, "-o", "allow_other,drop_privileges"]
+            rc, out = run(cmd)
+            h.check(rc != 0, "%s exits 0: the mount would let anyone write meta/" % " ".join(cmd))
+            h.check("default_permissions" in out, "the error does not say what to add: %r" % out)
+        finally:
+            umount(mnt)
+
+    with h.case("a PATH without gguffs does not matter (mount(8) drops PATH)"):
+        env = dict(os.environ, PATH="/nonexistent:" + os.environ.get("PATH", "/usr/bin:/bin"))
+        r = subprocess.run(["mount", "-t", "fuse.gguffs", model, mnt, "-o", "ro"], env=env,
+                           capture_output=True, timeout=60)
+        try:
+            h.check(r.returncode == 0 and is_mounted(mnt), "mount with PATH changed: exit %d %r"
+                    % (r.returncode, r.stderr[:300]))
+        finally:
+            umount(mnt)
+
+    run(["umount", shadow])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return h.finish()
+
+
+def check_mount8(h, tmp, model):
+    """Runs in_namespace() under unshare and adds its counts to h."""
+    missing = [p for p in ("mount", "umount", "unshare") if not shutil.which(p)]
+    if not any(os.path.exists(p) for p in ("/sbin/mount.fuse3", "/usr/sbin/mount.fuse3")):
+        missing.append("mount.fuse3")
+    if os.geteuid() != 0:
+        missing.append("root")
+    if not any(os.path.isdir(d) for d in SHADOWED):
+        missing.append(" or ".join(SHADOWED))
+    if missing:
+        return "mount(8) checks need %s" % ", ".join(missing)
+
+    # the type#source form with an absolute path needs no namespace
+    with h.case("mount -t fuse 'GGUFFS#MODEL' and its fstab line"):
+        gguffs = os.path.abspath(harness.gguffs_bin())
+        mnt = tempfile.mkdtemp(dir=tmp)
+        fstab = os.path.join(tmp, "fstab-hash")
+        with open(fstab, "w") as f:
+            f.write("%s#%s %s fuse ro,cache_size=1G 0 0\n" % (gguffs, model, mnt))
+        for cmd in (["mount", "-t", "fuse", "%s#%s" % (gguffs, model), mnt, "-o", "ro,cache_size=1G"],
+                    ["mount", "-T", fstab, mnt]):
+            try:
+                rc, out = run(cmd)
+                h.check(rc == 0 and is_mounted(mnt), "%s: exit %d: %s" % (" ".join(cmd), rc, out))
+                if is_mounted(mnt):
+                    h.check(read(os.path.join(mnt, "meta", "general.architecture")) == b"llama\n",
+                            "%s: meta unreadable" % cmd[-1])
+                    h.check(capacity(mnt) == GIB, "%s: capacity %r" % (cmd[-1], capacity(mnt)))
+                    h.check(try_write(os.path.join(mnt, "meta", "llama.context_length")) == errno.EROFS,
+                            "%s: -o ro did not make meta/ read-only" % cmd[-1])
+                    rc, out = run(["umount", mnt])
+                    h.check(rc == 0 and not is_mounted(mnt), "umount: exit %d: %s" % (rc, out))
+            finally:
+                umount(mnt)
+
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
+                        os.path.abspath(__file__), IN_NAMESPACE],
+                       capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    sys.stdout.write("".join("  " + x + "\n" for x in out.rstrip("\n").split("\n")))
+    m = re.search(r"(\d+) passed, (\d+) failed", out)
+    if not m:
+        h.fail("the namespace run (unshare -m) printed no result, exit %d" % r.returncode)
+    else:
+        h.passed += int(m.group(1))
+        h.failed += int(m.group(2))
+        if r.returncode != 0 and int(m.group(2)) == 0:
+            h.fail("the namespace run exits %d" % r.returncode)
+    return None
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == IN_NAMESPACE:
+        sys.exit(in_namespace())
+    h = Harness("mount")
+    check_docs(h)
+    skipped = None
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        skipped = "/dev/fuse or fusermount3 is missing"
+    else:
+        tmp = tempfile.mkdtemp(prefix="gguffs-mount-")
+        try:
+            model = os.path.join(tmp, "m.gguf")
+            write_model(model)
+            check_options(h, tmp, model)
+            skipped = check_mount8(h, tmp, model)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if skipped:
+        if harness.IN_CI:
+            h.fail("%s (CI is set, so this is an error)" % skipped)
+        else:
+            print("SKIP: %s" % skipped)
+    code = h.finish()
+    if skipped and not code and not harness.IN_CI:
+        sys.exit(harness.SKIP)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
