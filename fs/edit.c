@@ -67,6 +67,7 @@ static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
  * from a thread of their own. */
 
 struct note {
+    struct state *free_state;      /* or: a retired state to free */
     bool entry;                    /* inval_entry(parent, name) or inval_inode */
     fuse_ino_t ino;
     char *name;
@@ -98,7 +99,9 @@ static void *notifier_main(void *arg)
         if (!nq.head)
             nq.tail = &nq.head;
         pthread_mutex_unlock(&nq.mu);
-        if (g_fs.se) {
+        if (n->free_state)
+            ggfs_state_free(n->free_state);
+        else if (g_fs.se) {
             if (n->entry)
                 fuse_lowlevel_notify_inval_entry(g_fs.se, n->ino, n->name, strlen(n->name));
             else
@@ -227,7 +230,22 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
     notify(false, INO_INFO, NULL);
     notify(false, INO_META, NULL);
     notify(false, INO_MODEL, NULL);      /* its header and size changed */
-    ggfs_state_free(old);
+    /* Freeing the old state closes its descriptor; after a rewrite that is
+     * the last reference to the old file, and the file system then frees
+     * its blocks (a second for 4 GB): not while the writer waits. */
+    struct note *fn = calloc(1, sizeof *fn);
+    if (fn && nq.running) {
+        fn->free_state = old;
+        pthread_mutex_lock(&nq.mu);
+        *nq.tail = fn;
+        nq.tail = &fn->next;
+        nq.queued++;
+        pthread_cond_signal(&nq.cv);
+        pthread_mutex_unlock(&nq.mu);
+    } else {
+        free(fn);
+        ggfs_state_free(old);
+    }
     return ce == GGUF_OK ? 0 : EIO;
 }
 

@@ -17,6 +17,12 @@
 
 #define XATTR_TYPE "user.gguf.type"
 
+/* fi->fh of a read-only meta/ open: a struct text snapshot, tagged in its
+ * low bit (malloc'd pointers are aligned) to tell it from a write handle. */
+#define FH_SNAPSHOT 1u
+#define IS_SNAPSHOT(fi) (((fi)->fh & FH_SNAPSHOT) != 0)
+#define SNAPSHOT(fi) ((struct text *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_SNAPSHOT))
+
 /* ---- inode classification ---------------------------------------------- */
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL };
@@ -429,10 +435,33 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         /* meta/ writes: with the commit lock, not the read lock */
         return (void)fuse_reply_err(req, EAGAIN);
     }
-    if (n.kind == K_STATS)
+    if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
-    else
+    } else if (n.kind == K_KV && !g_fs.read_only) {
+        /* A writer of the same file changes the kernel's idea of its size
+         * (O_TRUNC, ftruncate) before anything is committed, so the page
+         * cache could hand a reader zeros or nothing.  Readers get a copy
+         * of the committed text taken at open, read past the page cache:
+         * a value is always one committed version, never torn. */
+        const struct text *t = kv_text(n.idx);
+        struct text *snap = t ? malloc(sizeof *snap) : NULL;
+        if (snap) {
+            snap->data = malloc(t->len ? t->len : 1);
+            snap->len = t->len;
+            if (!snap->data) {
+                free(snap);
+                snap = NULL;
+            } else {
+                memcpy(snap->data, t->data, t->len);
+            }
+        }
+        if (!snap)
+            return (void)fuse_reply_err(req, ENOMEM);
+        fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
+        fi->direct_io = 1;
+    } else {
         fi->keep_cache = 1;
+    }
     fuse_reply_open(req, fi);
 }
 
@@ -645,6 +674,10 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
+    if (fi->fh && IS_SNAPSHOT(fi)) {      /* meta/ open for reading */
+        const struct text *t = SNAPSHOT(fi);
+        return reply_slice(req, t->data, t->len, size, off);
+    }
     if (fi->fh) {                 /* a meta/ file open for writing */
         ggfs_edit_read(fi, req, size, off);
         return;
@@ -729,7 +762,7 @@ static void ggfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                           size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)ino;
-    int e = fi->fh ? ggfs_edit_write(fi, buf, size, off) : EACCES;
+    int e = fi->fh && !IS_SNAPSHOT(fi) ? ggfs_edit_write(fi, buf, size, off) : EBADF;
     if (e)
         fuse_reply_err(req, e);
     else
@@ -740,7 +773,7 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 {
     (void)ino;
     int e = 0;
-    if (fi->fh) {
+    if (fi->fh && !IS_SNAPSHOT(fi)) {
         pthread_mutex_lock(&g_fs.commit_mu);
         e = ggfs_edit_flush(fi);
         pthread_mutex_unlock(&g_fs.commit_mu);
@@ -751,7 +784,10 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    if (fi->fh) {
+    if (fi->fh && IS_SNAPSHOT(fi)) {
+        free(SNAPSHOT(fi)->data);
+        free(SNAPSHOT(fi));
+    } else if (fi->fh) {
         pthread_mutex_lock(&g_fs.commit_mu);
         ggfs_edit_release(fi);
         pthread_mutex_unlock(&g_fs.commit_mu);

@@ -270,6 +270,7 @@ static enum gguf_err skip_elems(struct cur *c, unsigned t, uint64_t count,
 struct nameset {
     uint64_t *slot;      /* index+1 of the entry, 0 = empty */
     uint64_t mask;
+    uint64_t count;
 };
 
 static uint64_t hash_bytes(const uint8_t *p, uint64_t n)
@@ -280,13 +281,16 @@ static uint64_t hash_bytes(const uint8_t *p, uint64_t n)
     return h ^ (h >> 29);
 }
 
+/* Sized for n names up front when n is modest; a hostile count costs
+ * nothing, since the table then grows only with the names actually read. */
 static bool nameset_init(struct nameset *s, uint64_t n)
 {
     uint64_t cap = 16;
-    while (cap < n * 2)
+    while (cap < n * 2 && cap < (1u << 16))
         cap <<= 1;
     s->slot = calloc(cap, sizeof *s->slot);
     s->mask = cap - 1;
+    s->count = 0;
     return s->slot != NULL;
 }
 
@@ -297,11 +301,33 @@ static uint64_t nameset_add(struct nameset *s, const uint8_t *base,
                             const uint64_t *offs, const uint32_t *lens,
                             size_t stride)
 {
+    if ((s->count + 1) * 2 > s->mask + 1) {
+        /* keep the load at most one half: double and re-insert */
+        uint64_t ncap = (s->mask + 1) * 2;
+        uint64_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return UINT64_MAX - 1;
+        for (uint64_t i = 0; i <= s->mask; i++) {
+            uint64_t e = s->slot[i];
+            if (!e)
+                continue;
+            uint64_t eo = *(const uint64_t *)((const char *)offs + (e - 1) * stride);
+            uint32_t el = *(const uint32_t *)((const char *)lens + (e - 1) * stride);
+            uint64_t h = hash_bytes(base + eo, el) & (ncap - 1);
+            while (ns[h])
+                h = (h + 1) & (ncap - 1);
+            ns[h] = e;
+        }
+        free(s->slot);
+        s->slot = ns;
+        s->mask = ncap - 1;
+    }
     uint64_t h = hash_bytes(p, n) & s->mask;
     for (;; h = (h + 1) & s->mask) {
         uint64_t e = s->slot[h];
         if (e == 0) {
             s->slot[h] = idx + 1;
+            s->count++;
             return UINT64_MAX;
         }
         e--;
@@ -477,6 +503,10 @@ static enum gguf_err parse_kvs(struct cur *c, struct gguf_file *f,
         uint64_t prev = nameset_add(&seen, c->b, c->b + key_off, key_len,
                                     f->n_kv, &f->kv[0].key_off,
                                     &f->kv[0].key_len, sizeof *f->kv);
+        if (prev == UINT64_MAX - 1) {
+            err = GGUF_E_NOMEM;
+            break;
+        }
         if (!grow((void **)&occ, &occ_cap, f->n_kv, sizeof *occ)) {
             err = GGUF_E_NOMEM;
             break;
@@ -614,6 +644,10 @@ static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
         uint64_t prev = nameset_add(&seen, c->b, c->b + name_off, name_len,
                                     f->n_tensors, &f->tensors[0].name_off,
                                     &f->tensors[0].name_len, sizeof *f->tensors);
+        if (prev == UINT64_MAX - 1) {
+            err = GGUF_E_NOMEM;
+            break;
+        }
         if (prev != UINT64_MAX) {
             err = fail(c, GGUF_E_DUP, t.info_off,
                        "tensor name '%s' occurs twice (tensors #%llu and #%llu)",
@@ -782,7 +816,8 @@ static enum gguf_err parse_all(struct cur *c_, struct gguf_file **out)
     uint64_t n_tensors, n_kv, at = c.off;
     if ((err = rd_count(&c, &n_tensors, "tensor count")))
         goto out;
-    if (n_tensors > INT64_MAX || n_tensors > (file_size - c.off) / (c.enc.v1 ? 24 : 28)) {
+    /* the smallest tensor info: empty name, no dims: len, n_dims, type, offset */
+    if (n_tensors > INT64_MAX || n_tensors > (file_size - c.off) / (c.enc.v1 ? 20 : 24)) {
         err = fail(&c, GGUF_E_RANGE, at,
                    "tensor count %llu cannot fit in a file of %llu bytes",
                    (unsigned long long)n_tensors, (unsigned long long)file_size);
