@@ -441,7 +441,8 @@ int main(int argc, char *argv[])
         ret = fuse_session_loop_mt(se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
-    ret = ret != 0;
+    /* the loop returns the signal number after SIGTERM/SIGINT: a clean end */
+    ret = ret < 0;
     ggfs_workers_stop();
     ggfs_edit_stop();
     fuse_session_unmount(se);

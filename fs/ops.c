@@ -17,11 +17,24 @@
 
 #define XATTR_TYPE "user.gguf.type"
 
-/* fi->fh of a read-only meta/ open: a struct text snapshot, tagged in its
- * low bit (malloc'd pointers are aligned) to tell it from a write handle. */
+/* fi->fh of a read-only meta/ open: a snapshot of the text, tagged in its
+ * low bit (malloc'd pointers are aligned) to tell it from a write handle.
+ * Reads hold a reference while they reply, so a release racing a read
+ * (the kernel sends it once the reply is copied) never frees under it. */
+struct snap {
+    _Atomic unsigned refs;
+    size_t len;
+    char data[];
+};
 #define FH_SNAPSHOT 1u
 #define IS_SNAPSHOT(fi) (((fi)->fh & FH_SNAPSHOT) != 0)
-#define SNAPSHOT(fi) ((struct text *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_SNAPSHOT))
+#define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_SNAPSHOT))
+
+static void snap_put(struct snap *s)
+{
+    if (atomic_fetch_sub(&s->refs, 1) == 1)
+        free(s);
+}
 
 /* ---- inode classification ---------------------------------------------- */
 
@@ -444,16 +457,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
          * of the committed text taken at open, read past the page cache:
          * a value is always one committed version, never torn. */
         const struct text *t = kv_text(n.idx);
-        struct text *snap = t ? malloc(sizeof *snap) : NULL;
+        struct snap *snap = t ? malloc(sizeof *snap + t->len) : NULL;
         if (snap) {
-            snap->data = malloc(t->len ? t->len : 1);
+            atomic_init(&snap->refs, 1);
             snap->len = t->len;
-            if (!snap->data) {
-                free(snap);
-                snap = NULL;
-            } else {
-                memcpy(snap->data, t->data, t->len);
-            }
+            memcpy(snap->data, t->data, t->len);
         }
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
@@ -675,8 +683,11 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
     if (fi->fh && IS_SNAPSHOT(fi)) {      /* meta/ open for reading */
-        const struct text *t = SNAPSHOT(fi);
-        return reply_slice(req, t->data, t->len, size, off);
+        struct snap *sn = SNAPSHOT(fi);
+        atomic_fetch_add(&sn->refs, 1);
+        reply_slice(req, sn->data, sn->len, size, off);
+        snap_put(sn);
+        return;
     }
     if (fi->fh) {                 /* a meta/ file open for writing */
         ggfs_edit_read(fi, req, size, off);
@@ -785,8 +796,7 @@ static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     (void)ino;
     if (fi->fh && IS_SNAPSHOT(fi)) {
-        free(SNAPSHOT(fi)->data);
-        free(SNAPSHOT(fi));
+        snap_put(SNAPSHOT(fi));
     } else if (fi->fh) {
         pthread_mutex_lock(&g_fs.commit_mu);
         ggfs_edit_release(fi);
