@@ -1,0 +1,438 @@
+#!/usr/bin/python3
+# kill -9 of gguffs at random moments of metadata commits (in place and rewrite) on a >= 256 MB model; after each remount the file is exactly the old or the new version.
+"""
+Each trial, on a mount of a generated model (one big tensor of patterned
+bytes, default 256 MiB):
+
+  1. a child process opens meta/KEY, writes a new value, tells the test it
+     is about to close(), and closes (the commit runs while close blocks);
+  2. after a random delay in [0, 1.2 x the measured close() time]
+     (stratified over the window, so early, middle and late kills all
+     happen), gguffs is killed with SIGKILL;
+  3. the dead mount is unmounted, what the kill left on disk is noted
+     (journal, new file, a header that is neither version), and the model is
+     mounted again, which runs gguf_recover;
+  4. checks: the model's size and header bytes are exactly those of the old
+     or the new version (predicted byte for byte by scripts/gguf_write.py),
+     no MODEL.gguffs-journal / MODEL.gguffs-new is left, ggml's
+     gguf_init_from_file loads it with the expected values, meta/KEY on the
+     new mount reads the same version, tensor bytes are unchanged (samples
+     every trial, the whole data region every --full-every trials and at
+     the end), and if close() returned 0 before the kill the outcome is new.
+
+Edits alternate at random between in place (llama.context_length, a u32,
+or general.name, a same-length string) and rewrite
+(tokenizer.chat_template toggling between ~100 bytes and 4-12 KB, which
+moves the data start).
+
+    test_edit_crash.py [--trials N] [--size-mb N] [--dir DIR] [--seed S]
+                       [--full-every N] [--verbose]
+
+Defaults: 30 trials (GGUFFS_TEST_QUICK=1: 12), 256 MiB.  scripts/crash-test
+runs it with 200 trials.  Trials are added (up to 3x) until each edit kind
+has ended both old and new; the run fails if one of the four (kind,
+outcome) pairs never happened or no kill landed inside close(): a run that
+did not really try cannot pass.
+"""
+import argparse
+import os
+import random
+import select
+import shutil
+import signal
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Harness  # noqa: E402
+
+QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
+MUL = np.uint64(0x9E3779B97F4A7C15)
+CHUNK = 8 << 20            # bytes per pattern chunk (multiple of 8)
+NAME_LEN = 10
+
+# The child that edits: open, write, report, close, report.
+WRITER = r"""
+import os, sys, time
+path, src = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+try:
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    v = memoryview(data)
+    while v:
+        v = v[os.write(fd, v):]
+except OSError as e:
+    print("pre %d" % e.errno, flush=True)
+    sys.exit(0)
+print("w", flush=True)
+t0 = time.perf_counter()
+try:
+    os.close(fd)
+    print("ok %.6f" % (time.perf_counter() - t0), flush=True)
+except OSError as e:
+    print("err %d" % e.errno, flush=True)
+"""
+
+
+def pattern(word0, nwords):
+    """Data bytes from data-relative 8-byte word word0 on: every word differs."""
+    return (np.arange(word0, word0 + nwords, dtype=np.uint64) * MUL).tobytes()
+
+
+class Version:
+    """One version of the model: values of the three edited keys."""
+
+    def __init__(self, name, ctx, tmpl):
+        self.name, self.ctx, self.tmpl = name, ctx, tmpl
+
+    def header(self, data_bytes):
+        import gguf_write as gw
+        w = gw.GGUFWriter()
+        w.add("general.architecture", "string", "llama")
+        w.add("general.name", "string", self.name)
+        w.add("llama.context_length", "u32", self.ctx)
+        w.add("tokenizer.chat_template", "string", self.tmpl)
+        w.add("general.file_type", "u32", 0)
+        big = data_bytes - 4096
+        w.add_tensor("big.weight", "f32", [4096, big // 4 // 4096], data=b"", offset=0, check=False)
+        w.add_tensor("tail.weight", "f32", [1024], data=b"", offset=big, check=False)
+        hdr, _ = w.layout()
+        return hdr
+
+    def values(self):
+        return {"general.name": self.name, "llama.context_length": self.ctx,
+                "tokenizer.chat_template": self.tmpl}
+
+
+def make_model(path, v, data_bytes):
+    hdr = v.header(data_bytes)
+    with open(path, "wb") as f:
+        f.write(hdr)
+        for pos in range(0, data_bytes, CHUNK):
+            n = min(CHUNK, data_bytes - pos)
+            f.write(pattern(pos // 8, n // 8))
+    return hdr
+
+
+def check_data(path, data_off, data_bytes, rng, full):
+    """None if the data region [data_off, end) holds the pattern (all of it
+    when full, else 24 random 64 KiB pieces and both ends), else a message."""
+    with open(path, "rb") as f:
+        if full:
+            pieces = [(p, min(CHUNK, data_bytes - p)) for p in range(0, data_bytes, CHUNK)]
+        else:
+            piece = 64 << 10
+            starts = [0, data_bytes - piece] + [rng.randrange(0, data_bytes - piece) // 8 * 8
+                                                for _ in range(24)]
+            pieces = [(p, piece) for p in starts]
+        for p, n in pieces:
+            f.seek(data_off + p)
+            got = f.read(n)
+            if got != pattern(p // 8, n // 8):
+                return "tensor data differs in [%d, %d) of the data region" % (p, p + n)
+        if f.seek(0, 2) != data_off + data_bytes:
+            return "size %d, expected %d" % (f.tell(), data_off + data_bytes)
+    return None
+
+
+class Gguffs:
+    """gguffs -f on mnt: the daemon is our child, so we kill exactly it."""
+
+    def __init__(self, model, mnt, errpath):
+        self.mnt = mnt
+        self.errpath = errpath
+        self.err = open(errpath, "wb")
+        self.p = subprocess.Popen([harness.gguffs_bin(), "-f", model, mnt],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=self.err)
+        t0 = time.time()
+        while not harness.is_mounted(mnt):
+            if self.p.poll() is not None or time.time() - t0 > 30:
+                self.kill()
+                raise harness.MountError("gguffs did not mount (exit %r): %s"
+                                         % (self.p.returncode, self.stderr().strip()))
+            time.sleep(0.003)
+
+    def stderr(self):
+        self.err.flush()
+        with open(self.errpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+        self.p.wait()
+        self.err.close()
+
+    def stop(self):
+        """Clean unmount; the daemon then exits by itself."""
+        harness.unmount(self.mnt)
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.err.close()
+
+
+def force_unmount(mnt):
+    if harness.unmount(mnt):
+        return True
+    subprocess.run(["umount", "-l", mnt], capture_output=True)
+    return not harness.is_mounted(mnt)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=12 if QUICK else 30)
+    ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("--dir", default=os.environ.get("GGUFFS_CRASH_DIR"))
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--full-every", type=int, default=10,
+                    help="check every tensor byte every N trials (always at the end)")
+    ap.add_argument("--verbose", "-v", action="store_true")
+    args = ap.parse_args()
+
+    harness.require_fuse()
+    harness.gguffs_bin()
+    ggml = harness.require_oracle()
+
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    h = Harness("edit-crash")
+    print("seed %d, %d trials, %d MiB model" % (seed, args.trials, args.size_mb), flush=True)
+
+    tmp = tempfile.mkdtemp(prefix="gguffs-crash-", dir=args.dir)
+    mdir = os.path.join(tmp, "model")          # holds the model and nothing else
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mdir)
+    os.mkdir(mnt)
+    model = os.path.join(mdir, "m.gguf")
+    valfile = os.path.join(tmp, "value")
+    errpath = os.path.join(tmp, "gguffs.err")
+    data_bytes = (args.size_mb << 20) + 4096
+
+    def rand_name():
+        return "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(NAME_LEN))
+
+    def rand_tmpl(big):
+        n = rng.randrange(4000, 12000) if big else rng.randrange(50, 200)
+        line = "{%% for m in messages %%}{{ m.content }}{%% endfor %%} %d\n" % rng.randrange(10**6)
+        return (line * (n // len(line) + 1))[:n].rstrip("\n") + "."
+
+    cur = Version(rand_name(), 4096, rand_tmpl(False))
+    t0 = time.time()
+    cur_hdr = make_model(model, cur, data_bytes)
+    print("model written: %d bytes in %.1fs" % (os.path.getsize(model), time.time() - t0), flush=True)
+
+    counts = {"old": 0, "new": 0, "in place": 0, "rewrite": 0,
+              "kill before close": 0, "kill during close": 0, "kill after close returned": 0,
+              "journal left": 0, "new file left": 0, "torn header before recovery": 0,
+              "recovery messages": 0, "ok close then old (BUG)": 0}
+    outcome_by_kind = {("in place", "old"): 0, ("in place", "new"): 0,
+                       ("rewrite", "old"): 0, ("rewrite", "new"): 0}
+    close_times = {"in place": [], "rewrite": []}
+    strata = {"in place": [], "rewrite": []}
+    S = 6
+
+    def verify(label, versions, full):
+        """Checks the model after a mount; returns the version index it is
+        (0/1 of versions) or None after a failure."""
+        leftovers = sorted(set(os.listdir(mdir)) - {"m.gguf"})
+        h.check(not leftovers, "%s: files left beside the model after the remount: %r" % (label, leftovers))
+        size = os.path.getsize(model)
+        with open(model, "rb") as f:
+            head = f.read(max(len(hh) for _, hh in versions))
+        which = None
+        for i, (v, hh) in enumerate(versions):
+            if size == len(hh) + data_bytes and head[:len(hh)] == hh:
+                which = i
+        if not h.check(which is not None, "%s: the model is neither the old nor the new version "
+                       "(size %d; header sizes %s)" % (label, size, [len(hh) for _, hh in versions])):
+            return None
+        v, hh = versions[which]
+        m = ggml.read_gguf(model)
+        if h.check(m is not None, "%s: ggml refuses the model: %s" % (label, ggml.last_log())):
+            kv = {k.decode(): val for k, _, val in m.kvs}
+            got = {k: (kv.get(k).decode("utf-8", "replace") if isinstance(kv.get(k), bytes) else kv.get(k))
+                   for k in v.values()}
+            h.check(got == v.values(), "%s: ggml reads %r, expected %r" % (
+                label, {k: str(x)[:40] for k, x in got.items()}, {k: str(x)[:40] for k, x in v.values().items()}))
+            h.check(m.data_offset == len(hh), "%s: ggml data offset %d, expected %d" % (label, m.data_offset, len(hh)))
+        msg = check_data(model, len(hh), data_bytes, rng, full)
+        h.check(msg is None, "%s: %s" % (label, msg))
+        return which
+
+    gf = None
+    try:
+        gf = Gguffs(model, mnt, errpath)
+        verify("initial", [(cur, cur_hdr)], True)
+        trial = 0
+        planned = args.trials
+        while trial < planned:
+            kind = rng.choice(["in place", "rewrite"])
+            if kind == "in place":
+                if rng.random() < 0.5:
+                    key, new = "llama.context_length", Version(cur.name, rng.randrange(1, 1 << 32), cur.tmpl)
+                    while new.ctx == cur.ctx:
+                        new.ctx = rng.randrange(1, 1 << 32)
+                    text = "%d\n" % new.ctx
+                else:
+                    key, new = "general.name", Version(rand_name(), cur.ctx, cur.tmpl)
+                    text = new.name
+            else:
+                key = "tokenizer.chat_template"
+                new = Version(cur.name, cur.ctx, rand_tmpl(len(cur.tmpl) < 1000))
+                text = new.tmpl
+            new_hdr = new.header(data_bytes)
+            h.check((len(new_hdr) == len(cur_hdr)) == (kind == "in place"),
+                    "trial %d: test bug: %s edit changes the header size %d -> %d"
+                    % (trial, kind, len(cur_hdr), len(new_hdr)))
+            with open(valfile, "w") as f:
+                f.write(text)
+
+            calibrating = len(close_times[kind]) < 3
+            if calibrating:
+                delay = None          # let the commit finish: measures close()
+            else:
+                if not strata[kind]:
+                    strata[kind] = list(range(S))
+                    rng.shuffle(strata[kind])
+                k = strata[kind].pop()
+                delay = 1.2 * statistics.median(close_times[kind][-15:]) * (k + rng.random()) / S
+            label = "trial %d (%s, %s%s)" % (trial, kind, key,
+                                             "" if delay is None else ", kill after %.1f ms" % (delay * 1e3))
+
+            child = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(mnt, "meta", key), valfile],
+                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            line = b""
+            r, _, _ = select.select([child.stdout], [], [], 30)
+            if r:
+                line = child.stdout.readline()
+            if not h.check(line == b"w\n", "%s: the writer did not get to close(): %r" % (label, line)):
+                child.kill()
+                child.wait()
+                break
+            killed = False
+            if delay is not None:
+                time.sleep(delay)
+                state_at_kill = child.poll()
+                gf.kill()
+                killed = True
+            try:
+                out = child.communicate(timeout=30)[0].decode()
+            except subprocess.TimeoutExpired:
+                child.kill()
+                out = child.communicate()[0].decode()
+                h.fail("%s: the writer hung in close() (after the kill: %s)" % (label, killed))
+            ok = out.startswith("ok")
+            if ok:
+                close_times[kind].append(float(out.split()[1]))
+            if not killed:
+                if not h.check(ok, "%s: unkilled edit failed: %r (%s)" % (label, out, gf.stderr()[-300:])):
+                    break
+                gf.stop()
+            else:
+                if state_at_kill is not None:
+                    counts["kill after close returned"] += 1
+                elif ok:
+                    counts["kill after close returned"] += 1   # the reply raced the kill
+                else:
+                    counts["kill during close"] += 1
+                force_unmount(mnt)
+            # what the kill left, before recovery
+            left = set(os.listdir(mdir)) - {"m.gguf"}
+            if any(n.endswith("gguffs-journal") for n in left):
+                counts["journal left"] += 1
+            if any(n.endswith("gguffs-new") for n in left):
+                counts["new file left"] += 1
+            with open(model, "rb") as f:
+                head = f.read(max(len(cur_hdr), len(new_hdr)))
+            size = os.path.getsize(model)
+            if not any(size == len(hh) + data_bytes and head[:len(hh)] == hh for hh in (cur_hdr, new_hdr)):
+                counts["torn header before recovery"] += 1
+
+            # remount: gguf_recover runs
+            try:
+                gf = Gguffs(model, mnt, errpath)
+            except harness.MountError as e:
+                h.fail("%s: remount failed: %s" % (label, e))
+                gf = None
+                break
+            err = gf.stderr()
+            if err.strip():
+                counts["recovery messages"] += 1
+                if args.verbose:
+                    print("  %s" % err.strip())
+            full = (trial + 1) % args.full_every == 0
+            which = verify(label, [(cur, cur_hdr), (new, new_hdr)], full)
+            if which is None:
+                break
+            outcome = "new" if which == 1 else "old"
+            if ok and outcome != "new":
+                counts["ok close then old (BUG)"] += 1
+                h.fail("%s: close() returned 0 but after the remount the model is the old version" % label)
+            # the mount shows the same version
+            with open(os.path.join(mnt, "meta", key)) as f:
+                shown = f.read()
+            want = (new if which else cur).values()[key]
+            h.check(shown.rstrip("\n") == str(want), "%s: meta/%s on the remount reads %r, expected %r"
+                    % (label, key, shown[:40], str(want)[:40]))
+            if args.verbose:
+                print("%s: close %s, %s%s" % (label, out.strip() or "-", outcome,
+                                              " (recovery: %s)" % err.strip() if err.strip() else ""),
+                      flush=True)
+            if killed:
+                counts[outcome] += 1
+                counts[kind] += 1
+                outcome_by_kind[(kind, outcome)] += 1
+                trial += 1
+                if trial == planned and planned < args.trials * 3 and not (
+                        all(outcome_by_kind.values()) and counts["kill during close"]):
+                    planned += 1       # keep trying until each kind ended old and new
+            if which == 1:
+                cur, cur_hdr = new, new_hdr
+        if gf:
+            gf.stop()
+            gf = None
+        # final: a fresh mount, every tensor byte
+        gf = Gguffs(model, mnt, errpath)
+        verify("final", [(cur, cur_hdr)], True)
+        gf.stop()
+        gf = None
+    finally:
+        if gf:
+            gf.kill()
+        force_unmount(mnt)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print("trials: %d killed (%d in place, %d rewrite); outcomes: %d old, %d new "
+          "(in place %d old / %d new, rewrite %d old / %d new)"
+          % (counts["in place"] + counts["rewrite"], counts["in place"], counts["rewrite"],
+             counts["old"], counts["new"], outcome_by_kind[("in place", "old")],
+             outcome_by_kind[("in place", "new")], outcome_by_kind[("rewrite", "old")],
+             outcome_by_kind[("rewrite", "new")]))
+    print("kills: %d during close() (the edit's commit), %d after close() returned; left for recovery: "
+          "%d journals, %d new files, %d torn headers; %d remounts reported a recovery"
+          % (counts["kill during close"], counts["kill after close returned"], counts["journal left"],
+             counts["new file left"], counts["torn header before recovery"], counts["recovery messages"]))
+    for kind, ts in close_times.items():
+        if ts:
+            print("close() time, %s: median %.1f ms (%d measured)" % (kind, statistics.median(ts) * 1e3, len(ts)))
+    print("close() returned 0 but the outcome was old: %d" % counts["ok close then old (BUG)"])
+    for (kind, outcome), n in outcome_by_kind.items():
+        h.check(n > 0, "no %s trial ended with the %s version: the kills did not cover the commit" % (kind, outcome))
+    h.check(counts["kill during close"] > 0, "no kill landed inside close()")
+    h.check(counts["in place"] + counts["rewrite"] >= args.trials, "fewer trials than asked")
+    return h.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
