@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+# Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and scripts/gguf_write.py files) and, with --run, replays them once.
+"""
+    make_corpus.py --kind parse|value|roundtrip --out DIR [--run FUZZER]
+
+parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
+           ../shared/corpus/real) shrunk to a small file of the same shape
+           (same version, byte order, keys, value types, tensor names and
+           types; arrays cut to their first 24 elements, tensors to one
+           block), the small real files as they are, the nonstandard
+           (refused) ones, and files written by scripts/gguf_write.py: v1,
+           v2, v3, big-endian, every value type, nested and empty arrays,
+           duplicate keys, alignments 1/64/4096, tensors of every type.
+value      a selector byte (see value.c) + the contract's text of each kv of
+           those files (tests/oracle/expected.py), + hand-written texts.
+roundtrip  8-byte edit seeds + each parse seed that is a valid file.
+
+Deterministic: the same files every time.  With --run, FUZZER is run once
+over every seed (libFuzzer runs the files given on its command line and
+exits), so a seed that trips an invariant fails the meson test.
+"""
+import argparse
+import hashlib
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("GGUFFS_SRC") or os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "scripts"))
+sys.path.insert(0, os.path.join(SRC, "tests", "oracle"))
+
+from gguf_write import GGUFWriter, Arr, GGML_TYPES  # noqa: E402
+import pyreader  # noqa: E402
+from expected import expected_text  # noqa: E402
+
+CUT = 24            # array elements kept when shrinking
+BASE = ["u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string",
+        "u64", "i64", "f64"]
+
+
+def corpus_real():
+    c = os.environ.get("GGUFFS_CORPUS") or os.path.join(SRC, "..", "shared", "corpus")
+    d = os.path.join(c, "real")
+    return d if os.path.isdir(d) else None
+
+
+def cut(v):
+    if isinstance(v, pyreader.Arr):
+        items = v.items[:CUT]
+        if v.etype == "array":
+            items = [cut(x) for x in items]
+        return Arr(v.etype, items)
+    return v
+
+
+def shrink(f):
+    """A small file with the shape of pyreader file f."""
+    w = GGUFWriter(version=f.version, big_endian=f.big_endian)
+    for kv in f.kvs:
+        v = cut(kv.value)
+        t = kv.type
+        if isinstance(v, Arr) and v.etype == "array":
+            t = "array[array]"          # element types come from the Arr values
+        if kv.key == b"general.alignment" and t == "u32":
+            w.alignment = int(v)
+        w.add(kv.key, t, v)
+    for t in f.tensors:
+        info = GGML_TYPES.get(t.type)
+        if info is None:
+            continue
+        ne = list(t.ne)
+        if t.nbytes is None or t.nbytes > 4096:
+            ne = [info[1]] + [1] * (len(ne) - 1) if ne else []
+            if not ne and info[1] != 1:
+                ne = [info[1]]
+        w.add_tensor(t.name, t.type, ne)
+    return w.to_bytes()
+
+
+def synthetic():
+    """Files made with gguf_write.py covering the format's corners."""
+    out = {}
+    for version in (1, 2, 3):
+        for be in (False, True):
+            w = GGUFWriter(version=version, big_endian=be)
+            w.add("general.architecture", "string", "llama")
+            for i, t in enumerate(BASE):
+                v = {"string": "héllo\nworld\\", "bool": 1, "f32": 1e-06, "f64": -0.0}.get(t, i + 1)
+                w.add("test.%s" % t, t, v)
+                w.add("test.arr_%s" % t, "array[%s]" % t,
+                      ["a", "", "b\\c\nd\re"] if t == "string" else [0, 1, 1] if t == "bool" else
+                      [0, 1.5, float("nan"), float("-inf")] if t in ("f32", "f64") else [0, 1, 2])
+            w.add("test.empty", "array[u32]", [])
+            w.add("test.nested", "array[array[i32]]", [[1, 2], [], [3]])
+            w.add("test.nested_str", "array[array[string]]", [["x", "y\"z"], ["\u00e9\t"]])
+            w.add("test.mixed", "array[array]", [Arr("i32", [1]), Arr("string", ["x"]), Arr("f32", [])])
+            w.add("test.deep", "array[array[array[u8]]]", [[[1], [2, 3]], [[]]])
+            w.add("general.name", "string", "dup")
+            w.add("general.name", "string", "dup again")
+            for tid in sorted(GGML_TYPES):
+                name, bs, ts = GGML_TYPES[tid]
+                if version == 1 and tid > 28:
+                    continue
+                w.add_tensor("t.%s" % name, tid, [bs, 2] if tid % 2 else [bs])
+            w.add_tensor("scalar0d", "f32", [])
+            out["synth-v%d%s.gguf" % (version, "-be" if be else "")] = w.to_bytes()
+    for a in (1, 64, 4096):
+        w = GGUFWriter(version=3, alignment=a)
+        w.add("general.architecture", "string", "x")
+        w.add_tensor("a", "f32", [3])
+        w.add_tensor("b", "q4_0", [32, 2])
+        out["synth-align%d.gguf" % a] = w.to_bytes()
+    w = GGUFWriter(version=3)                      # tensors out of order, a gap
+    w.add_tensor("late", "f32", [4], offset=64)
+    w.add_tensor("early", "f16", [8], offset=0)
+    out["synth-unordered.gguf"] = w.to_bytes()
+    w = GGUFWriter(version=3)                      # no kv, no tensor
+    out["synth-empty.gguf"] = w.to_bytes()
+    w = GGUFWriter(version=3)                      # odd names
+    w.add("", "u8", 1)
+    w.add("a/b", "u8", 2)
+    w.add(".hidden", "u8", 3)
+    w.add("x#2", "u8", 4)
+    w.add("x", "u8", 5)
+    w.add("x", "u8", 6)
+    w.add("%", "u8", 7)
+    w.add_tensor("..", "f32", [1])
+    w.add_tensor("n\x00ul", "f32", [1])
+    w.add_tensor("y" * 70, "f32", [1])
+    out["synth-names.gguf"] = w.to_bytes()
+    return out
+
+
+def parse_seeds():
+    seeds = dict(synthetic())
+    real = corpus_real()
+    if real:
+        for sub in ("", "nonstandard"):
+            d = os.path.join(real, sub)
+            for n in sorted(os.listdir(d)):
+                p = os.path.join(d, n)
+                if not n.endswith(".gguf") or not os.path.isfile(p):
+                    continue
+                with open(p, "rb") as fh:
+                    b = fh.read()
+                if len(b) <= 16384:
+                    seeds["real-" + n] = b
+                try:
+                    f = pyreader.read_bytes(b)
+                except pyreader.GGUFError:
+                    continue
+                seeds["shrunk-" + n] = shrink(f)
+    else:
+        print("make_corpus: no real corpus (GGUFFS_CORPUS); synthetic seeds only", file=sys.stderr)
+    return seeds
+
+
+def selector(type_, big_endian, v1):
+    levels = type_.split("[")
+    depth = len(levels) - 1
+    base = levels[-1].rstrip("]")
+    if base not in BASE or depth > 3:
+        return None
+    return BASE.index(base) | depth << 4 | (0x40 if big_endian else 0) | (0x80 if v1 else 0)
+
+
+HAND = [
+    ("f32", b"nan(0x1)\n"), ("f32", b"-nan\n"), ("f32", b"1e-45"), ("f32", b"0x1p-149"),
+    ("f32", b"3.4028235e+38"), ("f32", b"-0"), ("f64", b"inf"), ("f64", b"2.2250738585072014e-308"),
+    ("f64", b"nan(0x8000000000001)"), ("bool", b"true\n"), ("bool", b"255"), ("bool", b"0"),
+    ("u64", b"18446744073709551615"), ("i64", b"-9223372036854775808\n"), ("i8", b"+12"),
+    ("u8", b"256"), ("string", b"caf\xc3\xa9\n"), ("string", b"\xf0\x9f\x98\x80\n\n"),
+    ("array[string]", b"a\\\\b\\nc\\r\n\n"), ("array[u32]", b"1\n2\n3"), ("array[f32]", b""),
+    ("array[array[string]]", b'["\\u00e9", "\\ud83d\\ude00", "\\"\\\\\\/\\b\\f\\n\\r\\t"]\n[]\n'),
+    ("array[array[f64]]", b"[1e300, -0, nan]\n[ ]\n"),
+    ("array[array[array[bool]]]", b"[[true, false], [], [2]]\n"),
+]
+
+
+def value_seeds(parse_files):
+    seeds = {}
+    for name, b in sorted(parse_files.items()):
+        try:
+            f = pyreader.read_bytes(b)
+        except pyreader.GGUFError:
+            continue
+        for i, kv in enumerate(f.kvs):
+            sel = selector(kv.type, f.big_endian, f.version == 1)
+            if sel is None:
+                continue
+            try:
+                txt = expected_text(kv.type, kv.value)
+            except (ValueError, TypeError):
+                continue
+            seeds["%s-kv%d" % (name, i)] = bytes([sel]) + txt[:8192]
+    for i, (t, txt) in enumerate(HAND):
+        for enc in (0, 0x40, 0x80):
+            seeds["hand%d-%02x" % (i, enc)] = bytes([selector(t, False, False) | enc]) + txt
+    # one seed per selector value with a plausible text
+    for sel in range(256):
+        base = BASE[(sel & 15) % 12]
+        depth = (sel >> 4) & 3
+        elem = {"string": b"x", "bool": b"true", "f32": b"1.5", "f64": b"-2.5"}.get(base, b"7")
+        if base == "string" and depth >= 2:
+            elem = b'"x"'
+        txt = elem
+        for d in range(depth - 1):
+            txt = b"[" + txt + b", " + txt + b"]"
+        seeds["sel%03d" % sel] = bytes([sel]) + txt + b"\n"
+    return seeds
+
+
+def roundtrip_seeds(parse_files):
+    seeds = {}
+    for name, b in sorted(parse_files.items()):
+        try:
+            pyreader.read_bytes(b)
+        except pyreader.GGUFError:
+            continue
+        for s in (0, 1, 2, 3):       # seed 0 (mod 8): no edit; others edit
+            seeds["%s-s%d" % (name, s)] = struct.pack("<Q", s * 0x9E3779B97F4A7C15 % (1 << 64) | (s != 0)) + b
+    return seeds
+
+
+def write(out, seeds):
+    os.makedirs(out, exist_ok=True)
+    paths = []
+    for name, b in sorted(seeds.items()):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        p = os.path.join(out, "%s-%s" % (safe[:80], hashlib.sha1(b).hexdigest()[:8]))
+        if not os.path.exists(p):
+            with open(p, "wb") as fh:
+                fh.write(b)
+        paths.append(p)
+    return paths
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--run", help="fuzzer to replay the seeds with")
+    a = ap.parse_args()
+    pf = parse_seeds()
+    seeds = {"parse": lambda: pf, "value": lambda: value_seeds(pf),
+             "roundtrip": lambda: roundtrip_seeds(pf)}[a.kind]()
+    paths = write(a.out, seeds)
+    print("make_corpus: %d %s seeds in %s (%d bytes largest)" % (
+        len(paths), a.kind, a.out, max(len(b) for b in seeds.values())))
+    if a.run:
+        r = subprocess.run([a.run, "-runs=1"] + paths, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        text = r.stdout.decode(errors="replace")
+        if r.returncode != 0:
+            print(text[-6000:])
+            print("FAIL: %s exited %d on its seeds" % (a.run, r.returncode))
+            return 1
+        print("replayed %d seeds through %s: ok" % (len(paths), os.path.basename(a.run)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
