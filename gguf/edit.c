@@ -240,6 +240,16 @@ static enum gguf_err paths_init(const char *path, struct paths *p,
     return GGUF_OK;
 }
 
+/* true if some tensor has bytes: then the header must be padded to the
+ * alignment, since the data starts there. */
+static bool has_tensor_data(const struct gguf_file *f)
+{
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].nbytes)
+            return true;
+    return false;
+}
+
 static bool is_alignment_key(const char *k, size_t n)
 {
     return n == 17 && memcmp(k, "general.alignment", 17) == 0;
@@ -412,7 +422,10 @@ enum gguf_err gguf_header_build(const struct gguf_file *f,
     }
     gguf_buf_put(&b, f->hdr + ti_off, f->hdr_size - ti_off);
     static const uint8_t zeros[64];
-    while (!b.oom && b.len % f->alignment) {
+    /* Padding only matters where tensor bytes follow; a file without any
+     * (a vocabulary file) ends with its header, as converters write them,
+     * so a huge general.alignment costs nothing there. */
+    while (!b.oom && has_tensor_data(f) && b.len % f->alignment) {
         size_t k = f->alignment - b.len % f->alignment;
         gguf_buf_put(&b, zeros, k < sizeof zeros ? k : sizeof zeros);
     }
@@ -457,7 +470,8 @@ enum gguf_err gguf_header_build(const struct gguf_file *f,
             }
         }
         bool same = nf->n_kv == n && nf->n_tensors == f->n_tensors &&
-                    nf->alignment == f->alignment && nf->data_off == b.len;
+                    nf->alignment == f->alignment &&
+                    (nf->data_off == b.len || !has_tensor_data(f));
         for (uint64_t i = 0; same && i < f->n_tensors; i++)
             same = nf->tensors[i].offset == f->tensors[i].offset &&
                    nf->tensors[i].nbytes == f->tensors[i].nbytes;
@@ -721,7 +735,8 @@ enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
     d->msg[0] = '\0';
     d->offset = UINT64_MAX;
     *in_place = false;
-    if (hdr_len < 24 || memcmp(hdr, "GGUF", 4) != 0 || hdr_len % f->alignment) {
+    if (hdr_len < 24 || memcmp(hdr, "GGUF", 4) != 0 ||
+        (has_tensor_data(f) && hdr_len % f->alignment)) {
         setd(d, "the new header is malformed (no magic, or its size %zu is not "
              "a multiple of the alignment %llu)", hdr_len,
              (unsigned long long)f->alignment);
@@ -732,7 +747,11 @@ enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
     enum gguf_err err = paths_init(path, &p, d);
     if (err)
         return err;
-    bool ip = hdr_len == f->data_off && f->file_size >= f->data_off;
+    /* In place when the new header takes exactly the room of the old one:
+     * up to the data start, or, in a file without tensor bytes (headers
+     * not padded), the whole file. */
+    uint64_t room = has_tensor_data(f) ? f->data_off : f->file_size;
+    bool ip = hdr_len == room && f->file_size >= room;
     uint8_t *old = NULL;
     struct stat st;
     int fd = open(p.model, (ip ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -745,7 +764,7 @@ enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
         err = io_fail(d, "stat of the model", errno);
         goto out;
     }
-    size_t cmp = ip ? f->data_off : f->hdr_size;
+    size_t cmp = ip ? room : f->hdr_size;
     if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->file_size) {
         setd(d, "the model changed since it was indexed (size %llu, was %llu)",
              (unsigned long long)st.st_size, (unsigned long long)f->file_size);

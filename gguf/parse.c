@@ -281,12 +281,13 @@ static uint64_t hash_bytes(const uint8_t *p, uint64_t n)
     return h ^ (h >> 29);
 }
 
-/* Sized for n names up front when n is modest; a hostile count costs
- * nothing, since the table then grows only with the names actually read. */
+/* Sized for the declared count (already checked against the bytes left, so
+ * at most about the file's size), up to 2^21 slots; beyond that the table
+ * doubles at half load as names are actually read. */
 static bool nameset_init(struct nameset *s, uint64_t n)
 {
     uint64_t cap = 16;
-    while (cap < n * 2 && cap < (1u << 16))
+    while (cap < n * 2 && cap < (1u << 21))
         cap <<= 1;
     s->slot = calloc(cap, sizeof *s->slot);
     s->mask = cap - 1;

@@ -966,22 +966,9 @@ static void test_known_alignment_padding(void **state)
 int main(int argc, char **argv)
 {
     signal(SIGABRT, on_abort);
-    if (argc > 1 && strcmp(argv[1], "--known-bugs") == 0) {
-        /* --known-bugs [NAME]: the known-bug cases whose name contains NAME */
-        const struct CMUnitTest known[] = {
-            cmocka_unit_test(test_known_alignment_padding),
-        };
-        struct CMUnitTest pick[sizeof known / sizeof *known];
-        size_t n = 0;
-        for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-            if (argc < 3 || strstr(known[i].name, argv[2]))
-                pick[n++] = known[i];
-        if (n == 0) {
-            fprintf(stderr, "test_corrupt: no known-bug case matches '%s'\n", argv[2]);
-            return 2;
-        }
-        return _cmocka_run_group_tests("corrupt-known-bugs", pick, n, NULL, NULL);
-    }
+    /* Known-bug cases go into a group run with --known-bugs (registered in
+     * meson with should_fail) until they are fixed; there are none now. */
+    (void)argc, (void)argv;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truncate_hyllama),
         cmocka_unit_test(test_truncate_taesd),
@@ -992,9 +979,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hostile_counts),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_linear_time),
-        /* fixed 2026-11-23 (nameset grows; smallest tensor info is 24 bytes) */
+        /* fixed 2026-11-23: the name table grows; the smallest tensor info
+         * is 24 bytes; headers of files without tensor bytes are not padded */
         cmocka_unit_test(test_known_many_distinct_keys),
         cmocka_unit_test(test_known_small_tensor_infos),
+        cmocka_unit_test(test_known_alignment_padding),
     };
     return cmocka_run_group_tests_name("corrupt", tests, NULL, NULL);
 }

@@ -43,6 +43,15 @@
 
 /* ---- utilities ---------------------------------------------------------------- */
 
+/* true if some tensor of f has bytes (then headers are padded). */
+static bool has_data(const struct gguf_file *f)
+{
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].nbytes)
+            return true;
+    return false;
+}
+
 static char tmpdir[4096];
 
 /* tmpdir/name; the same name gives the same (lasting) buffer. */
@@ -502,8 +511,9 @@ static void check_model(const char *path, const struct kvl *l, const uint8_t *ti
     const uint8_t *t = tinfo(f, &tl);
     assert_int_equal(tl, ti_len);
     assert_memory_equal(t, ti, tl);
-    assert_int_equal(f->file_size - f->data_off, dl);
-    assert_true(hash_file(path, f->data_off) == dh);
+    uint64_t start = f->file_size < f->data_off ? f->file_size : f->data_off;
+    assert_int_equal(f->file_size - start, dl);
+    assert_true(hash_file(path, start) == dh);
     bool dup = false;
     for (uint64_t i = 0; i < f->n_kv; i++)
         dup |= f->kv[i].dup > 1;
@@ -537,13 +547,21 @@ static void apply(const char *path, const struct kvl *l, int expect)
     enum gguf_err e = gguf_header_build(f, v, l->n, &h, &d);
     if (e)
         fail_msg("gguf_header_build: %s", d.msg);
-    assert_int_equal(h.len % f->alignment, 0);
+    /* padded where tensor bytes follow; a file without them ends with its
+     * header (2026-11-23: a huge general.alignment made edits allocate it) */
+    if (has_data(f))
+        assert_int_equal(h.len % f->alignment, 0);
+    else
+        assert_true(h.len < (1u << 30));
     bool ip = false;
     e = gguf_commit(path, f, (const uint8_t *)h.data, h.len, &ip, &d);
     if (e)
         fail_msg("gguf_commit: %s", d.msg);
-    assert_int_equal(ip, h.len == f->data_off && f->file_size >= f->data_off);
-    if (expect >= 0)
+    uint64_t room = has_data(f) ? f->data_off : f->file_size;
+    assert_int_equal(ip, h.len == room && f->file_size >= room);
+    /* the expected path is stated for files with tensor data; without it
+     * the rule above (the whole file is the room) decides */
+    if (expect >= 0 && has_data(f))
         assert_int_equal(ip, expect);
     ip ? n_in_place++ : n_rewrite++;
     assert_false(exists(tpath("m.gguf.gguffs-journal")));
@@ -573,7 +591,7 @@ static void round_trips(const struct spec *s)
     struct gguf_buf h = { 0 };
     struct gguf_diag d;
     assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
-    assert_int_equal(h.len, f->data_off);
+    assert_int_equal(h.len, has_data(f) ? f->data_off : f->hdr_size);
     assert_memory_equal(h.data, f->hdr, f->hdr_size);
     free(v);
     gguf_buf_free(&h);
