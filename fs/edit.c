@@ -559,6 +559,8 @@ int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off
         return EBADF;
     if (off < 0 || (uint64_t)off > MAX_TEXT || size > MAX_TEXT - (uint64_t)off)
         return EFBIG;
+    if (size == 0)
+        return 0;
     pthread_mutex_lock(&h->mu);
     size_t end = (size_t)off + size;
     if (end > h->text.len) {

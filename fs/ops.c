@@ -461,7 +461,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (snap) {
             atomic_init(&snap->refs, 1);
             snap->len = t->len;
-            memcpy(snap->data, t->data, t->len);
+            if (t->len)       /* an empty value has no buffer at all */
+                memcpy(snap->data, t->data, t->len);
         }
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
