@@ -52,12 +52,16 @@ struct whandle {
     bool typed;                    /* created, with a type from setxattr */
     struct gguf_typedesc type;
     struct whandle *next;          /* in the pending list (created ones) */
+    struct whandle *lprev, *lnext; /* every live handle (freed at unmount) */
 };
 
 /* Created keys not committed yet, so that getattr/lookup of a new file work
  * between create and close.  Protected by pend_mu (readers look too). */
 static struct whandle *pending;
 static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Every live handle: the kernel may never send a release for the last
+ * ones (unmount, SIGTERM), so they are freed at the end. Under pend_mu. */
+static struct whandle *live;
 
 /* ---- notifications -------------------------------------------------------
  * The kernel caches names, attributes and data for a year (entry and attr
@@ -164,8 +168,14 @@ int ggfs_edit_start(void)
     return e;
 }
 
+static void handle_free(struct whandle *h);
+
 void ggfs_edit_stop(void)
 {
+    /* the session is over: handles whose release never came */
+    pending = NULL;
+    while (live)
+        handle_free(live);
     if (!nq.running)
         return;
     pthread_mutex_lock(&nq.mu);
@@ -429,11 +439,25 @@ static struct whandle *handle_new(uint64_t id, const char *fname)
     }
     pthread_mutex_init(&h->mu, NULL);
     h->id = id;
+    pthread_mutex_lock(&pend_mu);
+    h->lnext = live;
+    if (live)
+        live->lprev = h;
+    live = h;
+    pthread_mutex_unlock(&pend_mu);
     return h;
 }
 
 static void handle_free(struct whandle *h)
 {
+    pthread_mutex_lock(&pend_mu);
+    if (h->lprev)
+        h->lprev->lnext = h->lnext;
+    else
+        live = h->lnext;
+    if (h->lnext)
+        h->lnext->lprev = h->lprev;
+    pthread_mutex_unlock(&pend_mu);
     pthread_mutex_destroy(&h->mu);
     gguf_buf_free(&h->text);
     free(h->fname);
