@@ -222,51 +222,7 @@ static size_t sweep_prefixes(const char *name, const uint8_t *p, size_t from, si
 
 /* ---- generated files ------------------------------------------------------- */
 
-struct gb {
-    uint8_t *p;
-    size_t len, cap;
-    bool be, v1;
-};
-
-static void gb_put(struct gb *b, const void *src, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void gb_u8(struct gb *b, uint8_t v) { gb_put(b, &v, 1); }
-
-static void gb_u32(struct gb *b, uint32_t v)
-{
-    if (b->be)
-        v = __builtin_bswap32(v);
-    gb_put(b, &v, 4);
-}
-
-static void gb_u64(struct gb *b, uint64_t v)
-{
-    if (b->be)
-        v = __builtin_bswap64(v);
-    gb_put(b, &v, 8);
-}
-
-static void gb_count(struct gb *b, uint64_t v)
-{
-    if (b->v1)
-        gb_u32(b, (uint32_t)v);
-    else
-        gb_u64(b, v);
-}
-
-static void gb_str(struct gb *b, const char *s)
-{
-    gb_count(b, strlen(s));
-    gb_put(b, s, strlen(s));
+#include "gb.h"
 }
 
 static void gb_start(struct gb *b, uint32_t version, bool be, uint64_t n_tensors, uint64_t n_kv)

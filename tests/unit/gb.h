@@ -1,0 +1,59 @@
+/*
+ * tests/unit/gb.h — a tiny GGUF byte builder for handcrafted test files
+ * (any version and byte order).  Include after <cmocka.h>.
+ */
+#ifndef TESTS_UNIT_GB_H
+#define TESTS_UNIT_GB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gb {
+    uint8_t *p;
+    size_t len, cap;
+    bool be, v1;
+};
+
+static inline void gb_put(struct gb *b, const void *src, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static inline void gb_u8(struct gb *b, uint8_t v) { gb_put(b, &v, 1); }
+
+static inline void gb_u32(struct gb *b, uint32_t v)
+{
+    if (b->be)
+        v = __builtin_bswap32(v);
+    gb_put(b, &v, 4);
+}
+
+static inline void gb_u64(struct gb *b, uint64_t v)
+{
+    if (b->be)
+        v = __builtin_bswap64(v);
+    gb_put(b, &v, 8);
+}
+
+static inline void gb_count(struct gb *b, uint64_t v)
+{
+    if (b->v1)
+        gb_u32(b, (uint32_t)v);
+    else
+        gb_u64(b, v);
+}
+
+static inline void gb_str(struct gb *b, const char *s)
+{
+    gb_count(b, strlen(s));
+    gb_put(b, s, strlen(s));
+
+#endif
