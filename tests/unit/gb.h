@@ -55,5 +55,25 @@ static inline void gb_str(struct gb *b, const char *s)
 {
     gb_count(b, strlen(s));
     gb_put(b, s, strlen(s));
+}
+
+/* A tensor info with n_dims dims from ne[]. */
+static inline void gb_tensor(struct gb *b, const char *name, uint32_t n_dims,
+                             const uint64_t *ne, uint32_t type, uint64_t offset)
+{
+    gb_str(b, name);
+    gb_u32(b, n_dims);
+    for (uint32_t i = 0; i < n_dims; i++)
+        gb_count(b, ne[i]);
+    gb_u32(b, type);
+    gb_u64(b, offset);
+}
+
+/* Zero bytes up to a multiple of align. */
+static inline void gb_pad(struct gb *b, size_t align)
+{
+    while (b->len % align)
+        gb_u8(b, 0);
+}
 
 #endif

@@ -223,7 +223,6 @@ static size_t sweep_prefixes(const char *name, const uint8_t *p, size_t from, si
 /* ---- generated files ------------------------------------------------------- */
 
 #include "gb.h"
-}
 
 static void gb_start(struct gb *b, uint32_t version, bool be, uint64_t n_tensors, uint64_t n_kv)
 {
@@ -240,23 +239,6 @@ static void gb_key(struct gb *b, const char *k, uint32_t type)
 {
     gb_str(b, k);
     gb_u32(b, type);
-}
-
-static void gb_tensor(struct gb *b, const char *name, uint32_t n_dims, const uint64_t *ne,
-                      uint32_t type, uint64_t offset)
-{
-    gb_str(b, name);
-    gb_u32(b, n_dims);
-    for (uint32_t i = 0; i < n_dims; i++)
-        gb_count(b, ne[i]);
-    gb_u32(b, type);
-    gb_u64(b, offset);
-}
-
-static void gb_pad(struct gb *b, size_t a)
-{
-    while (b->len % a)
-        gb_u8(b, 0);
 }
 
 /* A file with every value kind: scalars, strings, arrays of each, nested

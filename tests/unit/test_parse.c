@@ -20,7 +20,6 @@
 /* ---- a tiny GGUF builder ------------------------------------------------ */
 
 #include "gb.h"
-}
 
 static void gb_header(struct gb *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
 {
@@ -43,24 +42,6 @@ static void gb_kv_str(struct gb *b, const char *k, const char *v)
     gb_str(b, k);
     gb_u32(b, GGUF_STRING);
     gb_str(b, v);
-}
-
-/* A tensor info with n_dims dims from ne[]. */
-static void gb_tensor(struct gb *b, const char *name, uint32_t n_dims,
-                      const uint64_t *ne, uint32_t type, uint64_t offset)
-{
-    gb_str(b, name);
-    gb_u32(b, n_dims);
-    for (uint32_t i = 0; i < n_dims; i++)
-        gb_count(b, ne[i]);
-    gb_u32(b, type);
-    gb_u64(b, offset);
-}
-
-static void gb_pad(struct gb *b, size_t align)
-{
-    while (b->len % align)
-        gb_u8(b, 0);
 }
 
 static void gb_zeros(struct gb *b, size_t n)
