@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +164,11 @@ static void notes_wait(void)
 int ggfs_edit_start(void)
 {
     nq.tail = &nq.head;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);     /* signals go to the loop */
     int e = pthread_create(&nq.thread, NULL, notifier_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     nq.running = e == 0;
     return e;
 }

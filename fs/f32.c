@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -176,13 +177,18 @@ int ggfs_workers_start(unsigned n)
     if (!wk.threads)
         return ENOMEM;
     wk.stop = false;
-    for (unsigned i = 0; i < n; i++) {
-        int e = pthread_create(&wk.threads[i], NULL, worker_main, NULL);
-        if (e)
-            return e;
-        wk.n_threads = i + 1;
+    int e = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    /* Signals must reach the thread running the FUSE loop (see fs.h) */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (unsigned i = 0; i < n && !e; i++) {
+        e = pthread_create(&wk.threads[i], NULL, worker_main, NULL);
+        if (!e)
+            wk.n_threads = i + 1;
     }
-    return 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return e;
 }
 
 void ggfs_workers_stop(void)

@@ -444,8 +444,11 @@ int main(int argc, char *argv[])
     /* the loop returns the signal number after SIGTERM/SIGINT: a clean end */
     ret = ret < 0;
     ggfs_workers_stop();
-    ggfs_edit_stop();
+    /* Unmount before the notifier is joined: a notification it is sending
+     * may wait for a kernel lock held by a request nobody will answer now;
+     * unmounting aborts those requests and so frees it. */
     fuse_session_unmount(se);
+    ggfs_edit_stop();
 out_signals:
     fuse_remove_signal_handlers(se);
 out_session:
