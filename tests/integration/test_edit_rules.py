@@ -1,0 +1,620 @@
+#!/usr/bin/python3
+# Edit rules: O_TRUNC then close commits (string, array) or fails with EINVAL (scalar) before close() returns, shells' dup2 pattern; key-name rule on create/rename; tool scratch names; sed -i and vim.
+"""
+Part A (every value type, arrays of every element type, nested arrays; a
+little-endian v3 file that ggml reads, a file of nested arrays, and the
+same keys in a big-endian file):
+
+  - os.open(O_WRONLY|O_TRUNC) + os.close() with no write, and the shell's
+    `: > meta/KEY`: a string key holds "" and an array key [] in MODEL.gguf
+    as soon as close() returns (read at once with pyreader, and ggml where
+    ggml can read the file); a scalar key makes close() fail with EINVAL
+    and MODEL.gguf stays the same byte for byte, meta/KEY still reads the
+    old value;
+  - the shells' pattern open(O_TRUNC), dup, close the first descriptor,
+    write through the dup, close: the first close returns 0 and commits
+    nothing for a scalar (for a string or array either the old or the
+    empty value is accepted, and which one is printed as a NOTE), the last
+    close commits the written value.  The same through bash (`printf`,
+    `echo`, `echo -e`).
+
+Part B: new key names must follow the GGUF rule, or create (open O_CREAT,
+`echo x > meta/NAME`) and rename fail with EINVAL and change nothing;
+existing odd names stay readable, writable, retypable, renamable to a valid
+name and removable; tool scratch files (leading '.', leading '#', trailing
+'~', sedXXXXXX, digits only) are created, written, read and removed
+without touching MODEL.gguf, and renamed over a key they set its value;
+sed -i, and vim -es (vim.tiny and vim, each if installed) on a string and
+a u32 key.
+"""
+import errno
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Harness, mount  # noqa: E402
+
+import gguf_write as gw  # noqa: E402  (path set up by harness)
+import pyreader  # noqa: E402
+
+# (key, type, original value, text written in the dup tests, value expected after it)
+SCALARS = [
+    ("t.u8", "u8", 200, "7\n", 7),
+    ("t.i8", "i8", -100, "-7\n", -7),
+    ("t.u16", "u16", 60000, "7\n", 7),
+    ("t.i16", "i16", -30000, "-7\n", -7),
+    ("t.u32", "u32", 4000000000, "7\n", 7),
+    ("t.i32", "i32", -2000000000, "-7\n", -7),
+    ("t.u64", "u64", 2 ** 63 + 5, "7\n", 7),
+    ("t.i64", "i64", -2 ** 62, "-7\n", -7),
+    ("t.f32", "f32", 1.5, "0.25\n", 0.25),
+    ("t.f64", "f64", 2.5, "0.125\n", 0.125),
+    ("t.bool", "bool", True, "false\n", 0),
+]
+STRINGS = [
+    ("t.string", "string", "hello world", "new text\n", "new text"),
+]
+ARRAYS = [
+    ("t.arr_u8", "array[u8]", [1, 2, 255], "9\n8\n", [9, 8]),
+    ("t.arr_i8", "array[i8]", [-1, 2, -128], "9\n-8\n", [9, -8]),
+    ("t.arr_u16", "array[u16]", [1, 65535], "9\n8\n", [9, 8]),
+    ("t.arr_i16", "array[i16]", [-1, 32767], "9\n-8\n", [9, -8]),
+    ("t.arr_u32", "array[u32]", [1, 2 ** 32 - 1], "9\n8\n", [9, 8]),
+    ("t.arr_i32", "array[i32]", [-1, 2 ** 31 - 1], "9\n-8\n", [9, -8]),
+    ("t.arr_u64", "array[u64]", [1, 2 ** 64 - 1], "9\n8\n", [9, 8]),
+    ("t.arr_i64", "array[i64]", [-1, 2 ** 63 - 1], "9\n-8\n", [9, -8]),
+    ("t.arr_f32", "array[f32]", [0.5, -1.25], "0.75\n2\n", [0.75, 2.0]),
+    ("t.arr_f64", "array[f64]", [0.5, -1.25], "0.75\n2\n", [0.75, 2.0]),
+    ("t.arr_bool", "array[bool]", [1, 0, 1], "false\ntrue\n", [0, 1]),
+    ("t.arr_string", "array[string]", ["a", "b\nc", ""], "x\ny\\nz\n", ["x", "y\nz"]),
+]
+NESTED = [
+    ("t.nest_i32", "array[array[i32]]", [[1, 2], [3]], "[4]\n[5, 6]\n", [[4], [5, 6]]),
+    ("t.nest_f32", "array[array[f32]]", [[0.5], [1.5, 2.5]], "[0.25]\n", [[0.25]]),
+    ("t.nest_str", "array[array[string]]", [["a", "b\nc"], ["d"]], '["x", "y"]\n', [["x", "y"]]),
+    ("t.nest3", "array[array[array[u8]]]", [[[1], [2, 3]], [[4]]], "[[7]]\n", [[[7]]]),
+]
+
+BAD_NAMES = ["x.BadName", "x.dash-name", "x.a..b", "x.trailing.", "x.bad name", "x.ünï",
+             "X", "x.Y", "a.b-c"]
+GOOD_NAMES = ["x.good_name", "general.a1_b2.c3"]
+ODD_NAMES = [("Odd-Key.Name", "u32", 5, "6\n", 6, "u64"),
+             ("x..y", "string", "v", "12\n", "12", "u32"),
+             ("has space.k", "string", "s p", "34\n", "34", "i16"),
+             ("UPPER.arr", "array[i32]", [1, 2], "3\n4\n", [3, 4], "array[i64]")]
+SCRATCH = [".x.swp", ".general.name.swp", "#general.name#", "general.name~", "sedAb3xQ9",
+           "sed4kq9zt", "4913", "7"]
+
+
+# ---- helpers -----------------------------------------------------------------
+
+def norm(v):
+    """A value from pyreader or ggml as plain Python (str, int, float, lists)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
+    if hasattr(v, "etype") and hasattr(v, "items"):
+        return [norm(x) for x in v.items]
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [norm(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    if isinstance(v, (bool, int, np.integer)):
+        return int(v)
+    return v
+
+
+def want(v):
+    """An expected value in the same form as norm()."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (list, tuple)):
+        return [want(x) for x in v]
+    if isinstance(v, float):
+        return float(v)
+    return v
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def state(data):
+    """pyreader's view of a file's bytes: ({key str: (type, value, etype)}, file)."""
+    f = pyreader.read_bytes(data)
+    out = {}
+    for kv in f.kvs:
+        k = kv.key.decode("utf-8", "surrogateescape")
+        out[k] = (kv.type, norm(kv.value), getattr(kv.value, "etype", None))
+    return out, f
+
+
+def tensor_digest(data):
+    """sha256 of each tensor's bytes in a file's bytes."""
+    f = pyreader.read_bytes(data)
+    return [hashlib.sha256(data[f.data_offset + t.offset:f.data_offset + t.offset + t.nbytes]).hexdigest()
+            for t in f.tensors]
+
+
+def bash(script, *args, cwd=None):
+    return subprocess.run(["bash", "-c", script, "bash"] + list(args), cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def errno_of(fn):
+    """Runs fn; None if it returns, else the OSError's errno."""
+    try:
+        fn()
+        return None
+    except OSError as e:
+        return e.errno
+
+
+def ename(e):
+    return "no error" if e is None else errno.errorcode.get(e, str(e))
+
+
+STEPS = ("trunc", "colon", "dup", "printf")
+
+
+def make_model(path, specs, big_endian=False, steps=None):
+    """A model with each key of specs, or with one copy KEY.STEP per step
+    (so that no step depends on another having restored a value)."""
+    w = gw.GGUFWriter(big_endian=big_endian)
+    w.add("general.architecture", "string", "llama")
+    w.add("general.name", "string", "rules")
+    for key, typ, val, _, _ in specs:
+        for s in (steps or [None]):
+            w.add(key if s is None else "%s.%s" % (key, s), typ, val)
+    w.add_tensor("w", "f32", [64, 2], data=bytes(range(256)) * 2)
+    w.write(path)
+    return path
+
+
+# ---- Part A ------------------------------------------------------------------
+
+class Checker:
+    """Checks MODEL.gguf after an edit: pyreader (and ggml when use_ggml)."""
+
+    def __init__(self, h, model, use_ggml, ggml):
+        self.h, self.model, self.use_ggml, self.ggml = h, model, use_ggml, ggml
+        self.digest0 = tensor_digest(file_bytes(model))
+        self.big0 = pyreader.read(model).big_endian
+
+    def value(self, label, key, typ, expect, nested=False):
+        """MODEL.gguf holds expect for key, with type typ (element type kept)."""
+        h = self.h
+        data = file_bytes(self.model)      # one read: one version of the file
+        try:
+            kv, f = state(data)
+        except Exception as e:  # noqa: BLE001
+            return h.fail("%s: pyreader cannot read MODEL.gguf: %s" % (label, e))
+        h.check(f.big_endian == self.big0, "%s: byte order changed" % label)
+        h.check(tensor_digest(data) == self.digest0, "%s: tensor bytes changed" % label)
+        got = kv.get(key)
+        if not h.check(got is not None, "%s: key %s is gone" % (label, key)):
+            return False
+        ok = h.check(got[1] == want(expect), "%s: %s is %r, expected %r"
+                     % (label, key, str(got[1])[:80], str(want(expect))[:80]))
+        if nested:
+            h.check(got[2] == "array", "%s: %s element type %r, expected array" % (label, key, got[2]))
+        else:
+            h.check(got[0] == typ, "%s: %s has type %s, expected %s" % (label, key, got[0], typ))
+        if self.use_ggml:
+            m = self.ggml.read_gguf(self.model)
+            if h.check(m is not None, "%s: ggml refuses MODEL.gguf: %s" % (label, self.ggml.last_log())):
+                gk = {k.decode(): (t, norm(v)) for k, t, v in m.kvs}
+                h.check(gk.get(key) == (typ, want(expect)), "%s: ggml reads %s as %r"
+                        % (label, key, str(gk.get(key))[:80]))
+        return ok
+
+
+def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
+    """Each step on its own copy of each key (KEY.STEP), see make_model."""
+    chk = Checker(h, model, use_ggml, ggml)
+    with mount(model) as mnt:
+        meta = os.path.join(mnt, "meta")
+        for key0, typ, val, newtext, newval in specs:
+            kind = "scalar" if not typ.startswith("array") and typ != "string" else \
+                "string" if typ == "string" else "array"
+            nested = typ.startswith("array[array")
+            empty = "" if kind == "string" else []
+            orig_text = None
+
+            def setup(step):
+                key = "%s.%s" % (key0, step)
+                p = os.path.join(meta, key)
+                lab = "%s %s (%s)" % (label, key, typ)
+                text = file_bytes(p)
+                t = os.getxattr(p, "user.gguf.type")
+                h.check(t == typ.encode(), "%s: user.gguf.type %r" % (lab, t))
+                return key, p, lab, text
+
+            # 1. os.open(O_TRUNC) + os.close(), nothing written
+            with h.case("%s %s trunc" % (label, key0)):
+                key, p, lab, orig_text = setup("trunc")
+                before = file_bytes(model)
+                fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                e = errno_of(lambda: os.close(fd))
+                after = file_bytes(model)             # at once, no waiting
+                if kind == "scalar":
+                    h.check(e == errno.EINVAL, "%s: O_TRUNC+close: close() gave %s, expected EINVAL"
+                            % (lab, ename(e)))
+                    h.check(after == before, "%s: O_TRUNC+close: MODEL.gguf changed" % lab)
+                    got = file_bytes(p)
+                    h.check(got == orig_text, "%s: O_TRUNC+close: meta reads %r, expected the old %r"
+                            % (lab, got[:60], orig_text[:60]))
+                else:
+                    h.check(e is None, "%s: O_TRUNC+close: close() gave %s" % (lab, ename(e)))
+                    chk.value("%s: O_TRUNC+close (MODEL.gguf read when close() returned)" % lab,
+                              key, typ, empty, nested)
+                    got = file_bytes(p)
+                    h.check(got == (b"\n" if kind == "string" else b""),
+                            "%s: O_TRUNC+close: meta reads %r" % (lab, got[:60]))
+                    t = os.getxattr(p, "user.gguf.type")
+                    h.check(t.startswith(b"array[array[") if nested else t == typ.encode(),
+                            "%s: O_TRUNC+close: type is now %r" % (lab, t))
+
+            # 2. the shell's `: > meta/KEY`
+            with h.case("%s %s colon" % (label, key0)):
+                key, p, lab, orig_text = setup("colon")
+                before = file_bytes(model)
+                r = bash(': > "$1"', p)
+                after = file_bytes(model)
+                if kind == "scalar":
+                    h.check(after == before, "%s: ': >': MODEL.gguf changed" % lab)
+                    got = file_bytes(p)
+                    h.check(got == orig_text, "%s: ': >': meta reads %r, expected the old %r"
+                            % (lab, got[:60], orig_text[:60]))
+                else:
+                    h.check(r.returncode == 0, "%s: ': >': rc %d %s" % (lab, r.returncode, r.stderr.strip()))
+                    chk.value("%s: ': >' (MODEL.gguf read when bash exited)" % lab, key, typ, empty, nested)
+
+            # 3. open(O_TRUNC), dup, close the first, write through the dup, close
+            with h.case("%s %s dup" % (label, key0)):
+                key, p, lab, orig_text = setup("dup")
+                before = file_bytes(model)
+                fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                fd2 = os.dup(fd)
+                e = errno_of(lambda: os.close(fd))
+                mid = file_bytes(model)
+                h.check(e is None, "%s: dup pattern: close() of the first descriptor gave %s"
+                        % (lab, ename(e)))
+                if kind == "scalar":
+                    h.check(mid == before, "%s: dup pattern: the first close() changed MODEL.gguf" % lab)
+                else:
+                    try:
+                        v = state(mid)[0].get(key, (None, None))[1]
+                    except Exception as ex:  # noqa: BLE001
+                        v = "unreadable: %s" % ex
+                    seen = "old" if v == want(val) else "empty" if v == empty else "other: %r" % (v,)
+                    h.check(seen in ("old", "empty"), "%s: dup pattern: after the first close %s holds %s"
+                            % (lab, key, seen))
+                    observed.setdefault(seen, []).append(key)
+                e1 = errno_of(lambda: os.write(fd2, newtext.encode()))
+                e2 = errno_of(lambda: os.close(fd2))
+                h.check(e1 is None and e2 is None, "%s: dup pattern: write %s, close %s"
+                        % (lab, ename(e1), ename(e2)))
+                chk.value("%s: dup pattern (MODEL.gguf when the last close() returned)" % lab,
+                          key, typ, newval, nested)
+
+            # 4. the same through bash: printf > meta/KEY
+            with h.case("%s %s printf" % (label, key0)):
+                key, p, lab, orig_text = setup("printf")
+                r = bash('printf "%s" "$2" > "$1"', p, newtext)
+                h.check(r.returncode == 0 and not r.stderr, "%s: bash printf: rc %d %s"
+                        % (lab, r.returncode, r.stderr.strip()))
+                chk.value("%s: bash printf" % lab, key, typ, newval, nested)
+
+        # the commands of the issue, as typed (on the .printf copies, set above)
+        if "t.u32" in [s[0] for s in specs]:
+            for cmd, key, typ, expect in (("echo 5 > meta/t.u32.printf", "t.u32.printf", "u32", 5),
+                                          ("printf x > meta/t.string.printf", "t.string.printf",
+                                           "string", "x"),
+                                          ("echo -e 'a\\nb' > meta/t.arr_string.printf",
+                                           "t.arr_string.printf", "array[string]", ["a", "b"])):
+                with h.case("%s: %s" % (label, cmd)):
+                    r = bash(cmd, cwd=mnt)
+                    h.check(r.returncode == 0 and not r.stderr, "%s: %s: rc %d %s"
+                            % (label, cmd, r.returncode, r.stderr.strip()))
+                    chk.value("%s: %s" % (label, cmd), key, typ, expect)
+
+
+# ---- Part B ------------------------------------------------------------------
+
+def name_rule_tests(h, tmp, ggml):
+    model = make_model(os.path.join(tmp, "names.gguf"), STRINGS + [SCALARS[4]])
+    chk = Checker(h, model, True, ggml)
+    with mount(model) as mnt:
+        meta = os.path.join(mnt, "meta")
+        listing0 = sorted(os.listdir(meta))
+        for bad in BAD_NAMES:
+            with h.case("create %r" % bad):
+                p = os.path.join(meta, bad)
+                before = file_bytes(model)
+                try:
+                    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    e = None
+                except OSError as ex:
+                    e, fd = ex.errno, None
+                if fd is not None:
+                    errno_of(lambda: os.write(fd, b"1\n"))
+                    e2 = errno_of(lambda: os.close(fd))
+                    h.fail("create %r: open(O_CREAT) succeeded (close: %s), expected EINVAL"
+                           % (bad, ename(e2)))
+                    h.check(file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
+                    errno_of(lambda: os.unlink(p))
+                else:
+                    h.check(e == errno.EINVAL, "create %r: open(O_CREAT) gave %s, expected EINVAL"
+                            % (bad, ename(e)))
+                h.check(file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
+                h.check(sorted(os.listdir(meta)) == listing0, "create %r: meta/ lists %r"
+                        % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
+                r = bash('echo x > "$1"', p)
+                h.check(r.returncode != 0 and "Invalid argument" in r.stderr,
+                        "echo x > %r: rc %d, stderr %r (expected 'Invalid argument')"
+                        % (bad, r.returncode, r.stderr.strip()))
+                h.check(file_bytes(model) == before, "echo x > %r: MODEL.gguf changed" % bad)
+                if os.path.lexists(p):
+                    errno_of(lambda: os.unlink(p))
+                h.check(sorted(os.listdir(meta)) == listing0, "echo x > %r: meta/ lists %r"
+                        % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
+            with h.case("rename to %r" % bad):
+                before = file_bytes(model)
+                e = errno_of(lambda: os.rename(os.path.join(meta, "t.string"), os.path.join(meta, bad)))
+                h.check(e == errno.EINVAL, "rename t.string -> %r gave %s, expected EINVAL" % (bad, ename(e)))
+                if e is None:      # put it back (best effort)
+                    errno_of(lambda: os.rename(os.path.join(meta, bad), os.path.join(meta, "t.string")))
+                else:
+                    h.check(file_bytes(model) == before, "rename to %r: MODEL.gguf changed" % bad)
+                h.check(sorted(os.listdir(meta)) == listing0, "rename to %r: meta/ lists %r"
+                        % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
+                r = bash('mv "$1" "$2"', os.path.join(meta, "t.u32"), os.path.join(meta, bad))
+                h.check(r.returncode != 0, "mv t.u32 %r: accepted" % bad)
+                if r.returncode == 0:
+                    bash('mv "$1" "$2"', os.path.join(meta, bad), os.path.join(meta, "t.u32"))
+                else:
+                    h.check(file_bytes(model) == before, "mv to %r: MODEL.gguf changed" % bad)
+        for good in GOOD_NAMES:
+            with h.case("create %r" % good):
+                r = bash('echo 41 > "$1"', os.path.join(meta, good))
+                h.check(r.returncode == 0, "echo 41 > %s: rc %d %s" % (good, r.returncode, r.stderr.strip()))
+                chk.value("create %s" % good, good, "i32", 41)
+                listing0 = sorted(os.listdir(meta))
+                h.check(good in listing0, "%s not listed" % good)
+        with h.case("rename to a valid new name"):
+            e = errno_of(lambda: os.rename(os.path.join(meta, "x.good_name"),
+                                           os.path.join(meta, "x.renamed_ok")))
+            h.check(e is None, "rename x.good_name -> x.renamed_ok: %s" % ename(e))
+            chk.value("rename to a valid name", "x.renamed_ok", "i32", 41)
+            h.check("x.good_name" not in state(file_bytes(model))[0], "x.good_name still in the model after rename")
+
+
+def odd_name_tests(h, tmp, ggml):
+    """Keys with names that break the rule, already in the file."""
+    src = os.path.join(tmp, "odd-src.gguf")
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    for key, typ, val, _, _, _ in ODD_NAMES:
+        w.add(key, typ, val)
+    w.add("general.name", "string", "odd")
+    w.add_tensor("w", "f32", [8], data=bytes(32))
+    w.write(src)
+    ggml_ok = ggml.read_gguf(src) is not None
+    if not ggml_ok:
+        h.note("ggml refuses a file with odd key names; checked with pyreader only")
+
+    model = os.path.join(tmp, "odd.gguf")
+    shutil.copyfile(src, model)
+    chk = Checker(h, model, ggml_ok, ggml)
+    with mount(model) as mnt:
+        meta = os.path.join(mnt, "meta")
+        for i, (key, typ, val, newtext, newval, newtype) in enumerate(ODD_NAMES):
+            lab = "odd name %r" % key
+            p = os.path.join(meta, key)
+            with h.case(lab):
+                h.check(key in os.listdir(meta), "%s: not listed in meta/" % lab)
+                text = file_bytes(p).decode()
+                h.check(text == ("%s\n" % val if not isinstance(val, list)
+                                 else "".join("%s\n" % x for x in val)),
+                        "%s: reads %r" % (lab, text))
+                r = bash('printf "%s" "$2" > "$1"', p, newtext)
+                h.check(r.returncode == 0, "%s: rewrite: rc %d %s" % (lab, r.returncode, r.stderr.strip()))
+                chk.value("%s: rewrite" % lab, key, typ, newval)
+                e = errno_of(lambda: os.setxattr(p, "user.gguf.type", newtype.encode()))
+                h.check(e is None, "%s: setxattr user.gguf.type %s: %s" % (lab, newtype, ename(e)))
+                chk.value("%s: retype" % lab, key, newtype, want(newval) if typ != "string" else int(newval))
+                to = "x.renamed_%d" % i
+                e = errno_of(lambda: os.rename(p, os.path.join(meta, to)))
+                h.check(e is None, "%s: rename to %s: %s" % (lab, to, ename(e)))
+                chk.value("%s: rename" % lab, to, newtype, want(newval) if typ != "string" else int(newval))
+                h.check(key not in state(file_bytes(model))[0], "%s: still in the model after the rename" % lab)
+                h.check(sorted(os.listdir(meta)) == sorted(state(file_bytes(model))[0]),
+                        "%s: meta/ lists %r" % (lab, sorted(os.listdir(meta))))
+
+    model2 = os.path.join(tmp, "odd2.gguf")
+    shutil.copyfile(src, model2)
+    with mount(model2) as mnt:
+        meta = os.path.join(mnt, "meta")
+        for key, typ, val, _, _, _ in ODD_NAMES:
+            lab = "odd name %r" % key
+            with h.case(lab + " rm"):
+                e = errno_of(lambda: os.unlink(os.path.join(meta, key)))
+                h.check(e is None, "%s: unlink: %s" % (lab, ename(e)))
+                kv = state(file_bytes(model2))[0]
+                h.check(key not in kv, "%s: still in the model after rm" % lab)
+                h.check(kv.get("general.name", (0, 0))[1] == "odd", "%s: other keys lost: %r" % (lab, list(kv)))
+                h.check(sorted(os.listdir(meta)) == sorted(kv), "%s: meta/ lists %r" % (lab, os.listdir(meta)))
+    if ggml_ok:
+        h.check(ggml.read_gguf(model2) is not None, "odd names: ggml refuses the file after rm")
+
+
+def scratch_tests(h, tmp, ggml):
+    model = make_model(os.path.join(tmp, "scratch.gguf"), STRINGS + [SCALARS[4]])
+    chk = Checker(h, model, True, ggml)
+    with mount(model) as mnt:
+        meta = os.path.join(mnt, "meta")
+        listing0 = sorted(os.listdir(meta))
+        for s in SCRATCH:
+            p = os.path.join(meta, s)
+            lab = "scratch %r" % s
+            with h.case(lab):
+                before = file_bytes(model)
+                text = ("scratch %s\n" % s).encode()
+                # as mkstemp (sed -i) and vim's swap file: O_CREAT|O_EXCL, write through that descriptor
+                try:
+                    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                    e0 = None
+                except OSError as ex:
+                    fd, e0 = None, ex.errno
+                h.check(e0 is None, "%s: open(O_CREAT|O_EXCL): %s" % (lab, ename(e0)))
+                if fd is not None:
+                    e1 = errno_of(lambda: os.write(fd, text))
+                    e2 = errno_of(lambda: os.close(fd))
+                    h.check(e1 is None and e2 is None, "%s: write %s, close %s" % (lab, ename(e1), ename(e2)))
+                h.check(file_bytes(model) == before, "%s: creating and writing it changed MODEL.gguf "
+                        "(new keys %r)" % (lab, sorted(set(state(file_bytes(model))[0]) - set(listing0))))
+                try:
+                    st = os.stat(p)
+                    h.check(st.st_size == len(text), "%s: size %d, expected %d" % (lab, st.st_size, len(text)))
+                except OSError as ex:
+                    h.fail("%s: stat: %s" % (lab, ex))
+                try:
+                    got = file_bytes(p)
+                    h.check(got == text, "%s: reads %r" % (lab, got))
+                except OSError as ex:
+                    h.fail("%s: open for reading: %s" % (lab, ex))
+                # written again by a new open(O_TRUNC), as emacs rewrites #FILE# at each auto-save
+                text2 = ("again %s\n" % s).encode()
+                try:
+                    fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                    e1 = errno_of(lambda: os.write(fd, text2))
+                    e2 = errno_of(lambda: os.close(fd))
+                except OSError as ex:
+                    e1, e2 = ex.errno, None
+                h.check(e1 is None and e2 is None, "%s: reopen O_TRUNC + write: %s, close %s"
+                        % (lab, ename(e1), ename(e2)))
+                h.check(file_bytes(model) == before, "%s: rewriting it changed MODEL.gguf" % lab)
+                try:
+                    got = file_bytes(p)
+                    h.check(got == text2, "%s: reads %r after the rewrite" % (lab, got))
+                except OSError as ex:
+                    h.fail("%s: open for reading after the rewrite: %s" % (lab, ex))
+                e = errno_of(lambda: os.unlink(p))
+                h.check(e is None, "%s: unlink: %s" % (lab, ename(e)))
+                h.check(not os.path.lexists(p), "%s: still there after unlink" % lab)
+                h.check(file_bytes(model) == before, "%s: MODEL.gguf changed after create/write/unlink" % lab)
+                h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r" % (lab, os.listdir(meta)))
+            with h.case(lab + " via bash, renamed over a key"):
+                before = file_bytes(model)
+                r = bash('printf "renamed %s\\n" "$2" > "$1"', p, s)
+                h.check(r.returncode == 0, "%s: printf >: rc %d %s" % (lab, r.returncode, r.stderr.strip()))
+                h.check(file_bytes(model) == before, "%s: bash write changed MODEL.gguf" % lab)
+                r = bash('mv "$1" "$2"', p, os.path.join(meta, "t.string"))
+                h.check(r.returncode == 0, "%s: mv over t.string: rc %d %s" % (lab, r.returncode, r.stderr.strip()))
+                chk.value("%s: mv over t.string" % lab, "t.string", "string", "renamed %s" % s)
+                h.check(not os.path.lexists(p), "%s: still there after mv" % lab)
+                if os.path.lexists(p):
+                    errno_of(lambda: os.unlink(p))
+            with h.case(lab + " renamed to a bad name"):
+                errno_of(lambda: open(p, "w").write("x\n"))
+                before = file_bytes(model)
+                e = errno_of(lambda: os.rename(p, os.path.join(meta, "x.BadName")))
+                h.check(e == errno.EINVAL, "%s: rename to x.BadName gave %s, expected EINVAL" % (lab, ename(e)))
+                h.check(file_bytes(model) == before, "%s: rename to a bad name changed MODEL.gguf" % lab)
+                for q in (p, os.path.join(meta, "x.BadName")):
+                    if os.path.lexists(q):
+                        errno_of(lambda: os.unlink(q))
+                h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r" % (lab, os.listdir(meta)))
+        with h.case("sed -i"):
+            r = bash("sed -i 's/renamed/sedded/' t.string && sed -i 's/^4000000000$/17/' t.u32", cwd=meta)
+            h.check(r.returncode == 0, "sed -i: rc %d %s" % (r.returncode, r.stderr.strip()))
+            chk.value("sed -i string", "t.string", "string", "sedded %s" % SCRATCH[-1])
+            chk.value("sed -i u32", "t.u32", "u32", 17)
+            h.check(sorted(os.listdir(meta)) == listing0, "sed -i left %r" % os.listdir(meta))
+
+
+def vim_tests(h, tmp, ggml):
+    vims = [v for v in (shutil.which("vim.tiny"), shutil.which("vim")) if v]
+    vims = [v for i, v in enumerate(vims) if os.path.realpath(v) not in map(os.path.realpath, vims[:i])]
+    if not vims:
+        if harness.IN_CI:
+            h.fail("vim is not installed (vim-tiny or vim); CI must have it")
+        else:
+            h.note("vim is not installed: the vim edits are skipped")
+        return
+    for vim in vims:
+        model = make_model(os.path.join(tmp, "vim.gguf"), STRINGS + [SCALARS[4]])
+        chk = Checker(h, model, True, ggml)
+        with mount(model) as mnt:
+            meta = os.path.join(mnt, "meta")
+            listing0 = sorted(os.listdir(meta))
+            bare = [vim, "-es", "-N", "-u", "NONE", "-i", "NONE"]
+            runs = [("bare", bare + ["-c", "%s/hello/hi/", "-c", "wq", "t.string"], "t.string", "string", "hi world"),
+                    ("bare", bare + ["-c", "%s/4000000000/8192/", "-c", "wq", "t.u32"], "t.u32", "u32", 8192),
+                    ("defaults", [vim, "-es", "-c", "%s/hi/hey/", "-c", "wq", "t.string"],
+                     "t.string", "string", "hey world"),
+                    ("defaults", [vim, "-es", "-c", "%s/8192/4096/", "-c", "wq", "t.u32"], "t.u32", "u32", 4096),
+                    ("backupcopy=no", bare + ["-c", "set backupcopy=no writebackup", "-c", "%s/hey/yo/",
+                                              "-c", "wq", "t.string"], "t.string", "string", "yo world"),
+                    ("backupcopy=no", bare + ["-c", "set backupcopy=no writebackup", "-c", "%s/4096/2048/",
+                                              "-c", "wq", "t.u32"], "t.u32", "u32", 2048)]
+            for how, cmd, key, typ, expect in runs:
+                lab = "%s (%s) on %s" % (os.path.basename(vim), how, key)
+                with h.case(lab):
+                    r = subprocess.run(cmd, cwd=meta, capture_output=True, text=True, timeout=60,
+                                       stdin=subprocess.DEVNULL)
+                    h.check(r.returncode == 0, "%s: rc %d %s %s" % (lab, r.returncode, r.stdout.strip(),
+                                                                     r.stderr.strip()))
+                    chk.value(lab, key, typ, expect)
+                    h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r"
+                            % (lab, sorted(set(os.listdir(meta)) ^ set(listing0))))
+
+
+def main():
+    harness.require_fuse()
+    harness.gguffs_bin()
+    ggml = harness.require_oracle()
+    h = Harness("edit-rules")
+    tmp = tempfile.mkdtemp(prefix="gguffs-rules-")
+    observed = {}
+    try:
+        plain = SCALARS + STRINGS + ARRAYS
+        m = make_model(os.path.join(tmp, "le.gguf"), plain, steps=STEPS)
+        with h.case("ggml reads the LE model"):
+            h.check(ggml.read_gguf(m) is not None, "ggml refuses the test model: %s" % ggml.last_log())
+        with h.case("A: little-endian"):
+            trunc_tests(h, m, plain, "LE", ggml, True, observed)
+        m = make_model(os.path.join(tmp, "nested.gguf"), NESTED, steps=STEPS)
+        with h.case("A: nested arrays"):
+            trunc_tests(h, m, NESTED, "nested", ggml, False, observed)
+        m = make_model(os.path.join(tmp, "be.gguf"), plain + NESTED, big_endian=True, steps=STEPS)
+        with h.case("A: big-endian"):
+            h.check(pyreader.read(m).big_endian, "the BE model is not big-endian")
+            trunc_tests(h, m, plain + NESTED, "BE", ggml, False, observed)
+        for seen, keys in sorted(observed.items()):
+            print("NOTE: dup pattern: after close() of the first descriptor (a dup still open), "
+                  "%d string/array keys held the %s value (%s...)" % (len(keys), seen, ", ".join(keys[:4])),
+                  flush=True)
+        with h.case("B: key names"):
+            name_rule_tests(h, tmp, ggml)
+        with h.case("B: odd names"):
+            odd_name_tests(h, tmp, ggml)
+        with h.case("B: scratch files"):
+            scratch_tests(h, tmp, ggml)
+        with h.case("B: vim"):
+            vim_tests(h, tmp, ggml)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return h.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
