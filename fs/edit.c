@@ -20,7 +20,9 @@
 #include "gguf/names.h"
 #include "gguf/value.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <math.h>
 #include <signal.h>
@@ -48,7 +50,7 @@ struct whandle {
     bool scratch;                  /* not a key name: a tool's temporary file
                                       (sed -i, editors), kept in memory until
                                       renamed over a key or removed */
-    bool open;                     /* a descriptor still refers to it */
+    unsigned opens;                /* open file descriptions using it */
     _Atomic size_t size;           /* text.len, for getattr of pending files */
     bool typed;                    /* created, with a type from setxattr */
     struct gguf_typedesc type;
@@ -173,6 +175,26 @@ int ggfs_edit_start(void)
     return e;
 }
 
+bool ggfs_edit_free_later(struct state *st)
+{
+    struct note *fn = calloc(1, sizeof *fn);
+    if (!fn)
+        return false;
+    pthread_mutex_lock(&nq.mu);
+    bool ok = nq.running && !nq.stop;
+    if (ok) {
+        fn->free_state = st;
+        *nq.tail = fn;
+        nq.tail = &fn->next;
+        nq.queued++;
+        pthread_cond_signal(&nq.cv);
+    }
+    pthread_mutex_unlock(&nq.mu);
+    if (!ok)
+        free(fn);
+    return ok;
+}
+
 static void handle_free(struct whandle *h);
 
 void ggfs_edit_stop(void)
@@ -224,7 +246,7 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
         return EIO;
     }
     struct state *ns;
-    e = ggfs_state_new(shards, n_shards, g_fs.model_path, &ns);
+    e = ggfs_state_new(shards, n_shards, g_fs.model_path, ST->gen + 1, &ns);
     if (e) {
         ggfs_shards_free(shards, n_shards);
         return e;
@@ -242,25 +264,17 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
     }
     for (uint64_t i = 0; i < ns->gf->n_kv; i++)
         notify(true, INO_META, ns->meta_names.names[i]);
-    notify(false, INO_INFO, NULL);
     notify(false, INO_META, NULL);
-    notify(false, INO_MODEL, NULL);      /* its header and size changed */
-    /* Freeing the old state closes its descriptor; after a rewrite that is
-     * the last reference to the old file, and the file system then frees
-     * its blocks (a second for 4 GB): not while the writer waits. */
-    struct note *fn = calloc(1, sizeof *fn);
-    if (fn && nq.running) {
-        fn->free_state = old;
-        pthread_mutex_lock(&nq.mu);
-        *nq.tail = fn;
-        nq.tail = &fn->next;
-        nq.queued++;
-        pthread_cond_signal(&nq.cv);
-        pthread_mutex_unlock(&nq.mu);
-    } else {
-        free(fn);
-        ggfs_state_free(old);
-    }
+    /* info and model.gguf of the new version are new inodes: the next
+     * lookup finds them, while open ones keep theirs (see fs.h). */
+    notify(true, INO_ROOT, "info");
+    notify(true, INO_ROOT, "model.gguf");
+    /* The old version lives on while info or model.gguf of it is open.
+     * Freeing it closes its descriptor; after a rewrite that is the last
+     * reference to the old file, and the file system then frees its blocks
+     * (a second for 4 GB): ggfs_state_put does that on the notifier thread,
+     * not while the writer waits. */
+    ggfs_state_put(old);
     return ce == GGUF_OK ? 0 : EIO;
 }
 
@@ -530,8 +544,28 @@ int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi)
         handle_free(h);
         return ENOMEM;
     }
+    h->opens = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     fi->direct_io = 1;        /* reads and writes go through the handle */
+    return 0;
+}
+
+int ggfs_edit_reopen(uint64_t id, int flags, struct fuse_file_info *fi)
+{
+    struct whandle *h = ggfs_pending_by_id(id);
+    if (!h)
+        return ENOENT;
+    if (!h->scratch)
+        return EBUSY;         /* a new key being written by someone else */
+    pthread_mutex_lock(&h->mu);
+    if (flags & O_TRUNC) {
+        h->text.len = 0;
+        atomic_store(&h->size, 0);
+    }
+    h->opens++;
+    pthread_mutex_unlock(&h->mu);
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->direct_io = 1;
     return 0;
 }
 
@@ -543,11 +577,16 @@ void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
         return (void)fuse_reply_err(req, EROFS);
     if (strcmp(name, "general.alignment") == 0)
         return (void)fuse_reply_err(req, EPERM);    /* decides the layout */
-    struct gguf_buf key = { 0 };
-    bool scratch = decode_key(name, &key, true) != 0;
-    gguf_buf_free(&key);
     if (ntab_find(&ST->meta_names, name) >= 0 || ggfs_pending_by_name(name))
         return (void)fuse_reply_err(req, EEXIST);
+    /* A tool's temporary file, or a new key whose name must follow the
+     * GGUF rule (scratch names first: sed's may look like a key). */
+    bool scratch = gguf_name_is_scratch(name, strlen(name));
+    struct gguf_buf key = { 0 };
+    bool valid = decode_key(name, &key, true) == 0;
+    gguf_buf_free(&key);
+    if (!scratch && !valid)
+        return (void)fuse_reply_err(req, EINVAL);
     int64_t id = ggfs_key_id(name);
     struct whandle *h = id < 0 ? NULL : handle_new((uint64_t)id, name);
     if (!h)
@@ -555,7 +594,7 @@ void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
     h->created = true;
     h->dirty = true;
     h->scratch = scratch;
-    h->open = true;
+    h->opens = 1;
     pthread_mutex_lock(&pend_mu);
     h->next = pending;
     pending = h;
@@ -698,17 +737,58 @@ int ggfs_edit_truncate(struct fuse_file_info *fi, uint64_t idx_or_none, bool has
     return e;
 }
 
-int ggfs_edit_flush(struct fuse_file_info *fi)
+/* true if process pid still has a descriptor open on inode ino of this
+ * mount.  At a flush the descriptor being closed is already gone from its
+ * table, so this tells a close of one of several descriptors (dup2) from
+ * the last one.  false when it cannot tell (no /proc, unknown mount id). */
+static bool open_elsewhere(pid_t pid, uint64_t ino)
+{
+    if (pid <= 0 || g_fs.mnt_id < 0)
+        return false;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fdinfo", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        char buf[256];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        const char *m = strstr(buf, "\nmnt_id:"), *i = strstr(buf, "\nino:");
+        found = m && i && strtoll(m + 8, NULL, 10) == g_fs.mnt_id &&
+                strtoull(i + 5, NULL, 10) == ino;
+    }
+    closedir(d);
+    return found;
+}
+
+int ggfs_edit_flush(struct fuse_file_info *fi, pid_t pid)
 {
     struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
     if (!h)
         return 0;
     pthread_mutex_lock(&h->mu);
-    /* Shells open, dup2 and close the first descriptor before writing: a
-     * flush before any write is not the end of the edit (release will
-     * apply a file left truncated and empty). */
+    /* Shells open with O_TRUNC, dup2 and close the first descriptor before
+     * writing through the second: a flush before any write is the end of
+     * the edit (an emptied value, a new empty key) only when no other
+     * descriptor of the caller refers to the file.  Committing the empty
+     * value before the real one would cost a rewrite of the model twice. */
     bool was_dirty = h->dirty;
-    int e = h->written ? apply_handle(h) : 0;
+    int e = 0;
+    if (h->written || (h->dirty && !open_elsewhere(pid, KV_BASE + h->id)))
+        e = apply_handle(h);
+    if (e)
+        h->dirty = false;     /* reported by this close; release adds nothing */
     if (!e && !h->created)
         pending_remove(h);
     pthread_mutex_unlock(&h->mu);
@@ -722,10 +802,8 @@ void ggfs_edit_release(struct fuse_file_info *fi)
     struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
     if (!h)
         return;
-    if (h->scratch) {          /* stays (in pending) until renamed or removed */
-        h->open = false;
-        return;
-    }
+    if (--h->opens > 0 || h->scratch)
+        return;                /* a scratch stays (in pending) until renamed or removed */
     pthread_mutex_lock(&h->mu);
     /* close() already reported a flush error; what still fails is lost */
     apply_handle(h);
@@ -743,7 +821,7 @@ int ggfs_edit_unlink(const char *name)
         p->dirty = false;
         p->created = false;
         pending_remove(p);
-        if (p->scratch && !p->open)
+        if (p->scratch && !p->opens)
             handle_free(p);
         else
             p->scratch = false;    /* its release frees it, applying nothing */
@@ -769,7 +847,7 @@ int ggfs_edit_unlink(const char *name)
  * a new key). */
 static int rename_scratch(struct whandle *p, const char *to)
 {
-    if (p->open)
+    if (p->opens)
         return EBUSY;
     int64_t j = ntab_find(&ST->meta_names, to);
     struct whandle *h;
@@ -825,8 +903,9 @@ int ggfs_edit_rename(const char *from, const char *to)
     if (is_alignment(ST->gf, (uint64_t)i))
         return EPERM;
     struct gguf_buf key = { 0 };
-    int e = decode_key(to, &key, true);
     int64_t j = ntab_find(&ST->meta_names, to);
+    /* a new name must follow the rule; an existing one is kept as it is */
+    int e = decode_key(to, &key, j < 0);
     if (!e && j >= 0 && is_alignment(ST->gf, (uint64_t)j))
         e = EPERM;
     struct gguf_newkv *kvs = e ? NULL : current_kvs(0);

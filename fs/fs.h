@@ -3,20 +3,24 @@
  *
  * Inode numbers are computed from the index, never allocated:
  *
- *   1 (FUSE_ROOT_ID)  /                 2  /info
- *   3                 /meta             4  /tensors
- *   5                 /stats (block cache counters)
- *   6                 /model.gguf (the model as one file)
+ *   1 (FUSE_ROOT_ID)  /                 3  /meta
+ *   4                 /tensors          5  /stats (block cache counters)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
+ *   VERSION_BASE + 2g     /info of version g of the model
+ *   VERSION_BASE + 2g + 1 /model.gguf of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape}
  *
  * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
- * when keys are added or removed.
+ * when keys are added or removed.  An edit changes the bytes of info and
+ * model.gguf, so each version of the model (each state, below) has inodes
+ * of its own for them: a descriptor or a mapping opened before an edit
+ * keeps the inode, the page cache and the state of its version until it is
+ * closed, as a file replaced by rename does; the next lookup finds the new
+ * version.  Tensor data never changes, so raw and f32 keep their inodes.
  *
- * The tree is immutable for the life of the mount (read-only in this
- * version), so lookups reply with very long timeouts, forget is a no-op,
- * and the kernel may cache data (keep_cache).
+ * Names and attributes are cached by the kernel with long timeouts; after
+ * an edit the names and inodes that changed are invalidated (fs/edit.c).
  */
 #ifndef FS_FS_H
 #define FS_FS_H
@@ -35,15 +39,16 @@
 
 enum {
     INO_ROOT = FUSE_ROOT_ID,
-    INO_INFO = 2,
     INO_META = 3,
     INO_TENSORS = 4,
     INO_STATS = 5,
-    INO_MODEL = 6,
     KV_BASE = 16,
     TENSOR_STRIDE = 8,
 };
+#define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
+#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen)))
+#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen) + 1))
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 
@@ -61,12 +66,6 @@ struct text {
     size_t len;
 };
 
-/*
- * What one version of the model file looks like: its index and everything
- * derived from it.  A state never changes once built; an edit builds a new
- * one and swaps it in (g_fs.lock held for writing), so a handler that holds
- * the lock for reading sees one consistent version from start to end.
- */
 /* One file of the model (a split model has several). */
 struct shard {
     struct gguf_file *gf;
@@ -80,7 +79,18 @@ struct tref {
     uint32_t shard;
 };
 
+/*
+ * What one version of the model file looks like: its index and everything
+ * derived from it.  A state never changes once built; an edit builds a new
+ * one and swaps it in (g_fs.lock held for writing), so a handler that holds
+ * the lock for reading sees one consistent version from start to end.
+ * States are counted: g_fs.st holds one reference, and every open info or
+ * model.gguf holds one, so a version lives until its last reader is done.
+ */
 struct state {
+    unsigned refs;               /* under states_mu (state.c) */
+    uint64_t gen;                /* version: 0 at mount, +1 per commit */
+    struct state *lprev, *lnext; /* live states, under states_mu */
     struct gguf_file *gf;        /* the first shard's: metadata lives there */
     int fd;                      /* the first shard's descriptor */
     struct shard *shards;
@@ -89,6 +99,13 @@ struct state {
     uint64_t n_tensors;
     struct text model_hdr;       /* model.gguf's header (split models only) */
     uint64_t model_size;         /* model.gguf's size */
+    /* A single file: model.gguf's bytes [hdr_size, hdr_end) (the padding
+     * after the header), kept so that an in-place edit of the file cannot
+     * change what this version shows (NULL: all zeros, or, when pad_fd is
+     * set, non-zero padding too large to keep, read from the file). */
+    uint8_t *pad;
+    uint64_t hdr_end;            /* min(data_off, file size) */
+    bool pad_fd;
     uint64_t *vt_off;            /* tensor offsets in model.gguf's data */
     struct stat model_st;        /* times and owner shown on every node */
     struct ntab meta_names;      /* key file names */
@@ -116,6 +133,7 @@ struct ggfs {
     struct cache *cache;         /* dequantized f32 chunks */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
+    long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
 };
 
 /* The current state; only valid while g_fs.lock is held. */
@@ -130,13 +148,25 @@ int ggfs_open_model(const char *path, struct shard **out, unsigned *n,
 void ggfs_shards_free(struct shard *s, unsigned n);
 /* model.gguf of a split model: header and layout; reads. */
 int ggfs_build_merged(struct state *st);
-void ggfs_read_merged(fuse_req_t req, size_t size, off_t off);
+/* Replies to a read of model.gguf of version st. */
+void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
 
-/* Builds the state for an opened model (takes the shards on success); 0 or
- * an errno (EEXIST: a tensor name occurs in two shards). */
+/* Builds the state (version gen) for an opened model, with one reference
+ * (takes the shards on success); 0 or an errno (EEXIST: a tensor name
+ * occurs in two shards). */
 int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
-                   struct state **out);
+                   uint64_t gen, struct state **out);
+/* Another reference to st. */
+struct state *ggfs_state_ref(struct state *st);
+/* Drops a reference; the last one frees the state (on the notifier thread
+ * when it runs: closing a replaced model file may take a while). */
+void ggfs_state_put(struct state *st);
+/* The live state of version gen, with a reference; NULL if it is gone. */
+struct state *ggfs_state_by_gen(uint64_t gen);
+/* Frees st now (the last reference is gone). */
 void ggfs_state_free(struct state *st);
+/* Queues st to be freed by the notifier thread; false if it is not running. */
+bool ggfs_edit_free_later(struct state *st);
 
 /* Index of name in t, or -1. */
 int64_t ntab_find(const struct ntab *t, const char *name);
@@ -161,13 +191,18 @@ struct whandle;
 int ggfs_edit_start(void);                  /* the notification thread */
 void ggfs_edit_stop(void);
 int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi);   /* (C) */
+/* Opens a tool's scratch file again (any mode); EBUSY for a new key that
+ * is being written, ENOENT if there is no such file. */
+int ggfs_edit_reopen(uint64_t id, int flags, struct fuse_file_info *fi);    /* (C) */
 void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
                       struct fuse_file_info *fi);                           /* (C) */
 int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
 int ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
 int ggfs_edit_truncate(struct fuse_file_info *fi, uint64_t idx, bool has_idx,
                        off_t size);                                         /* (C) */
-int ggfs_edit_flush(struct fuse_file_info *fi);                              /* (C) */
+/* pid: the caller of close (fuse_req_ctx), to tell a dup'ed descriptor's
+ * close from the last one */
+int ggfs_edit_flush(struct fuse_file_info *fi, pid_t pid);                   /* (C) */
 void ggfs_edit_release(struct fuse_file_info *fi);                           /* (C) */
 int ggfs_edit_unlink(const char *name);                                      /* (C) */
 int ggfs_edit_rename(const char *from, const char *to);                      /* (C) */

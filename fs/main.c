@@ -208,6 +208,45 @@ static bool already_fuse_mounted(const char *dir, const struct stat *st)
     return root;
 }
 
+/* The id /proc gives our mount (fdinfo's mnt_id): the newest gguffs mount
+ * on mountpoint in /proc/self/mountinfo; -1 if not found. */
+static long long find_mnt_id(const char *mountpoint)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    long long id = -1;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        long long mid;
+        char mp[4096], fstype[64];
+        if (sscanf(line, "%lld %*d %*s %*s %4095s", &mid, mp) != 2)
+            continue;
+        const char *sep = strstr(line, " - ");
+        if (!sep || sscanf(sep + 3, "%63s", fstype) != 1 || strcmp(fstype, "fuse.gguffs") != 0)
+            continue;
+        /* mountinfo escapes space, tab, newline and backslash as \ooo */
+        char un[4096];
+        size_t k = 0;
+        for (const char *p = mp; *p && k + 1 < sizeof un; k++) {
+            if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                p[3] >= '0' && p[3] <= '7') {
+                un[k] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                p += 4;
+            } else {
+                un[k] = *p++;
+            }
+        }
+        un[k] = '\0';
+        if (strcmp(un, mountpoint) == 0)
+            id = mid;
+    }
+    free(line);
+    fclose(f);
+    return id;
+}
+
 static int refuse(const char *model, const struct gguf_diag *d)
 {
     if (d->offset != UINT64_MAX)
@@ -380,7 +419,7 @@ int main(int argc, char *argv[])
     }
     free(real);
     g_fs.model_real = first;
-    e = ggfs_state_new(shards, n_shards, o.model, &g_fs.st);
+    e = ggfs_state_new(shards, n_shards, o.model, 0, &g_fs.st);
     if (e) {
         ggfs_shards_free(shards, n_shards);
         fprintf(stderr, "gguffs: %s: %s\n", o.model,
@@ -421,6 +460,7 @@ int main(int argc, char *argv[])
         fprintf(stderr, "gguffs: %s: cannot mount\n", copts.mountpoint);
         goto out_signals;
     }
+    g_fs.mnt_id = find_mnt_id(copts.mountpoint);
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
     fuse_daemonize(copts.foreground);
@@ -455,7 +495,7 @@ out_session:
     fuse_session_destroy(se);
 out_tree:
     cache_free(g_fs.cache);
-    ggfs_state_free(g_fs.st);
+    ggfs_state_put(g_fs.st);
 out_args:
     free(copts.mountpoint);
     free(o.model);

@@ -305,16 +305,75 @@ int ggfs_build_merged(struct state *st)
     return 0;
 }
 
+static bool bv_grow(struct fuse_bufvec **bv, size_t *cap, size_t n)
+{
+    if (n < *cap)
+        return true;
+    size_t nc = *cap * 2;
+    struct fuse_bufvec *nb = realloc(*bv, sizeof **bv + nc * sizeof(struct fuse_buf));
+    if (!nb)
+        return false;
+    *bv = nb;
+    *cap = nc;
+    return true;
+}
+
+static const char zeros[4096];
+
+/* A single file: the header and padding from the state's memory (an
+ * in-place edit rewrites them in the file), the rest from the file. */
+static void read_single(fuse_req_t req, const struct state *st, uint64_t a, uint64_t end)
+{
+    struct fuse_bufvec *bv = calloc(1, sizeof *bv + 16 * sizeof(struct fuse_buf));
+    size_t cap = 16, n = 0;
+    if (!bv)
+        return (void)fuse_reply_err(req, ENOMEM);
+    const struct gguf_file *gf = st->gf;
+    while (a < end) {
+        if (!bv_grow(&bv, &cap, n + 1)) {
+            free(bv);
+            return (void)fuse_reply_err(req, ENOMEM);
+        }
+        struct fuse_buf *fb = &bv->buf[n++];
+        memset(fb, 0, sizeof *fb);
+        uint64_t to;
+        if (a < gf->hdr_size) {
+            to = end < gf->hdr_size ? end : gf->hdr_size;
+            fb->mem = gf->hdr + a;
+        } else if (a < st->hdr_end && !st->pad_fd) {
+            to = end < st->hdr_end ? end : st->hdr_end;
+            if (st->pad) {
+                fb->mem = st->pad + (a - gf->hdr_size);
+            } else {
+                if (to - a > sizeof zeros)
+                    to = a + sizeof zeros;
+                fb->mem = (void *)zeros;
+            }
+        } else {
+            to = end;
+            fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+            fb->fd = st->fd;
+            fb->pos = (off_t)a;
+        }
+        fb->size = (size_t)(to - a);
+        a = to;
+    }
+    bv->count = n;
+    /* no page gifting: memory buffers are the state's */
+    fuse_reply_data(req, bv, n == 1 && bv->buf[0].flags ? FUSE_BUF_SPLICE_MOVE : 0);
+    free(bv);
+}
+
 /* Reply to a read of the merged model.gguf: header bytes from memory, then
  * each tensor's bytes spliced from its shard, zeros in the padding. */
-void ggfs_read_merged(fuse_req_t req, size_t size, off_t off)
+void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off)
 {
-    struct state *st = ST;
     uint64_t a = (uint64_t)off, end;
     if (a >= st->model_size)
         return (void)fuse_reply_buf(req, NULL, 0);
     end = a + size < st->model_size ? a + size : st->model_size;
-    static const char zeros[4096];
+    if (!st->model_hdr.data)
+        return read_single(req, st, a, end);
     size_t cap = 16, n = 0;
     struct fuse_bufvec *bv = calloc(1, sizeof *bv + cap * sizeof(struct fuse_buf));
     if (!bv)
@@ -332,14 +391,9 @@ void ggfs_read_merged(fuse_req_t req, size_t size, off_t off)
     }
     uint64_t j = lo;
     while (a < end) {
-        if (n + 1 >= cap) {
-            cap *= 2;
-            struct fuse_bufvec *nb = realloc(bv, sizeof *bv + cap * sizeof(struct fuse_buf));
-            if (!nb) {
-                free(bv);
-                return (void)fuse_reply_err(req, ENOMEM);
-            }
-            bv = nb;
+        if (!bv_grow(&bv, &cap, n + 1)) {
+            free(bv);
+            return (void)fuse_reply_err(req, ENOMEM);
         }
         struct fuse_buf *fb = &bv->buf[n];
         memset(fb, 0, sizeof *fb);

@@ -1,6 +1,8 @@
 /*
  * fs/ops.c — the FUSE low-level handlers.  Every handler ends in exactly one
- * fuse_reply_*.  The tree is immutable (see fs.h), so nothing here locks.
+ * fuse_reply_*.  Handlers that only read run with the state lock held for
+ * reading (see struct state); those that may edit take the commit lock
+ * (fs/edit.c).
  */
 #include "fs.h"
 
@@ -26,9 +28,18 @@ struct snap {
     size_t len;
     char data[];
 };
+/* fi->fh of an open file, told apart by its low bits (allocations are
+ * aligned): 0 nothing (tensor files, stats), a write handle (fs/edit.c)
+ * with tag 0, a snapshot of a meta/ value with tag 1, a state (the version
+ * an open info or model.gguf reads) with tag 2. */
+#define FH_TAG 3u
 #define FH_SNAPSHOT 1u
-#define IS_SNAPSHOT(fi) (((fi)->fh & FH_SNAPSHOT) != 0)
-#define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_SNAPSHOT))
+#define FH_STATE 2u
+#define IS_SNAPSHOT(fi) (((fi)->fh & FH_TAG) == FH_SNAPSHOT)
+#define IS_STATE(fi) (((fi)->fh & FH_TAG) == FH_STATE)
+#define IS_WHANDLE(fi) ((fi)->fh && ((fi)->fh & FH_TAG) == 0)
+#define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define FH_STATE_OF(fi) ((struct state *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 
 static void snap_put(struct snap *s)
 {
@@ -44,6 +55,7 @@ struct node {
     enum kind kind;
     uint64_t idx;            /* key or tensor index */
     enum tensor_file tf;     /* for K_TENSOR */
+    uint64_t gen;            /* for K_INFO and K_MODEL: the version */
 };
 
 static bool tensor_has(enum tensor_file tf, uint64_t idx)
@@ -53,16 +65,17 @@ static bool tensor_has(enum tensor_file tf, uint64_t idx)
 
 static struct node classify(fuse_ino_t ino)
 {
-    struct node n = { K_NONE, 0, TF_DIR };
+    struct node n = { K_NONE, 0, TF_DIR, 0 };
     switch (ino) {
     case INO_ROOT: n.kind = K_ROOT; return n;
-    case INO_INFO: n.kind = K_INFO; return n;
     case INO_META: n.kind = K_META; return n;
     case INO_TENSORS: n.kind = K_TENSORS; return n;
     case INO_STATS: n.kind = K_STATS; return n;
-    case INO_MODEL: n.kind = K_MODEL; return n;
     }
-    if (ino >= KV_BASE && ino < TENSOR_BASE) {
+    if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
+        n.kind = (ino - VERSION_BASE) % 2 ? K_MODEL : K_INFO;
+        n.gen = (ino - VERSION_BASE) / 2;
+    } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
         if (id < ST->n_ids && ST->id_kv[id] >= 0) {
             n.kind = K_KV;
@@ -162,6 +175,14 @@ static void fill_common(struct stat *st, fuse_ino_t ino)
     st->st_blksize = 1 << 20;
 }
 
+/* The state of version gen with a reference (ggfs_state_put it), or NULL
+ * when that version is gone: ESTALE then makes the kernel look the name up
+ * again (open and stat retry once with a fresh lookup). */
+static struct state *version(uint64_t gen)
+{
+    return gen == ST->gen ? ggfs_state_ref(ST) : ggfs_state_by_gen(gen);
+}
+
 static int stat_node(fuse_ino_t ino, struct stat *st)
 {
     struct node n = classify(ino);
@@ -182,15 +203,16 @@ static int stat_node(fuse_ino_t ino, struct stat *st)
         st->st_nlink = 2 + (ST->n_tensors < 1u << 30 ? ST->n_tensors : 1u << 30);
         break;
     case K_INFO:
+    case K_MODEL: {
+        struct state *v = version(n.gen);
+        if (!v)
+            return ESTALE;
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        st->st_size = (off_t)ST->info.len;
+        st->st_size = (off_t)(n.kind == K_INFO ? v->info.len : v->model_size);
+        ggfs_state_put(v);
         break;
-    case K_MODEL:
-        st->st_mode = S_IFREG | 0444;
-        st->st_nlink = 1;
-        st->st_size = (off_t)ST->model_size;
-        break;
+    }
     case K_STATS: {
         char buf[512];
         st->st_mode = S_IFREG | 0444;
@@ -278,7 +300,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     switch (p.kind) {
     case K_ROOT:
         if (strcmp(name, "info") == 0)
-            return reply_entry(req, INO_INFO);
+            return reply_entry(req, INO_INFO(ST->gen));
         if (strcmp(name, "meta") == 0)
             return reply_entry(req, INO_META);
         if (strcmp(name, "tensors") == 0)
@@ -286,7 +308,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         if (strcmp(name, "stats") == 0)
             return reply_entry(req, INO_STATS);
         if (strcmp(name, "model.gguf") == 0)
-            return reply_entry(req, INO_MODEL);
+            return reply_entry(req, INO_MODEL(ST->gen));
         break;
     case K_META: {
         if ((i = ntab_find(&ST->meta_names, name)) >= 0)
@@ -400,8 +422,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
             case K_ROOT: {
                 static const char *const names[5] = { "info", "meta", "tensors", "stats",
                                                       "model.gguf" };
-                static const fuse_ino_t inos[5] = { INO_INFO, INO_META, INO_TENSORS, INO_STATS,
-                                                    INO_MODEL };
+                const fuse_ino_t inos[5] = { INO_INFO(ST->gen), INO_META, INO_TENSORS,
+                                             INO_STATS, INO_MODEL(ST->gen) };
                 name = names[e];
                 child = inos[e];
                 mode = (e == 1 || e == 2) ? S_IFDIR : S_IFREG;
@@ -450,6 +472,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
+    } else if (n.kind == K_INFO || n.kind == K_MODEL) {
+        /* The handle reads the version it was opened on (see fs.h). */
+        struct state *v = version(n.gen);
+        if (!v)
+            return (void)fuse_reply_err(req, ESTALE);
+        fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
+        fi->keep_cache = 1;
     } else if (n.kind == K_KV && !g_fs.read_only) {
         /* A writer of the same file changes the kernel's idea of its size
          * (O_TRUNC, ftruncate) before anything is committed, so the page
@@ -540,8 +569,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
     switch (n.kind) {
-    case K_INFO:
-        return reply_slice(req, ST->info.data, ST->info.len, size, off);
     case K_KV: {
         const struct text *t = kv_text(n.idx);
         if (!t)
@@ -553,21 +580,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         size_t len = stats_text(buf, sizeof buf);
         return reply_slice(req, buf, len, size, off);
     }
-    case K_MODEL:
-        if (ST->model_hdr.data)
-            return ggfs_read_merged(req, size, off);
-        {
-            /* a single file: the model file itself */
-            if ((uint64_t)off >= ST->model_size)
-                return (void)fuse_reply_buf(req, NULL, 0);
-            if (size > ST->model_size - (uint64_t)off)
-                size = (size_t)(ST->model_size - (uint64_t)off);
-            struct fuse_bufvec mv = FUSE_BUFVEC_INIT(size);
-            mv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-            mv.buf[0].fd = ST->fd;
-            mv.buf[0].pos = off;
-            return (void)fuse_reply_data(req, &mv, FUSE_BUF_SPLICE_MOVE);
-        }
     case K_TENSOR:
         break;
     default:
@@ -683,7 +695,19 @@ static void ggfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
-    if (fi->fh && IS_SNAPSHOT(fi)) {      /* meta/ open for reading */
+    if (IS_STATE(fi)) {                   /* info or model.gguf: its version */
+        /* held across the reply, like a snapshot (a release may race it) */
+        struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
+        if (off < 0)
+            fuse_reply_err(req, EINVAL);
+        else if ((ino - VERSION_BASE) % 2)
+            ggfs_read_model(req, v, size, off);
+        else
+            reply_slice(req, v->info.data, v->info.len, size, off);
+        ggfs_state_put(v);
+        return;
+    }
+    if (IS_SNAPSHOT(fi)) {                /* meta/ open for reading */
         struct snap *sn = SNAPSHOT(fi);
         atomic_fetch_add(&sn->refs, 1);
         reply_slice(req, sn->data, sn->len, size, off);
@@ -733,19 +757,33 @@ static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC)) {
+    bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
+    if (rdonly) {
+        pthread_rwlock_rdlock(&g_fs.lock);
+        bool known = classify(ino).kind != K_NONE;
+        if (known)
+            op_open(req, ino, fi);
+        pthread_rwlock_unlock(&g_fs.lock);
+        if (known)
+            return;
+        /* else perhaps a tool's scratch file (fs/edit.c) */
+    }
+    pthread_mutex_lock(&g_fs.commit_mu);
+    struct node n = classify(ino);
+    if (rdonly && n.kind != K_NONE) {
+        /* committed meanwhile: an ordinary read-only open */
+        pthread_mutex_unlock(&g_fs.commit_mu);
         pthread_rwlock_rdlock(&g_fs.lock);
         op_open(req, ino, fi);
         pthread_rwlock_unlock(&g_fs.lock);
         return;
     }
-    pthread_mutex_lock(&g_fs.commit_mu);
-    struct node n = classify(ino);
     int e;
-    if (n.kind == K_KV)
+    if (n.kind == K_NONE)
+        e = ino >= KV_BASE && ino < VERSION_BASE ?
+            ggfs_edit_reopen(ino - KV_BASE, fi->flags, fi) : ENOENT;
+    else if (n.kind == K_KV)
         e = ggfs_edit_open(n.idx, fi->flags, fi);
-    else if (n.kind == K_NONE)
-        e = ggfs_pending_by_id(ino - KV_BASE) ? EBUSY : ENOENT;
     else if (n.kind == K_META || n.kind == K_ROOT || n.kind == K_TENSORS ||
              (n.kind == K_TENSOR && n.tf == TF_DIR))
         e = EISDIR;
@@ -774,7 +812,7 @@ static void ggfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                           size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)ino;
-    int e = fi->fh && !IS_SNAPSHOT(fi) ? ggfs_edit_write(fi, buf, size, off) : EBADF;
+    int e = IS_WHANDLE(fi) ? ggfs_edit_write(fi, buf, size, off) : EBADF;
     if (e)
         fuse_reply_err(req, e);
     else
@@ -785,9 +823,9 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 {
     (void)ino;
     int e = 0;
-    if (fi->fh && !IS_SNAPSHOT(fi)) {
+    if (IS_WHANDLE(fi)) {
         pthread_mutex_lock(&g_fs.commit_mu);
-        e = ggfs_edit_flush(fi);
+        e = ggfs_edit_flush(fi, fuse_req_ctx(req)->pid);
         pthread_mutex_unlock(&g_fs.commit_mu);
     }
     fuse_reply_err(req, e);
@@ -796,8 +834,10 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    if (fi->fh && IS_SNAPSHOT(fi)) {
+    if (IS_SNAPSHOT(fi)) {
         snap_put(SNAPSHOT(fi));
+    } else if (IS_STATE(fi)) {
+        ggfs_state_put(FH_STATE_OF(fi));
     } else if (fi->fh) {
         pthread_mutex_lock(&g_fs.commit_mu);
         ggfs_edit_release(fi);
@@ -867,9 +907,10 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         e = ENOENT;
     } else if (to_set & FUSE_SET_ATTR_SIZE) {
         if (n.kind != K_KV && !pend)
-            e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ? EACCES : EISDIR;
+            e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
+                n.kind == K_MODEL ? EACCES : EISDIR;
         else
-            e = ggfs_edit_truncate(fi && fi->fh ? fi : NULL, n.idx, n.kind == K_KV,
+            e = ggfs_edit_truncate(fi && IS_WHANDLE(fi) ? fi : NULL, n.idx, n.kind == K_KV,
                                    attr->st_size);
     } else if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
                n.kind != K_KV && !pend) {

@@ -167,10 +167,123 @@ static bool tensor_name(uint64_t i, struct gguf_buf *out)
                             r->t->name_off, r->t->name_len, 1, out);
 }
 
+/* ---- versions: counted states ---------------------------------------------
+ *
+ * Every live state is on one list, so that an inode of an older version
+ * (info or model.gguf held open across an edit) can find its state.  A
+ * state leaves the list when its last reference goes, under the same lock
+ * that ggfs_state_by_gen takes its reference under.
+ */
+static pthread_mutex_t states_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct state *states;
+
+static void states_add(struct state *st)
+{
+    pthread_mutex_lock(&states_mu);
+    st->lnext = states;
+    if (states)
+        states->lprev = st;
+    states = st;
+    pthread_mutex_unlock(&states_mu);
+}
+
+struct state *ggfs_state_ref(struct state *st)
+{
+    pthread_mutex_lock(&states_mu);
+    st->refs++;
+    pthread_mutex_unlock(&states_mu);
+    return st;
+}
+
+struct state *ggfs_state_by_gen(uint64_t gen)
+{
+    pthread_mutex_lock(&states_mu);
+    struct state *st = states;
+    while (st && st->gen != gen)
+        st = st->lnext;
+    if (st)
+        st->refs++;
+    pthread_mutex_unlock(&states_mu);
+    return st;
+}
+
+void ggfs_state_put(struct state *st)
+{
+    if (!st)
+        return;
+    pthread_mutex_lock(&states_mu);
+    bool last = --st->refs == 0;
+    if (last) {
+        if (st->lprev)
+            st->lprev->lnext = st->lnext;
+        else if (states == st)
+            states = st->lnext;
+        if (st->lnext)
+            st->lnext->lprev = st->lprev;
+    }
+    pthread_mutex_unlock(&states_mu);
+    if (last && !ggfs_edit_free_later(st))
+        ggfs_state_free(st);
+}
+
+/* Keeps the padding after the header of a single-file model (see struct
+ * state): an in-place edit rewrites it. */
+#define PAD_KEEP_MAX (1u << 20)
+
+static bool read_all(int fd, uint8_t *buf, size_t len, uint64_t pos)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t r = pread(fd, buf + got, len - got, (off_t)(pos + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+static int keep_padding(struct state *st)
+{
+    const struct gguf_file *gf = st->gf;
+    st->hdr_end = gf->data_off < gf->file_size ? gf->data_off : gf->file_size;
+    uint64_t n = st->hdr_end - gf->hdr_size;
+    if (n == 0)
+        return 0;
+    size_t cap = n < PAD_KEEP_MAX ? (size_t)n : PAD_KEEP_MAX;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return ENOMEM;
+    bool zero = true;
+    for (uint64_t done = 0; done < n && zero; done += cap) {
+        size_t len = n - done < cap ? (size_t)(n - done) : cap;
+        if (!read_all(st->fd, buf, len, gf->hdr_size + done)) {
+            free(buf);
+            return EIO;
+        }
+        zero = all_zero(buf, len);
+    }
+    if (!zero && n <= cap)
+        st->pad = buf;         /* the usual case of non-zero padding */
+    else
+        free(buf);
+    st->pad_fd = !zero && n > cap;   /* megabytes of it: read from the file */
+    return 0;
+}
+
 void ggfs_state_free(struct state *st)
 {
     if (!st)
         return;
+    free(st->pad);
     ntab_free(&st->meta_names);
     ntab_free(&st->tensor_names);
     if (st->kv_text) {
@@ -194,7 +307,7 @@ void ggfs_state_free(struct state *st)
 }
 
 int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
-                   struct state **out)
+                   uint64_t gen, struct state **out)
 {
     *out = NULL;
     struct gguf_file *gf = shards[0].gf;
@@ -206,6 +319,8 @@ int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
     struct state *st = calloc(1, sizeof *st);
     if (!st)
         return ENOMEM;
+    st->refs = 1;
+    st->gen = gen;
     st->gf = gf;
     st->fd = shards[0].fd;
     st->n_tensors = total;
@@ -234,10 +349,12 @@ int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
     for (uint64_t j = 0; !e && n > 1 && j < total; j++)
         if (ntab_find(&st->tensor_names, st->tensor_names.names[j]) != (int64_t)j)
             e = EEXIST;
-    if (!e && n > 1)
+    if (!e && n > 1) {
         e = ggfs_build_merged(st);
-    else if (!e)
-        st->model_size = (uint64_t)st->model_st.st_size;
+    } else if (!e) {
+        st->model_size = gf->file_size;
+        e = keep_padding(st);
+    }
     if (!e) {
         st->kv_text = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_text);
         st->kv_id = calloc(gf->n_kv ? gf->n_kv : 1, sizeof *st->kv_id);
@@ -295,6 +412,7 @@ int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
         ggfs_state_free(st);
         return e;
     }
+    states_add(st);
     *out = st;
     return 0;
 }

@@ -164,3 +164,27 @@ bool gguf_key_name_valid(const char *name, size_t len)
     }
     return !seg_empty;
 }
+
+static bool is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool gguf_name_is_scratch(const char *fname, size_t len)
+{
+    if (len == 0)
+        return false;
+    if (fname[0] == '.' || fname[0] == '#' || fname[len - 1] == '~')
+        return true;
+    if (len == 9 && memcmp(fname, "sed", 3) == 0) {
+        bool alnum = true;
+        for (size_t i = 3; i < 9; i++)
+            alnum = alnum && is_alnum(fname[i]);
+        if (alnum)
+            return true;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (fname[i] < '0' || fname[i] > '9')
+            return false;
+    return true;
+}

@@ -34,4 +34,11 @@ bool gguf_name_decode(const char *fname, size_t len, struct gguf_buf *out,
  * separated lower_snake_case segments ([a-z0-9_]+), shorter than 65536. */
 bool gguf_key_name_valid(const char *name, size_t len);
 
+/* true if fname (a file name created in meta/) is a tool's temporary file
+ * rather than an attempt at a new key: a name starting with '.' or '#'
+ * (editor swap, lock and autosave files), ending with '~' (backups), GNU
+ * sed -i's "sed" + 6 letters or digits, or digits only (vim's "4913"
+ * probe).  Such files are kept aside until renamed over a key. */
+bool gguf_name_is_scratch(const char *fname, size_t len);
+
 #endif

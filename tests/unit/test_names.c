@@ -241,6 +241,24 @@ static void test_key_name_valid(void **state)
     free(k);
 }
 
+/* Tools' temporary files in meta/ are told from attempts at new keys. */
+static void test_scratch_names(void **state)
+{
+    (void)state;
+    static const char *const scratch[] = {
+        ".x.swp", ".general.name.swp", "#general.name#", "general.name~", "sedAb3xQ9",
+        "sed4kq9zt", "sedabcdef", "4913", "7", ".", "~",
+    };
+    static const char *const not_scratch[] = {
+        "general.name", "x.BadName", "sed", "sedAb3xQ", "sedAb3xQ9z", "sedAb-xQ9",
+        "4913x", "x~y", "", "a#", "491.3",
+    };
+    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
+        assert_true(gguf_name_is_scratch(scratch[i], strlen(scratch[i])));
+    for (size_t i = 0; i < sizeof not_scratch / sizeof *not_scratch; i++)
+        assert_false(gguf_name_is_scratch(not_scratch[i], strlen(not_scratch[i])));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_decode_lower_hex),
         cmocka_unit_test(test_decode_rejects),
         cmocka_unit_test(test_key_name_valid),
+        cmocka_unit_test(test_scratch_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
