@@ -66,135 +66,6 @@ static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
  * ones (unmount, SIGTERM), so they are freed at the end. Under pend_mu. */
 static struct whandle *live;
 
-/* ---- notifications -------------------------------------------------------
- * The kernel caches names, attributes and data for a year (entry and attr
- * timeouts); after a commit it is told what changed.  libfuse allows the
- * notify calls from any thread, but a notification sent from a handler may
- * wait on a lock the kernel holds for that very request, so they are sent
- * from a thread of their own. */
-
-struct note {
-    struct state *free_state;      /* or: a retired state to free */
-    bool entry;                    /* inval_entry(parent, name) or inval_inode */
-    fuse_ino_t ino;
-    char *name;
-    struct note *next;
-};
-
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct note *head, **tail;
-    pthread_cond_t done_cv;
-    uint64_t queued, done;         /* notes ever queued / sent */
-    pthread_t thread;
-    bool running, stop;
-} nq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-         .done_cv = PTHREAD_COND_INITIALIZER };
-
-static void *notifier_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&nq.mu);
-    for (;;) {
-        while (!nq.head && !nq.stop)
-            pthread_cond_wait(&nq.cv, &nq.mu);
-        if (!nq.head)
-            break;
-        struct note *n = nq.head;
-        nq.head = n->next;
-        if (!nq.head)
-            nq.tail = &nq.head;
-        pthread_mutex_unlock(&nq.mu);
-        if (n->free_state)
-            ggfs_state_free(n->free_state);
-        else if (g_fs.se) {
-            if (n->entry)
-                fuse_lowlevel_notify_inval_entry(g_fs.se, n->ino, n->name, strlen(n->name));
-            else
-                fuse_lowlevel_notify_inval_inode(g_fs.se, n->ino, 0, 0);
-        }
-        free(n->name);
-        free(n);
-        pthread_mutex_lock(&nq.mu);
-        nq.done++;
-        pthread_cond_broadcast(&nq.done_cv);
-    }
-    pthread_mutex_unlock(&nq.mu);
-    return NULL;
-}
-
-static void notify(bool entry, fuse_ino_t ino, const char *name)
-{
-    struct note *n = calloc(1, sizeof *n);
-    if (!n)
-        return;
-    n->entry = entry;
-    n->ino = ino;
-    n->name = name ? strdup(name) : NULL;
-    if (entry && !n->name) {
-        free(n);
-        return;
-    }
-    pthread_mutex_lock(&nq.mu);
-    if (!nq.tail)
-        nq.tail = &nq.head;
-    *nq.tail = n;
-    nq.tail = &n->next;
-    nq.queued++;
-    pthread_cond_signal(&nq.cv);
-    pthread_mutex_unlock(&nq.mu);
-}
-
-/* Waits (at most a second) until the kernel has been told everything
- * queued so far, so that a reader that starts after close() returns sees
- * the edit.  Only from flush: there the kernel holds no lock that an
- * invalidation needs (unlink and rename hold the directory's). */
-static void notes_wait(void)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    pthread_mutex_lock(&nq.mu);
-    uint64_t want = nq.queued;
-    while (nq.running && nq.done < want)
-        if (pthread_cond_timedwait(&nq.done_cv, &nq.mu, &until) != 0)
-            break;
-    pthread_mutex_unlock(&nq.mu);
-}
-
-int ggfs_edit_start(void)
-{
-    nq.tail = &nq.head;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);     /* signals go to the loop */
-    int e = pthread_create(&nq.thread, NULL, notifier_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    nq.running = e == 0;
-    return e;
-}
-
-bool ggfs_edit_free_later(struct state *st)
-{
-    struct note *fn = calloc(1, sizeof *fn);
-    if (!fn)
-        return false;
-    pthread_mutex_lock(&nq.mu);
-    bool ok = nq.running && !nq.stop;
-    if (ok) {
-        fn->free_state = st;
-        *nq.tail = fn;
-        nq.tail = &fn->next;
-        nq.queued++;
-        pthread_cond_signal(&nq.cv);
-    }
-    pthread_mutex_unlock(&nq.mu);
-    if (!ok)
-        free(fn);
-    return ok;
-}
-
 static void handle_free(struct whandle *h);
 
 void ggfs_edit_stop(void)
@@ -203,14 +74,6 @@ void ggfs_edit_stop(void)
     pending = NULL;
     while (live)
         handle_free(live);
-    if (!nq.running)
-        return;
-    pthread_mutex_lock(&nq.mu);
-    nq.stop = true;
-    pthread_cond_signal(&nq.cv);
-    pthread_mutex_unlock(&nq.mu);
-    pthread_join(nq.thread, NULL);
-    nq.running = false;
 }
 
 /* ---- commit ----------------------------------------------------------------- */
@@ -256,19 +119,21 @@ static int commit(const struct gguf_newkv *kvs, size_t n, const char *why)
     g_fs.st = ns;
     pthread_rwlock_unlock(&g_fs.lock);
 
-    /* Tell the kernel: every name and file of the old meta/ may have
-     * changed (values, sizes, which names exist), and so has info. */
+    /* Tell the kernel (fs/notify.c): info and model.gguf of the new
+     * version are new inodes, found by the next lookup while open ones keep
+     * theirs (see fs.h); every name and file of the old meta/ may have
+     * changed (values, sizes, which names exist).  The commit returns once
+     * the root names are invalidated; flush also waits for meta/'s. */
+    ggfs_notify_root_entry("info");
+    ggfs_notify_root_entry("model.gguf");
     for (uint64_t i = 0; i < old->gf->n_kv; i++) {
-        notify(true, INO_META, old->meta_names.names[i]);
-        notify(false, KV_BASE + old->kv_id[i], NULL);
+        ggfs_notify_meta_entry(old->meta_names.names[i]);
+        ggfs_notify_inode(KV_BASE + old->kv_id[i]);
     }
     for (uint64_t i = 0; i < ns->gf->n_kv; i++)
-        notify(true, INO_META, ns->meta_names.names[i]);
-    notify(false, INO_META, NULL);
-    /* info and model.gguf of the new version are new inodes: the next
-     * lookup finds them, while open ones keep theirs (see fs.h). */
-    notify(true, INO_ROOT, "info");
-    notify(true, INO_ROOT, "model.gguf");
+        ggfs_notify_meta_entry(ns->meta_names.names[i]);
+    ggfs_notify_inode(INO_META);
+    ggfs_notify_wait_root();
     /* The old version lives on while info or model.gguf of it is open.
      * Freeing it closes its descriptor; after a rewrite that is the last
      * reference to the old file, and the file system then frees its blocks
@@ -793,7 +658,7 @@ int ggfs_edit_flush(struct fuse_file_info *fi, pid_t pid)
         pending_remove(h);
     pthread_mutex_unlock(&h->mu);
     if (was_dirty && !e)
-        notes_wait();
+        ggfs_notify_wait_all();
     return e;
 }
 

@@ -165,8 +165,6 @@ void ggfs_state_put(struct state *st);
 struct state *ggfs_state_by_gen(uint64_t gen);
 /* Frees st now (the last reference is gone). */
 void ggfs_state_free(struct state *st);
-/* Queues st to be freed by the notifier thread; false if it is not running. */
-bool ggfs_edit_free_later(struct state *st);
 
 /* Index of name in t, or -1. */
 int64_t ntab_find(const struct ntab *t, const char *name);
@@ -185,11 +183,24 @@ void ggfs_workers_stop(void);
 /* A reader just used chunk of tensor: queue the following ones. */
 void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk);
 
+/* Telling the kernel what an edit changed (fs/notify.c): names and inodes
+ * to invalidate are queued and sent by threads of their own. */
+int ggfs_notify_start(void);
+void ggfs_notify_stop(void);                /* sends what is queued first */
+void ggfs_notify_meta_entry(const char *name);
+void ggfs_notify_inode(fuse_ino_t ino);
+void ggfs_notify_root_entry(const char *name);
+/* Queues st to be freed on the notifier thread; false if it is not running. */
+bool ggfs_notify_free_state(struct state *st);
+/* Wait (at most a second) until what was queued so far has been sent:
+ * the root names only, or everything. */
+void ggfs_notify_wait_root(void);
+void ggfs_notify_wait_all(void);
+
 /* Metadata edits (fs/edit.c).  Functions marked (C) run with commit_mu
  * held and may commit; they return 0 or an errno. */
 struct whandle;
-int ggfs_edit_start(void);                  /* the notification thread */
-void ggfs_edit_stop(void);
+void ggfs_edit_stop(void);                  /* frees handles never released */
 int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi);   /* (C) */
 /* Opens a tool's scratch file again (any mode); EBUSY for a new key that
  * is being written, ENOENT if there is no such file. */

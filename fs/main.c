@@ -467,7 +467,7 @@ int main(int argc, char *argv[])
     /* after the fork: threads do not survive it */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     ggfs_workers_start(g_fs.threads ? g_fs.threads : ncpu > 0 ? (unsigned)ncpu : 1);
-    ggfs_edit_start();
+    ggfs_notify_start();
 
     if (copts.singlethread) {
         ret = fuse_session_loop(se);
@@ -488,6 +488,7 @@ int main(int argc, char *argv[])
      * may wait for a kernel lock held by a request nobody will answer now;
      * unmounting aborts those requests and so frees it. */
     fuse_session_unmount(se);
+    ggfs_notify_stop();
     ggfs_edit_stop();
 out_signals:
     fuse_remove_signal_handlers(se);

@@ -796,15 +796,23 @@ static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         fuse_reply_open(req, fi);
 }
 
+/* Namespace changes outside meta/ are refused without the commit lock: the
+ * kernel holds the parent directory's lock meanwhile, and a commit waits
+ * for the invalidation of names in / (fs/notify.c). */
+static int not_meta(fuse_ino_t parent)
+{
+    return parent == INO_META ? 0 : parent == INO_ROOT || parent == INO_TENSORS ||
+           parent >= TENSOR_BASE ? EACCES : ENOENT;
+}
+
 static void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                            mode_t mode, struct fuse_file_info *fi)
 {
+    int e = not_meta(parent);
+    if (e)
+        return (void)fuse_reply_err(req, e);
     pthread_mutex_lock(&g_fs.commit_mu);
-    struct node p = classify(parent);
-    if (p.kind == K_META)
-        ggfs_edit_create(req, name, mode, fi);
-    else
-        fuse_reply_err(req, p.kind == K_NONE ? ENOENT : EACCES);
+    ggfs_edit_create(req, name, mode, fi);
     pthread_mutex_unlock(&g_fs.commit_mu);
 }
 
@@ -848,10 +856,12 @@ static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 
 static void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    pthread_mutex_lock(&g_fs.commit_mu);
-    struct node p = classify(parent);
-    int e = p.kind == K_META ? ggfs_edit_unlink(name) : p.kind == K_NONE ? ENOENT : EACCES;
-    pthread_mutex_unlock(&g_fs.commit_mu);
+    int e = not_meta(parent);
+    if (!e) {
+        pthread_mutex_lock(&g_fs.commit_mu);
+        e = ggfs_edit_unlink(name);
+        pthread_mutex_unlock(&g_fs.commit_mu);
+    }
     fuse_reply_err(req, e);
 }
 
@@ -859,20 +869,19 @@ static void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                            fuse_ino_t newparent, const char *newname,
                            unsigned int flags)
 {
-    pthread_mutex_lock(&g_fs.commit_mu);
-    struct node p = classify(parent);
-    int e;
-    if (p.kind != K_META)
-        e = p.kind == K_NONE ? ENOENT : EACCES;
-    else if (newparent != parent)
+    int e = not_meta(parent);
+    if (!e && newparent != parent)
         e = EXDEV;
-    else if (flags & ~RENAME_NOREPLACE)
+    else if (!e && (flags & ~RENAME_NOREPLACE))
         e = EINVAL;
-    else if ((flags & RENAME_NOREPLACE) && ntab_find(&ST->meta_names, newname) >= 0)
-        e = EEXIST;
-    else
-        e = ggfs_edit_rename(name, newname);
-    pthread_mutex_unlock(&g_fs.commit_mu);
+    if (!e) {
+        pthread_mutex_lock(&g_fs.commit_mu);
+        if ((flags & RENAME_NOREPLACE) && ntab_find(&ST->meta_names, newname) >= 0)
+            e = EEXIST;
+        else
+            e = ggfs_edit_rename(name, newname);
+        pthread_mutex_unlock(&g_fs.commit_mu);
+    }
     fuse_reply_err(req, e);
 }
 

@@ -222,7 +222,7 @@ void ggfs_state_put(struct state *st)
             st->lnext->lprev = st->lprev;
     }
     pthread_mutex_unlock(&states_mu);
-    if (last && !ggfs_edit_free_later(st))
+    if (last && !ggfs_notify_free_state(st))
         ggfs_state_free(st);
 }
 
