@@ -13,12 +13,27 @@
  * and big-endian files (detected from the version field), any power-of-two
  * general.alignment, and every tensor type in gguf/types.h.
  *
+ * A tensor whose type id has no entry there (newer than gguffs, or removed
+ * from ggml: ggml_type_get() is NULL) does not make the file unopenable.
+ * Its ne[] and element count are checked as usual; its nbytes cannot come
+ * from the type, so it is derived from the layout: 0 without elements (as
+ * for any type), else from its offset to the next offset where another
+ * tensor starts, or to the end of the file, whichever is first.  In a file
+ * ggml wrote that is the tensor's data plus the padding after it (the
+ * padding is part of the range; nothing else can be).  The range is then
+ * checked like any other (inside the file, no overlap), and a note says
+ * the size was derived.  Refused: two such tensors with elements at the
+ * same offset (ambiguous), and one whose offset leaves no bytes before the
+ * end of the file.  Callers tell a derived size by ggml_type_get(type) ==
+ * NULL; such a tensor has no f32 view.
+ *
  * A file that is not valid GGUF yields GGUF_E_* and a gguf_diag naming what
  * is wrong, the key or tensor concerned and the byte offset.  A file that
  * ggml would refuse but whose meaning is unambiguous (version 1, a duplicate
  * key, a row not a multiple of the block size while the element count is,
- * tensors not stored contiguously or not aligned, long tensor names) opens,
- * and the objections are listed in gguf_file.notes.
+ * tensors not stored contiguously or not aligned, long tensor names, type
+ * ids unknown to gguffs) opens, and the objections are listed in
+ * gguf_file.notes.
  *
  * This library includes no FUSE header and performs no printing.
  */
@@ -45,7 +60,7 @@ enum gguf_err {
     GGUF_E_VERSION = 3,   /* unsupported version */
     GGUF_E_TRUNCATED = 4, /* a field runs past the end of the file */
     GGUF_E_RANGE = 5,     /* a count, length or offset is impossible */
-    GGUF_E_TYPE = 6,      /* unknown value or tensor type */
+    GGUF_E_TYPE = 6,      /* unknown value type (tensor types: see above) */
     GGUF_E_DUP = 7,       /* duplicate tensor name */
     GGUF_E_NOMEM = 8,     /* out of memory */
     GGUF_E_SYNTAX = 9,    /* (text parsing) the text does not parse */
@@ -90,10 +105,11 @@ struct gguf_tensor {
     uint32_t name_len;
     uint32_t n_dims;
     uint64_t ne[GGUF_MAX_DIMS];   /* ggml order: ne[0] is the row length */
-    uint32_t type;        /* ggml type id */
+    uint32_t type;        /* ggml type id: any u32 (see above) */
     uint64_t offset;      /* relative to gguf_file.data_off */
-    uint64_t n_elems;
-    uint64_t nbytes;
+    uint64_t n_elems;     /* product of ne[] */
+    uint64_t nbytes;      /* from the type; derived from the layout when
+                             ggml_type_get(type) is NULL (see above) */
     uint64_t info_off;    /* where this tensor info starts in the file */
 };
 

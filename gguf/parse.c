@@ -403,11 +403,15 @@ static const char *shown(const uint8_t *p, uint64_t n, char buf[72])
 
 /* ---- the parser ---------------------------------------------------------- */
 
+/* Orders tensor indices by data offset, then by index (deterministic). */
 static int cmp_by_offset(const void *a, const void *b, void *arg)
 {
     const struct gguf_tensor *t = arg;
-    uint64_t x = t[*(const uint64_t *)a].offset, y = t[*(const uint64_t *)b].offset;
-    return x < y ? -1 : x > y;
+    uint64_t i = *(const uint64_t *)a, j = *(const uint64_t *)b;
+    uint64_t x = t[i].offset, y = t[j].offset;
+    if (x != y)
+        return x < y ? -1 : 1;
+    return i < j ? -1 : i > j;
 }
 
 static enum gguf_err parse_kvs(struct cur *c, struct gguf_file *f,
@@ -611,30 +615,32 @@ static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
             break;
         const struct ggml_type_info *ti = ggml_type_get(t.type);
         if (!ti) {
-            err = fail(c, GGUF_E_TYPE, at, "%s: %s tensor type id %u", what,
-                       t.type < GGML_T_COUNT ? "removed" : "unknown", t.type);
-            break;
-        }
-        if (n % ti->blck_elems) {
+            /* A type gguffs does not know (newer than gguffs, or removed
+             * from ggml): its size comes from the layout (check_ranges). */
+            t.nbytes = 0;
+        } else if (n % ti->blck_elems) {
             err = fail(c, GGUF_E_RANGE, t.info_off,
                        "%s: %llu elements is not a whole number of %s blocks "
                        "of %u", what, (unsigned long long)n, ti->name,
                        ti->blck_elems);
             break;
         }
-        if (t.ne[0] % ti->blck_elems && !row_noted) {
+        if (ti && t.ne[0] % ti->blck_elems && !row_noted) {
             note(notes, "%s: row length %llu is not a multiple of the %s block "
                  "size %u: ggml refuses it", what, (unsigned long long)t.ne[0],
                  ti->name, ti->blck_elems);
             row_noted = true;
         }
-        /* n/blck <= INT64_MAX and blck_bytes <= 292: check the product. */
-        uint64_t nb_blocks = n / ti->blck_elems;
-        if (nb_blocks > UINT64_MAX / ti->blck_bytes) {
-            err = fail(c, GGUF_E_RANGE, t.info_off, "%s: byte size overflows", what);
-            break;
+        if (ti) {
+            /* n/blck <= INT64_MAX and blck_bytes <= 292: check the product. */
+            uint64_t nb_blocks = n / ti->blck_elems;
+            if (nb_blocks > UINT64_MAX / ti->blck_bytes) {
+                err = fail(c, GGUF_E_RANGE, t.info_off, "%s: byte size overflows",
+                           what);
+                break;
+            }
+            t.nbytes = nb_blocks * ti->blck_bytes;
         }
-        t.nbytes = nb_blocks * ti->blck_bytes;
         if ((err = rd_u64(c, &t.offset, "offset")))
             break;
 
@@ -662,6 +668,66 @@ static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
     return err;
 }
 
+/*
+ * Sizes of tensors whose type gguffs does not know (ggml_type_get() NULL:
+ * newer than gguffs, or removed from ggml).  ord lists the tensors by
+ * offset.  Such a tensor with no elements has no bytes, as ggml would
+ * compute for any type.  Otherwise its bytes run from its offset to the
+ * next offset where another tensor starts, or to the end of the data (the
+ * end of the file), whichever comes first: in a file ggml wrote, that is
+ * its data plus the padding up to the next tensor (the padding is part of
+ * the range; nothing else can be).  The usual checks then apply to the
+ * range (inside the file, no overlap).  Refused: such a tensor that starts
+ * at or past the end of the data (no bytes for its elements), and two of
+ * them at the same offset (which one ends where cannot be told).
+ */
+static enum gguf_err size_unknown(struct cur *c, struct gguf_file *f,
+                                  const uint64_t *ord, uint64_t data_room,
+                                  char **notes)
+{
+    char nb[72], nb2[72];
+    uint64_t n = f->n_tensors;
+    for (uint64_t k = 0, g; k < n; k = g) {
+        uint64_t o = f->tensors[ord[k]].offset;
+        for (g = k; g < n && f->tensors[ord[g]].offset == o; g++)
+            ;
+        bool to_end = g == n || f->tensors[ord[g]].offset > data_room;
+        uint64_t bound = to_end ? data_room : f->tensors[ord[g]].offset;
+        struct gguf_tensor *u = NULL;
+        for (uint64_t j = k; j < g; j++) {
+            struct gguf_tensor *t = &f->tensors[ord[j]];
+            if (ggml_type_get(t->type) || t->n_elems == 0)
+                continue;
+            if (u)
+                return fail(c, GGUF_E_RANGE, t->info_off,
+                            "tensors '%s' and '%s' (type ids %u and %u, unknown "
+                            "to gguffs) both start at offset %llu: their sizes "
+                            "are ambiguous",
+                            shown(f->hdr + u->name_off, u->name_len, nb),
+                            shown(f->hdr + t->name_off, t->name_len, nb2),
+                            u->type, t->type, (unsigned long long)o);
+            u = t;
+            shown(f->hdr + t->name_off, t->name_len, nb);
+            if (o >= data_room)
+                return fail(c, GGUF_E_RANGE, t->info_off,
+                            "tensor '%s': type id %u is unknown to gguffs and "
+                            "its offset %llu leaves no bytes for its %llu "
+                            "elements (%llu bytes of tensor data from offset "
+                            "%llu)", nb, t->type, (unsigned long long)o,
+                            (unsigned long long)t->n_elems,
+                            (unsigned long long)data_room,
+                            (unsigned long long)f->data_off);
+            t->nbytes = bound - o;
+            note(notes, "tensor '%s': type id %u %s (raw bytes only, size %llu "
+                 "taken from %s)", nb, t->type,
+                 t->type < GGML_T_COUNT ? "removed from ggml" : "unknown to gguffs",
+                 (unsigned long long)t->nbytes,
+                 to_end ? "the end of the file" : "the next tensor's offset");
+        }
+    }
+    return GGUF_OK;
+}
+
 /* Checks tensor byte ranges: inside the file, not overlapping; notes what
  * ggml would object to (alignment, gaps/order). */
 static enum gguf_err check_ranges(struct cur *c, struct gguf_file *f, char **notes)
@@ -669,19 +735,35 @@ static enum gguf_err check_ranges(struct cur *c, struct gguf_file *f, char **not
     char nb[72];
     uint64_t data_room = f->data_off <= f->file_size ? f->file_size - f->data_off : 0;
     bool misaligned = false;
+    uint64_t *ord = NULL;
+    enum gguf_err e = GGUF_OK;
+    if (f->n_tensors == 0)
+        return GGUF_OK;
+
+    ord = malloc(f->n_tensors * sizeof *ord);
+    if (!ord)
+        return GGUF_E_NOMEM;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        ord[i] = i;
+    qsort_r(ord, f->n_tensors, sizeof *ord, cmp_by_offset, f->tensors);
+    if ((e = size_unknown(c, f, ord, data_room, notes)))
+        goto out;
+
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
         if (t->nbytes == 0)
             continue;
-        if (t->offset > data_room || t->nbytes > data_room - t->offset)
-            return fail(c, GGUF_E_RANGE, t->info_off,
-                        "tensor '%s': data [%llu, +%llu) lies outside the file "
-                        "(%llu bytes of tensor data from offset %llu)",
-                        shown(f->hdr + t->name_off, t->name_len, nb),
-                        (unsigned long long)t->offset,
-                        (unsigned long long)t->nbytes,
-                        (unsigned long long)data_room,
-                        (unsigned long long)f->data_off);
+        if (t->offset > data_room || t->nbytes > data_room - t->offset) {
+            e = fail(c, GGUF_E_RANGE, t->info_off,
+                     "tensor '%s': data [%llu, +%llu) lies outside the file "
+                     "(%llu bytes of tensor data from offset %llu)",
+                     shown(f->hdr + t->name_off, t->name_len, nb),
+                     (unsigned long long)t->offset,
+                     (unsigned long long)t->nbytes,
+                     (unsigned long long)data_room,
+                     (unsigned long long)f->data_off);
+            goto out;
+        }
         if (t->offset % f->alignment && !misaligned) {
             note(notes, "tensor '%s': offset %llu is not a multiple of the "
                  "alignment %llu: ggml refuses it",
@@ -690,15 +772,7 @@ static enum gguf_err check_ranges(struct cur *c, struct gguf_file *f, char **not
             misaligned = true;
         }
     }
-    if (f->n_tensors < 2)
-        goto contiguity;
 
-    uint64_t *ord = malloc(f->n_tensors * sizeof *ord);
-    if (!ord)
-        return GGUF_E_NOMEM;
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        ord[i] = i;
-    qsort_r(ord, f->n_tensors, sizeof *ord, cmp_by_offset, f->tensors);
     uint64_t end = 0, last = UINT64_MAX;
     for (uint64_t k = 0; k < f->n_tensors; k++) {
         const struct gguf_tensor *t = &f->tensors[ord[k]];
@@ -707,21 +781,18 @@ static enum gguf_err check_ranges(struct cur *c, struct gguf_file *f, char **not
         if (last != UINT64_MAX && t->offset < end) {
             const struct gguf_tensor *p = &f->tensors[last];
             char nb2[72];
-            enum gguf_err e = fail(c, GGUF_E_RANGE, t->info_off,
+            e = fail(c, GGUF_E_RANGE, t->info_off,
                 "tensor '%s' [%llu, +%llu) overlaps tensor '%s' [%llu, +%llu)",
                 shown(f->hdr + t->name_off, t->name_len, nb),
                 (unsigned long long)t->offset, (unsigned long long)t->nbytes,
                 shown(f->hdr + p->name_off, p->name_len, nb2),
                 (unsigned long long)p->offset, (unsigned long long)p->nbytes);
-            free(ord);
-            return e;
+            goto out;
         }
         end = t->offset + t->nbytes;
         last = ord[k];
     }
-    free(ord);
 
-contiguity:
     /* ggml expects tensor i at the padded end of tensor i-1. */
     {
         uint64_t expect = 0;
@@ -738,7 +809,9 @@ contiguity:
             expect += (f->alignment - expect % f->alignment) % f->alignment;
         }
     }
-    return GGUF_OK;
+out:
+    free(ord);
+    return e;
 }
 
 static enum gguf_err parse_all(struct cur *c, struct gguf_file **out);

@@ -1,6 +1,7 @@
 /* gguf/types.c — ggml's type table (facts derived from ggml, MIT). */
 #include "types.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define T(id, nm, be, bb) [id] = { nm, be, bb }
@@ -38,7 +39,14 @@ const char *ggml_type_name_of(uint32_t id)
     const struct ggml_type_info *t = ggml_type_get(id);
     if (t)
         return t->name;
-    return id < GGML_T_COUNT ? "removed" : "unknown";
+    /* "type_4294967295" is the longest: 16 bytes with the NUL.  A small
+     * ring per thread, so that a few names can be in use at once (one
+     * printf with several of them). */
+    static _Thread_local char ring[GGML_TYPE_NAME_RING][16];
+    static _Thread_local unsigned next;
+    char *buf = ring[next++ % GGML_TYPE_NAME_RING];
+    snprintf(buf, sizeof ring[0], "type_%u", id);
+    return buf;
 }
 
 int ggml_type_by_name(const char *name)
@@ -46,5 +54,20 @@ int ggml_type_by_name(const char *name)
     for (uint32_t i = 0; i < GGML_T_COUNT; i++)
         if (table[i].name && strcmp(table[i].name, name) == 0)
             return (int)i;
-    return -1;
+    /* "type_NN" names an id that has no name of its own (decimal, no sign,
+     * no leading zero): the other half of ggml_type_name_of. */
+    if (strncmp(name, "type_", 5) != 0)
+        return -1;
+    const char *d = name + 5;
+    if (d[0] < '0' || d[0] > '9' || (d[0] == '0' && d[1] != '\0'))
+        return -1;
+    uint64_t v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*d - '0');
+        if (v > INT32_MAX)
+            return -1;
+    }
+    return ggml_type_get((uint32_t)v) ? -1 : (int)v;
 }

@@ -5,11 +5,19 @@
  * This table gives, for each of ggml's 43 ids (0..42), the canonical name
  * ggml prints ("q4_K", "bf16", ...), how many elements one block holds and
  * how many bytes that block takes.  Ids that ggml has removed (4, 5, 31-33,
- * 36-38) stay in the table with blck_elems == 0 so that a file using them is
- * refused with a clear message rather than guessed at.
+ * 36-38) stay in the table with blck_elems == 0: ggml_type_get() gives NULL
+ * for them as for ids newer than this table (>= 43).
+ *
+ * A file with such a tensor still opens (gguf/gguf.h): its byte size cannot
+ * be computed from the type, so the parser derives it from where the next
+ * tensor starts, the tensor is shown by its id ("type_57") and has no f32
+ * view (kernels/ has no kernel for it).
  *
  * Facts (ids, names, block sizes) derived from ggml (MIT, "The ggml authors")
- * and checked against libggml-base.so by tests/unit/test_types.c.
+ * and checked against libggml-base.so when tests/kernels/test_dequant.c
+ * starts (every id with an entry here must have ggml's name, block size and
+ * block bytes); tests/unit/test_parse.c (test_type_table) checks a few of
+ * them and the names of ids without an entry.
  */
 #ifndef GGUF_TYPES_H
 #define GGUF_TYPES_H
@@ -41,10 +49,16 @@ struct ggml_type_info {
  * ggml.  A non-NULL result always has blck_elems > 0 and blck_bytes > 0. */
 const struct ggml_type_info *ggml_type_get(uint32_t id);
 
-/* ggml's name for id, or "removed" / "unknown". Never NULL. */
+/* ggml's name for id; for an id without an entry (removed from ggml, or
+ * newer than this table) "type_NN" with NN the id in decimal.  Never NULL.
+ * A "type_NN" string lives in a per-thread ring of GGML_TYPE_NAME_RING
+ * buffers: it stays valid until the same thread has made that many more
+ * such calls (names of known ids are static). */
+#define GGML_TYPE_NAME_RING 4
 const char *ggml_type_name_of(uint32_t id);
 
-/* Looks a type up by its name (as printed by ggml_type_name_of); -1 if none. */
+/* Looks a type up by its name as printed by ggml_type_name_of (including
+ * "type_NN" for an id without an entry, up to INT32_MAX); -1 if none. */
 int ggml_type_by_name(const char *name);
 
 #endif

@@ -34,8 +34,11 @@ written in the chosen byte order; tensor data bytes are written as given.
 
 CLI:  gguf_write.py OUT.gguf [--version N] [--big-endian] [--alignment N]
                     [--kv KEY TYPE VALUE]... [--tensor NAME TYPE DIMS]...
-      DIMS is comma-separated (ggml order, ne[0] first); tensor contents are
-      an arange (f32/f16/f64/integers) or zero bytes (other types).
+      DIMS is comma-separated (ggml order, ne[0] first); TYPE is a ggml
+      type name, a type id or type_NN; tensor contents are an arange
+      (f32/f16/f64/integers), zero bytes (other known types), or, for an id
+      the writer has no size for, one byte per element: 0, 1, 2, ... (mod
+      256).
 """
 import argparse
 import struct
@@ -87,6 +90,19 @@ def parse_type(t):
     if t not in VALUE_TYPES:
         raise ValueError("unknown value type %r" % t)
     return levels
+
+
+def type_id_of(t):
+    """A tensor type as given: a ggml type name ("q4_K"), an id (57, or
+    "57"), or "type_NN" (how gguffs shows an id it does not know)."""
+    if not isinstance(t, str):
+        return int(t)
+    if t in TYPE_IDS:
+        return TYPE_IDS[t]
+    d = t[5:] if t.startswith("type_") else t
+    if d.isdigit() and int(d) < 1 << 32:
+        return int(d)
+    raise ValueError("unknown tensor type %r" % t)
 
 
 def tensor_nbytes(type_id, ne):
@@ -182,12 +198,15 @@ class GGUFWriter:
         return self
 
     def add_tensor(self, name, type_, ne, data=None, offset=None, check=True):
-        """Adds a tensor: type_ is a ggml type name or id (any id for broken
-        files), ne its dims in ggml order (ne[0] = row length, 0 to 4 or
+        """Adds a tensor: type_ is a ggml type name or id, or "type_NN" (any
+        u32 id: ids ggml does not know, or has removed, are written as
+        given), ne its dims in ggml order (ne[0] = row length, 0 to 4 or
         more dims as given), data its bytes (zeros of the right size if
-        None), offset its offset in the data section (None: next aligned).
-        With check, data must have the size the type and dims imply."""
-        tid = TYPE_IDS[type_] if isinstance(type_, str) else int(type_)
+        None; nothing for an id this writer has no size for), offset its
+        offset in the data section (None: next aligned).  With check, data
+        must have the size the type and dims imply (when the writer knows
+        the type)."""
+        tid = type_id_of(type_)
         if data is None:
             data = bytes(tensor_nbytes(tid, ne)) if tid in GGML_TYPES else b""
         if check and tid in GGML_TYPES and len(data) != tensor_nbytes(tid, ne):
@@ -282,8 +301,14 @@ def main(argv=None):
         n = 1
         for d in ne:
             n *= d
-        data = arange_bytes(t, n, w.e) if t in ("f32", "f16", "f64", "i8", "i16", "i32", "i64") else None
-        w.add_tensor(name, t, ne, data)
+        tid = type_id_of(t)
+        if tid not in GGML_TYPES:
+            data = bytes(i % 256 for i in range(n))
+        elif GGML_TYPES[tid][0] in ("f32", "f16", "f64", "i8", "i16", "i32", "i64"):
+            data = arange_bytes(GGML_TYPES[tid][0], n, w.e)
+        else:
+            data = None
+        w.add_tensor(name, tid, ne, data)
     w.write(args.out)
     return 0
 

@@ -12,10 +12,15 @@
  *       file_size == len, hdr_size <= len, data_off >= hdr_size is the
  *       first multiple of the (power-of-two) alignment, the counts equal
  *       the ones in the header, every key and value and tensor name lies
- *       inside the header in record order, every tensor's n_elems and
- *       nbytes follow from ne[] and its type, every tensor's data range
- *       lies inside the file and no two overlap, dup numbers count the
- *       earlier occurrences of a key;
+ *       inside the header in record order, every tensor's n_elems follows
+ *       from ne[] and, for a type in gguf/types.h, nbytes from n_elems and
+ *       the type; for a type id without an entry (unknown or removed),
+ *       nbytes is 0 without elements, else runs exactly from the offset to
+ *       the next offset where another tensor starts or to the end of the
+ *       file, whichever is first, and no other such tensor with elements
+ *       starts at the same offset; every tensor's data range lies inside
+ *       the file and no two overlap, dup numbers count the earlier
+ *       occurrences of a key;
  *     and everything a mount shows renders: every kv (gguf_render_kv), its
  *     type (gguf_kv_typedesc / gguf_typedesc_format), every key and
  *     tensor file name (encode, then decode gives the name back), info.
@@ -43,6 +48,48 @@ static int cf_cmp_u64pair(const void *a, const void *b)
 {
     const uint64_t *x = a, *y = b;
     return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static int cf_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The size of a tensor whose type has no entry in gguf/types.h, computed
+ * independently of the parser: offs holds every tensor's offset, sorted. */
+static inline void cf_check_unknown_size(const struct gguf_file *f, uint64_t i,
+                                         const uint64_t *offs, uint64_t len)
+{
+    const struct gguf_tensor *t = &f->tensors[i];
+    if (t->n_elems == 0) {
+        CHECK(t->nbytes == 0, "tensor %llu: type %u, no elements, %llu bytes",
+              (unsigned long long)i, t->type, (unsigned long long)t->nbytes);
+        return;
+    }
+    uint64_t room = len > f->data_off ? len - f->data_off : 0;
+    CHECK(t->offset < room, "tensor %llu: type %u at %llu past the data (%llu)",
+          (unsigned long long)i, t->type, (unsigned long long)t->offset,
+          (unsigned long long)room);
+    /* first offset > t->offset */
+    uint64_t lo = 0, hi = f->n_tensors;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (offs[mid] <= t->offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t bound = lo < f->n_tensors && offs[lo] < room ? offs[lo] : room;
+    CHECK(t->nbytes == bound - t->offset,
+          "tensor %llu: type %u at %llu has %llu bytes, the next boundary is %llu",
+          (unsigned long long)i, t->type, (unsigned long long)t->offset,
+          (unsigned long long)t->nbytes, (unsigned long long)bound);
+    for (uint64_t j = 0; j < f->n_tensors && f->n_tensors <= 1024; j++)
+        CHECK(j == i || f->tensors[j].offset != t->offset ||
+              ggml_type_get(f->tensors[j].type) || f->tensors[j].n_elems == 0,
+              "tensors %llu and %llu: unknown types at the same offset accepted",
+              (unsigned long long)i, (unsigned long long)j);
 }
 
 /* The encoded value of kv ("bin" in value.h): from after the type field. */
@@ -119,7 +166,12 @@ static inline void cf_check_index(const uint8_t *buf, uint64_t len,
         }
     }
     uint64_t *rng = f->n_tensors ? malloc(f->n_tensors * 2 * sizeof *rng) : NULL;
-    CHECK(!f->n_tensors || rng, "malloc");
+    uint64_t *offs = f->n_tensors ? malloc(f->n_tensors * sizeof *offs) : NULL;
+    CHECK(!f->n_tensors || (rng && offs), "malloc");
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        offs[i] = f->tensors[i].offset;
+    if (f->n_tensors > 1)
+        qsort(offs, f->n_tensors, sizeof *offs, cf_cmp_u64);
     uint64_t nr = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const struct gguf_tensor *t = &f->tensors[i];
@@ -138,9 +190,11 @@ static inline void cf_check_index(const uint8_t *buf, uint64_t len,
         CHECK(n == t->n_elems, "n_elems %llu vs %llu", (unsigned long long)t->n_elems,
               (unsigned long long)n);
         const struct ggml_type_info *ti = ggml_type_get(t->type);
-        CHECK(ti != NULL, "type %u accepted", t->type);
-        CHECK(n % ti->blck_elems == 0 &&
-              t->nbytes == n / ti->blck_elems * ti->blck_bytes, "nbytes");
+        if (ti)
+            CHECK(n % ti->blck_elems == 0 &&
+                  t->nbytes == n / ti->blck_elems * ti->blck_bytes, "nbytes");
+        else
+            cf_check_unknown_size(f, i, offs, len);
         uint64_t cs = f->enc.v1 ? 4 : 8;
         prev_end = t->name_off + t->name_len + 4 + cs * t->n_dims + 4 + 8;
         CHECK(prev_end <= f->hdr_size, "tensor info past hdr");
@@ -164,6 +218,7 @@ static inline void cf_check_index(const uint8_t *buf, uint64_t len,
             CHECK(rng[2 * k] >= rng[2 * k - 1], "tensor ranges overlap");
     }
     free(rng);
+    free(offs);
 }
 
 /* Whether a nested array's text may legitimately not give back its bytes:

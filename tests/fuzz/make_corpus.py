@@ -10,7 +10,8 @@ parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
            block), the small real files as they are, the nonstandard
            (refused) ones, and files written by scripts/gguf_write.py: v1,
            v2, v3, big-endian, every value type, nested and empty arrays,
-           duplicate keys, alignments 1/64/4096, tensors of every type.
+           duplicate keys, alignments 1/64/4096, tensors of every type and
+           of type ids gguffs does not know (removed, newer).
 value      a selector byte (see value.c) + the contract's text of each kv of
            those files (tests/oracle/expected.py), + hand-written texts.
 roundtrip  8-byte edit seeds + each parse seed that is a valid file.
@@ -116,6 +117,17 @@ def synthetic():
     w.add_tensor("late", "f32", [4], offset=64)
     w.add_tensor("early", "f16", [8], offset=0)
     out["synth-unordered.gguf"] = w.to_bytes()
+    for version, be in ((1, True), (2, False), (3, False)):
+        # type ids gguffs does not know: sizes come from the layout
+        w = GGUFWriter(version=version, big_endian=be)
+        w.add("general.architecture", "string", "x")
+        w.add_tensor("a", "f32", [4])
+        w.add_tensor("new", 57, [25, 4], data=bytes(range(40)))
+        w.add_tensor("gone", 4, [32], data=bytes(20))
+        w.add_tensor("b", "q4_0", [32])
+        w.add_tensor("none", 1000, [0, 5])
+        w.add_tensor("last", 0xFFFFFFFF, [7], data=bytes(range(7)))
+        out["synth-unknown-v%d%s.gguf" % (version, "-be" if be else "")] = w.to_bytes()
     w = GGUFWriter(version=3)                      # no kv, no tensor
     out["synth-empty.gguf"] = w.to_bytes()
     w = GGUFWriter(version=3)                      # odd names

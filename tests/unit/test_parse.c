@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "gguf/info.h"
 #include "gguf/types.h"
 
 /* ---- a tiny GGUF builder ------------------------------------------------ */
@@ -398,12 +399,6 @@ static void test_tensor_errors(void **state)
     uint64_t big[3] = { 1ull << 31, 1ull << 31, 1ull << 31 };
     build_tensor(&b, 3, big, GGML_T_F32, 0, 128);
     expect_fail(&b, GGUF_E_RANGE, "element count overflows", UINT64_MAX);
-    build_tensor(&b, 1, ne, 43, 0, 128);
-    expect_fail(&b, GGUF_E_TYPE, "unknown tensor type id 43", UINT64_MAX);
-    build_tensor(&b, 1, ne, 4, 0, 128);
-    expect_fail(&b, GGUF_E_TYPE, "removed tensor type id 4", UINT64_MAX);
-    build_tensor(&b, 1, ne, 31, 0, 128);
-    expect_fail(&b, GGUF_E_TYPE, "removed tensor type id 31", UINT64_MAX);
     uint64_t odd[1] = { 33 };
     build_tensor(&b, 1, odd, GGML_T_Q4_0, 0, 128);
     expect_fail(&b, GGUF_E_RANGE, "not a whole number of q4_0 blocks", UINT64_MAX);
@@ -491,6 +486,314 @@ static void test_noted_objections(void **state)
     free(b.p);
 }
 
+/* ---- tensors of types gguffs does not know ------------------------------- */
+
+/* Parses b, which must be accepted; fails with the message otherwise. */
+static struct gguf_file *accept(const struct gb *b)
+{
+    struct gguf_file *f = NULL;
+    struct gguf_diag d;
+    enum gguf_err e = parse(b, &f, &d);
+    if (e != GGUF_OK)
+        fail_msg("refused (%d): %s at %llu", e, d.msg, (unsigned long long)d.offset);
+    return f;
+}
+
+static void expect_note(const struct gguf_file *f, const char *want)
+{
+    if (!f->notes || !strstr(f->notes, want))
+        fail_msg("notes lack \"%s\": %s", want, f->notes ? f->notes : "(none)");
+}
+
+static void expect_no_note(const struct gguf_file *f, const char *unwanted)
+{
+    if (f->notes && strstr(f->notes, unwanted))
+        fail_msg("notes have \"%s\": %s", unwanted, f->notes);
+}
+
+/* The info text of f contains want. */
+static void expect_info(const struct gguf_file *f, const char *want)
+{
+    struct gguf_buf out = { 0 };
+    assert_int_equal(gguf_info_render(f, "m.gguf", &out), GGUF_OK);
+    assert_non_null(out.data);
+    if (!strstr(out.data, want))
+        fail_msg("info lacks \"%s\":\n%s", want, out.data);
+    gguf_buf_free(&out);
+}
+
+/* f32 "a" (8 elements, 32 bytes at 0), "u" of type id uid (100 elements,
+ * at 32, 40 bytes of data then padding to 96), f32 "b" (8 elements at 96),
+ * 128 bytes of data in all, in the given version and byte order. */
+static void build_middle(struct gb *b, uint32_t version, bool be, uint32_t uid)
+{
+    memset(b, 0, sizeof *b);
+    b->be = be;
+    gb_header(b, version, 3, 1);
+    gb_kv_str(b, "general.architecture", "llama");
+    uint64_t n8[1] = { 8 }, n100[2] = { 25, 4 };
+    gb_tensor(b, "a", 1, n8, GGML_T_F32, 0);
+    gb_tensor(b, "u", 2, n100, uid, 32);
+    gb_tensor(b, "b", 1, n8, GGML_T_F32, 96);
+    gb_pad(b, 32);
+    for (int i = 0; i < 128; i++)
+        gb_u8(b, (uint8_t)(i * 7 + 1));
+}
+
+/* An unknown type in the middle of the data: its size runs to the next
+ * tensor's offset (its padding included), for every version and byte
+ * order; the type reads type_NN; info lists it; the note says so. */
+static void test_unknown_middle(void **state)
+{
+    (void)state;
+    static const uint32_t ids[] = { 43, 57, 1000, UINT32_MAX };
+    for (int v = 1; v <= 3; v++)
+        for (int be = 0; be <= 1; be++)
+            for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+                struct gb b;
+                build_middle(&b, (uint32_t)v, be, ids[k]);
+                struct gguf_file *f = accept(&b);
+                assert_int_equal(f->n_tensors, 3);
+                const struct gguf_tensor *u = &f->tensors[1];
+                assert_int_equal(u->type, ids[k]);
+                assert_null(ggml_type_get(u->type));
+                assert_int_equal(u->n_dims, 2);
+                assert_int_equal(u->ne[0], 25);
+                assert_int_equal(u->ne[1], 4);
+                assert_int_equal(u->n_elems, 100);
+                assert_int_equal(u->offset, 32);
+                assert_int_equal(u->nbytes, 64);
+                assert_int_equal(f->tensors[0].nbytes, 32);
+                assert_int_equal(f->tensors[2].nbytes, 32);
+                char want[160], name[24];
+                snprintf(want, sizeof want, "tensor 'u': type id %u unknown to "
+                         "gguffs (raw bytes only, size 64 taken from the next "
+                         "tensor's offset)", ids[k]);
+                expect_note(f, want);
+                /* it sits where ggml would put it: no other objection */
+                expect_no_note(f, "contiguously");
+                expect_no_note(f, "alignment");
+                snprintf(name, sizeof name, "type_%u", ids[k]);
+                assert_string_equal(ggml_type_name_of(u->type), name);
+                expect_info(f, name);
+                expect_info(f, want);
+                gguf_close(f);
+                free(b.p);
+            }
+}
+
+/* Last in the file: the size runs to the end of the file (any padding
+ * after its data included). */
+static void test_unknown_last(void **state)
+{
+    (void)state;
+    for (int v = 1; v <= 3; v++)
+        for (int be = 0; be <= 1; be++) {
+            struct gb b = { .be = be };
+            uint64_t n8[1] = { 8 }, n3[1] = { 3 };
+            gb_header(&b, (uint32_t)v, 2, 0);
+            gb_tensor(&b, "a", 1, n8, GGML_T_F32, 0);
+            gb_tensor(&b, "u", 1, n3, 77, 32);
+            gb_pad(&b, 32);
+            gb_zeros(&b, 32 + 45);           /* 45 bytes after u's offset */
+            struct gguf_file *f = accept(&b);
+            assert_int_equal(f->tensors[1].nbytes, 45);
+            assert_int_equal(f->tensors[1].n_elems, 3);
+            assert_int_equal(f->data_off + 32 + 45, f->file_size);
+            expect_note(f, "tensor 'u': type id 77 unknown to gguffs (raw bytes "
+                        "only, size 45 taken from the end of the file)");
+            gguf_close(f);
+            free(b.p);
+        }
+    /* the only tensor, at offset 0 (build_tensor: header padded, then data) */
+    struct gb b = { 0 };
+    uint64_t ne[1] = { 32 };
+    build_tensor(&b, 1, ne, 43, 0, 128);
+    struct gguf_file *f = accept(&b);
+    assert_int_equal(f->tensors[0].nbytes, 128);
+    expect_note(f, "type id 43 unknown to gguffs");
+    gguf_close(f);
+    free(b.p);
+}
+
+/* Ids ggml removed: the same treatment, said so. */
+static void test_removed_ids(void **state)
+{
+    (void)state;
+    static const uint32_t removed[] = { 4, 5, 31, 32, 33, 36, 37, 38 };
+    for (size_t k = 0; k < sizeof removed / sizeof removed[0]; k++) {
+        struct gb b;
+        build_middle(&b, 3, false, removed[k]);
+        struct gguf_file *f = accept(&b);
+        assert_int_equal(f->tensors[1].nbytes, 64);
+        char want[128], name[16];
+        snprintf(want, sizeof want, "tensor 'u': type id %u removed from ggml (raw "
+                 "bytes only, size 64 taken from the next tensor's offset)", removed[k]);
+        expect_note(f, want);
+        snprintf(name, sizeof name, "type_%u", removed[k]);
+        assert_string_equal(ggml_type_name_of(removed[k]), name);
+        expect_info(f, name);
+        gguf_close(f);
+        free(b.p);
+    }
+}
+
+/* Several unknown tensors, in header order different from data order, one
+ * of them misaligned (noted, as for any type), one with no elements. */
+static void test_several_unknown(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    uint64_t n1[1] = { 1 }, n0[2] = { 5, 0 }, n8[1] = { 8 };
+    gb_header(&b, 3, 5, 0);
+    gb_tensor(&b, "w", 1, n1, 50, 64);      /* [64, 100): next is x at 100 */
+    gb_tensor(&b, "v", 1, n1, 51, 0);       /* [0, 32): next is f at 32 */
+    gb_tensor(&b, "f", 1, n8, GGML_T_F32, 32);
+    gb_tensor(&b, "x", 1, n1, 52, 100);     /* misaligned; to the end: 28 bytes */
+    gb_tensor(&b, "z", 2, n0, 53, 0);       /* no elements: no bytes */
+    gb_pad(&b, 32);
+    gb_zeros(&b, 128);
+    struct gguf_file *f = accept(&b);
+    assert_int_equal(f->tensors[0].nbytes, 36);
+    assert_int_equal(f->tensors[1].nbytes, 32);
+    assert_int_equal(f->tensors[2].nbytes, 32);
+    assert_int_equal(f->tensors[3].nbytes, 28);
+    assert_int_equal(f->tensors[4].nbytes, 0);
+    assert_int_equal(f->tensors[4].n_elems, 0);
+    expect_note(f, "tensor 'w': type id 50 unknown to gguffs (raw bytes only, "
+                "size 36 taken from the next tensor's offset)");
+    expect_note(f, "tensor 'v': type id 51 unknown to gguffs (raw bytes only, "
+                "size 32 taken from the next tensor's offset)");
+    expect_note(f, "tensor 'x': type id 52 unknown to gguffs (raw bytes only, "
+                "size 28 taken from the end of the file)");
+    expect_no_note(f, "'z'");
+    expect_note(f, "tensor 'x': offset 100 is not a multiple of the alignment 32");
+    expect_note(f, "not stored contiguously");
+    gguf_close(f);
+    free(b.p);
+}
+
+/* Shared offsets: two unknown tensors with elements at one offset are
+ * ambiguous; an unknown one at the offset of a known one with bytes
+ * overlaps it; one with no bytes beside it is fine (ggml puts a tensor
+ * without elements where the next one starts). */
+static void test_unknown_same_offset(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    uint64_t n4[1] = { 4 }, n0[1] = { 0 };
+    gb_header(&b, 3, 3, 0);
+    gb_tensor(&b, "a", 1, n4, GGML_T_F32, 0);
+    gb_tensor(&b, "u1", 1, n4, 60, 32);
+    gb_tensor(&b, "u2", 1, n4, 61, 32);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 96);
+    expect_fail(&b, GGUF_E_RANGE, "tensors 'u1' and 'u2' (type ids 60 and 61, "
+                "unknown to gguffs) both start at offset 32: their sizes are "
+                "ambiguous", UINT64_MAX);
+
+    /* unknown at the offset of a known tensor with bytes: they overlap */
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "a", 1, n4, GGML_T_F32, 0);
+    gb_tensor(&b, "u", 1, n4, 60, 0);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 64);
+    expect_fail(&b, GGUF_E_RANGE, "tensor 'u' [0, +64) overlaps tensor 'a' [0, +16)",
+                UINT64_MAX);
+
+    /* beside tensors without elements, known or not: accepted */
+    b.len = 0;
+    gb_header(&b, 3, 4, 0);
+    gb_tensor(&b, "e1", 1, n0, GGML_T_Q4_K, 32);
+    gb_tensor(&b, "e2", 1, n0, 70, 32);
+    gb_tensor(&b, "u", 1, n4, 71, 32);
+    gb_tensor(&b, "a", 1, n4, GGML_T_F32, 0);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 96);
+    struct gguf_file *f = accept(&b);
+    assert_int_equal(f->tensors[0].nbytes, 0);
+    assert_int_equal(f->tensors[1].nbytes, 0);
+    assert_int_equal(f->tensors[2].nbytes, 64);
+    assert_int_equal(f->tensors[3].nbytes, 16);
+    gguf_close(f);
+
+    /* a tensor without elements later in the data still bounds the range */
+    b.len = 0;
+    gb_header(&b, 3, 3, 0);
+    gb_tensor(&b, "u", 1, n4, 71, 0);
+    gb_tensor(&b, "e", 1, n0, GGML_T_F32, 64);
+    gb_tensor(&b, "a", 1, n4, GGML_T_F32, 64);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 96);
+    f = accept(&b);
+    assert_int_equal(f->tensors[0].nbytes, 64);
+    gguf_close(f);
+    free(b.p);
+}
+
+/* Out of bounds and overlaps are refused as for any type. */
+static void test_unknown_refused(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    uint64_t n4[1] = { 4 }, n16[1] = { 16 };
+    /* a known tensor that runs into the unknown one */
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "a", 1, n16, GGML_T_F32, 0);   /* [0, 64) */
+    gb_tensor(&b, "u", 1, n4, 60, 32);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 128);
+    expect_fail(&b, GGUF_E_RANGE, "tensor 'u' [32, +96) overlaps tensor 'a' [0, +64)",
+                UINT64_MAX);
+
+    /* at the end of the data, or past it: no bytes for its elements */
+    for (uint64_t off = 128; off <= 160; off += 32) {
+        b.len = 0;
+        gb_header(&b, 3, 2, 0);
+        gb_tensor(&b, "a", 1, n4, GGML_T_F32, 0);
+        gb_tensor(&b, "u", 1, n4, 60, off);
+        gb_pad(&b, 32);
+        gb_zeros(&b, 128);
+        expect_fail(&b, GGUF_E_RANGE, "tensor 'u': type id 60 is unknown to "
+                    "gguffs and its offset", UINT64_MAX);
+    }
+    b.len = 0;
+    gb_header(&b, 3, 1, 0);
+    gb_tensor(&b, "u", 1, n4, 60, UINT64_MAX - 31);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 128);
+    expect_fail(&b, GGUF_E_RANGE, "leaves no bytes for its 4 elements", UINT64_MAX);
+
+    /* a header without data (none follows the tensor infos) */
+    b.len = 0;
+    gb_header(&b, 3, 1, 0);
+    gb_tensor(&b, "u", 1, n4, 60, 0);
+    expect_fail(&b, GGUF_E_RANGE, "leaves no bytes", UINT64_MAX);
+
+    /* the next tensor lies past the end: the unknown one ends with the
+     * data, the next one is refused */
+    b.len = 0;
+    gb_header(&b, 3, 2, 0);
+    gb_tensor(&b, "u", 1, n4, 60, 0);
+    gb_tensor(&b, "a", 1, n4, GGML_T_F32, 4096);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 128);
+    expect_fail(&b, GGUF_E_RANGE, "tensor 'a': data [4096, +16) lies outside the file",
+                UINT64_MAX);
+
+    /* dims are checked as usual */
+    uint64_t big[3] = { 1ull << 31, 1ull << 31, 1ull << 31 }, neg[1] = { (uint64_t)-5 };
+    build_tensor(&b, 3, big, 99, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "element count overflows", UINT64_MAX);
+    build_tensor(&b, 1, neg, 99, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "negative", UINT64_MAX);
+    uint64_t five[5] = { 1, 1, 1, 1, 1 };
+    build_tensor(&b, 5, five, 99, 0, 128);
+    expect_fail(&b, GGUF_E_RANGE, "5 dimensions", UINT64_MAX);
+    free(b.p);
+}
+
 /* The type table agrees with facts that ggml prints. */
 static void test_type_table(void **state)
 {
@@ -500,10 +803,29 @@ static void test_type_table(void **state)
     assert_int_equal(ggml_type_get(GGML_T_NVFP4)->blck_elems, 64);
     assert_null(ggml_type_get(4));
     assert_null(ggml_type_get(43));
-    assert_string_equal(ggml_type_name_of(36), "removed");
-    assert_string_equal(ggml_type_name_of(1000), "unknown");
+    assert_string_equal(ggml_type_name_of(36), "type_36");
+    assert_string_equal(ggml_type_name_of(1000), "type_1000");
+    assert_string_equal(ggml_type_name_of(UINT32_MAX), "type_4294967295");
+    /* a few type_NN names can be held at once */
+    const char *n[GGML_TYPE_NAME_RING];
+    for (unsigned i = 0; i < GGML_TYPE_NAME_RING; i++)
+        n[i] = ggml_type_name_of(100 + i);
+    for (unsigned i = 0; i < GGML_TYPE_NAME_RING; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "type_%u", 100 + i);
+        assert_string_equal(n[i], want);
+    }
     assert_int_equal(ggml_type_by_name("iq4_xs"), GGML_T_IQ4_XS);
     assert_int_equal(ggml_type_by_name("nope"), -1);
+    assert_int_equal(ggml_type_by_name("type_57"), 57);
+    assert_int_equal(ggml_type_by_name("type_4"), 4);
+    assert_int_equal(ggml_type_by_name("type_2147483647"), 2147483647);
+    assert_int_equal(ggml_type_by_name("type_2"), -1);      /* that is q4_0 */
+    assert_int_equal(ggml_type_by_name("type_057"), -1);
+    assert_int_equal(ggml_type_by_name("type_"), -1);
+    assert_int_equal(ggml_type_by_name("type_5x"), -1);
+    assert_int_equal(ggml_type_by_name("type_-5"), -1);
+    assert_int_equal(ggml_type_by_name("type_99999999999999999999"), -1);
     int known = 0;
     for (uint32_t i = 0; i < GGML_T_COUNT; i++)
         known += ggml_type_get(i) != NULL;
@@ -525,6 +847,12 @@ int main(void)
         cmocka_unit_test(test_alignment),
         cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_noted_objections),
+        cmocka_unit_test(test_unknown_middle),
+        cmocka_unit_test(test_unknown_last),
+        cmocka_unit_test(test_removed_ids),
+        cmocka_unit_test(test_several_unknown),
+        cmocka_unit_test(test_unknown_same_offset),
+        cmocka_unit_test(test_unknown_refused),
         cmocka_unit_test(test_type_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
