@@ -18,6 +18,7 @@
  * actually read, so a hostile count costs nothing.
  */
 #include "gguf.h"
+#include "source.h"
 #include "types.h"
 
 #include <errno.h>
@@ -73,7 +74,7 @@ uint64_t gguf_rd64(const struct gguf_enc *e, const uint8_t *p)
 struct cur {
     const uint8_t *b;
     uint64_t len;        /* bytes available in b */
-    int fd;              /* >= 0: b is ours (own) and grows by pread */
+    struct gguf_source *src;  /* non-NULL: b is ours (own) and grows by reads */
     uint8_t *own;
     uint64_t size;       /* bytes in the whole file */
     uint64_t off;
@@ -115,11 +116,9 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
     c->own = nb;
     c->b = nb;
     while (c->len < want) {
-        ssize_t r = pread(c->fd, nb + c->len, want - c->len, (off_t)c->len);
-        if (r < 0 && errno == EINTR)
-            continue;
+        ssize_t r = c->src->ops->read(c->src, nb + c->len, (size_t)(want - c->len), c->len);
         if (r < 0)
-            return fail(c, GGUF_E_IO, c->len, "read error: %s", strerror(errno));
+            return fail(c, GGUF_E_IO, c->len, "read error: %s", strerror((int)-r));
         if (r == 0)
             return fail(c, GGUF_E_IO, c->len, "file shrank while being read");
         c->len += (uint64_t)r;
@@ -132,7 +131,7 @@ static enum gguf_err need(struct cur *c, uint64_t n, const char *field)
 {
     if (n <= c->len - c->off)
         return GGUF_OK;
-    if (c->fd >= 0 && n <= c->size - c->off)
+    if (c->src && n <= c->size - c->off)
         return refill(c, c->off + n);
     if (n > c->size - c->off)
         return fail(c, GGUF_E_TRUNCATED, c->off,
@@ -832,7 +831,7 @@ enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
         len = file_size;
 
     struct cur c = { .b = buf, .len = len, .size = file_size, .diag = diag,
-                     .need_more = need_more, .fd = -1 };
+                     .need_more = need_more };
     return parse_all(&c, out);
 }
 
@@ -957,45 +956,41 @@ void gguf_close(struct gguf_file *f)
     free(f);
 }
 
-enum gguf_err gguf_open_fd(int fd, struct gguf_file **out, struct gguf_diag *diag)
+enum gguf_err gguf_open_source(struct gguf_source *src, struct gguf_file **out,
+                               struct gguf_diag *diag)
 {
     struct gguf_diag scratch;
     if (!diag)
         diag = &scratch;
-    *out = NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(diag->msg, sizeof diag->msg, "cannot stat: %s", strerror(errno));
-        diag->offset = 0;
-        return GGUF_E_IO;
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-        snprintf(diag->msg, sizeof diag->msg, "not a regular file");
-        diag->offset = 0;
-        return GGUF_E_IO;
-    }
     /* The cursor reads the header on demand (1 MiB first, then doubling),
      * so tensor data is never read and nothing is parsed twice. */
-    struct cur c = { .size = (uint64_t)st.st_size, .fd = fd, .diag = diag };
+    struct cur c = { .size = src->size, .src = src, .diag = diag };
     *out = NULL;
     return parse_all(&c, out);
+}
+
+enum gguf_err gguf_open_fd(int fd, struct gguf_file **out, struct gguf_diag *diag)
+{
+    struct gguf_source *src;
+    *out = NULL;
+    enum gguf_err e = gguf_source_fd(fd, NULL, &src, diag);
+    if (e)
+        return e;
+    e = gguf_open_source(src, out, diag);
+    gguf_source_close(src);
+    return e;
 }
 
 enum gguf_err gguf_open(const char *path, struct gguf_file **out,
                         struct gguf_diag *diag)
 {
-    struct gguf_diag scratch;
-    if (!diag)
-        diag = &scratch;
+    struct gguf_source *src;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(diag->msg, sizeof diag->msg, "%s", strerror(errno));
-        diag->offset = UINT64_MAX;
-        return GGUF_E_IO;
-    }
-    enum gguf_err e = gguf_open_fd(fd, out, diag);
-    close(fd);
+    enum gguf_err e = gguf_source_file(path, &src, diag);
+    if (e)
+        return e;
+    e = gguf_open_source(src, out, diag);
+    gguf_source_close(src);
     return e;
 }
 

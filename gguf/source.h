@@ -1,0 +1,73 @@
+/*
+ * gguf/source.h — where a model's bytes come from.
+ *
+ * Everything that reads a model — the parser, raw and f32 reads, model.gguf,
+ * opening the shards of a split model, the copy made by a rewriting edit —
+ * reads through a source.  A local file is one kind (gguf_source_file); a
+ * remote object read by HTTP range requests is another.  Readers do not know
+ * which kind they read, with one exception: a source may offer a file
+ * descriptor that holds the same bytes at the same offsets, so that callers
+ * can move bytes without copying them (splice, copy_file_range).
+ *
+ * Promises of every source:
+ *   - size and identity are fixed when it is opened.  The identity names
+ *     one version of the bytes: two sources with the same identity hold the
+ *     same bytes ("file:DEV:INO:MTIME_NS:SIZE" for a local file; a remote
+ *     source uses the server's ETag, else Last-Modified and size).
+ *   - read may be called from any number of threads at once.
+ *   - read never returns bytes of another version: if the bytes behind the
+ *     source change or go away, reads fail (or, for a local file that
+ *     shrank, come up short) rather than mix versions, as far as the kind
+ *     of source can tell.
+ *
+ * This library includes no FUSE header and performs no printing.
+ */
+#ifndef GGUF_SOURCE_H
+#define GGUF_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gguf.h"
+
+struct gguf_source;
+
+struct gguf_source_ops {
+    /* Reads up to len bytes at off into buf: the count read (short only at
+     * the end of the source), or a negative errno. */
+    ssize_t (*read)(struct gguf_source *s, void *buf, size_t len, uint64_t off);
+    /* Frees the source (called once, by gguf_source_close). */
+    void (*close)(struct gguf_source *s);
+};
+
+struct gguf_source {
+    const struct gguf_source_ops *ops;
+    uint64_t size;         /* bytes */
+    char *name;            /* for messages: a path, or a URL without credentials */
+    char *identity;        /* see above */
+    int fd;                /* a descriptor with the same bytes, or -1 */
+};
+
+/* Opens the regular file (or block device) at path, read-only.  GGUF_E_IO
+ * with diag (offset UINT64_MAX) when it cannot. */
+enum gguf_err gguf_source_file(const char *path, struct gguf_source **out,
+                               struct gguf_diag *diag);
+
+/* The same for a descriptor the caller keeps (it is not closed). */
+enum gguf_err gguf_source_fd(int fd, const char *name, struct gguf_source **out,
+                             struct gguf_diag *diag);
+
+/* Reads exactly len bytes at off (retrying short reads): 0, or a positive
+ * errno (EIO when the source ends before off + len). */
+int gguf_source_read_all(struct gguf_source *s, void *buf, size_t len, uint64_t off);
+
+void gguf_source_close(struct gguf_source *s);
+
+/* Opens and indexes the GGUF file held by src (see gguf_open in gguf.h);
+ * the header is read on demand through src, tensor data never is. */
+enum gguf_err gguf_open_source(struct gguf_source *src, struct gguf_file **out,
+                               struct gguf_diag *diag);
+
+#endif
