@@ -1,6 +1,6 @@
 /*
- * fs/f32.c — the f32 view: byte range -> quantization blocks -> cache
- * chunks -> dequantized floats.
+ * fs/f32.c — the f32 view: dequantizing a chunk of a tensor into the cache,
+ * and the workers that fill the chunks ahead of a sequential reader.
  */
 #include "fs.h"
 
@@ -12,28 +12,23 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* Types whose elements are plain numbers: in a big-endian file they can be
- * byte-swapped element by element before conversion.  Quantized blocks of
- * a big-endian file have no agreed layout, so they get no f32 view. */
+size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk)
+{
+    uint64_t n = st->tens[tensor].t->n_elems - chunk * CACHE_CHUNK_ELEMS;
+    return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
+}
+
+/* Element size of the plain types a big-endian file may hold (the only
+ * types of such a file with an f32 view, see nodes.c). */
 static unsigned plain_elem_size(uint32_t type)
 {
     switch (type) {
     case GGML_T_F32: case GGML_T_I32: return 4;
     case GGML_T_F16: case GGML_T_BF16: case GGML_T_I16: return 2;
     case GGML_T_I64: case GGML_T_F64: return 8;
-    case GGML_T_I8: return 1;
-    default: return 0;
+    default: return 1;
     }
-}
-
-bool ggfs_has_f32(uint64_t i)
-{
-    const struct gguf_tensor *t = ST->tens[i].t;
-    if (!ggfs_dequant_supported(t->type))
-        return false;
-    return !ST->gf->enc.big_endian || plain_elem_size(t->type) != 0;
 }
 
 static void swap_elems(uint8_t *p, size_t bytes, unsigned size)
@@ -88,29 +83,24 @@ static uint8_t *thread_buffer(size_t bytes)
 
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n)
 {
-    (void)ctx;
-    const struct gguf_tensor *t = ST->tens[tensor].t;
-    const struct ggml_type_info *ti = ggml_type_get(t->type);
+    struct ggfs *fs = ctx;
+    const struct state *st = fs->st;       /* under the state lock (read) */
+    const struct tref *r = &st->tens[tensor];
+    const struct ggml_type_info *ti = ggml_type_get(r->t->type);
     uint64_t first_block = chunk * (CACHE_CHUNK_ELEMS / ti->blck_elems);
     size_t n_blocks = n / ti->blck_elems;
     size_t bytes = n_blocks * ti->blck_bytes;
-    uint8_t *src_buf = thread_buffer(bytes);
-    if (!src_buf)
+    uint8_t *buf = thread_buffer(bytes);
+    if (!buf)
         return ENOMEM;
-    const struct shard *sh = &ST->shards[ST->tens[tensor].shard];
-    uint64_t pos = sh->gf->data_off + t->offset + first_block * ti->blck_bytes;
-    size_t got = 0;
-    while (got < bytes) {
-        ssize_t r = pread(sh->fd, src_buf + got, bytes - got, (off_t)(pos + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return EIO;        /* read error, or the file shrank underneath */
-        got += (size_t)r;
-    }
-    if (ST->gf->enc.big_endian)
-        swap_elems(src_buf, bytes, plain_elem_size(t->type));
-    ggfs_dequant(t->type, src_buf, dst, n_blocks);
+    const struct shard *sh = &st->shards[r->shard];
+    uint64_t pos = sh->gf->data_off + r->t->offset + first_block * ti->blck_bytes;
+    /* a read error, or the file shrank underneath */
+    if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0)
+        return EIO;
+    if (sh->gf->enc.big_endian)
+        swap_elems(buf, bytes, plain_elem_size(r->t->type));
+    ggfs_dequant(r->t->type, buf, dst, n_blocks);
     return 0;
 }
 
@@ -125,110 +115,119 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
 
 #define QUEUE_CAP 256
 
-static struct {
+struct workers {
+    struct ggfs *fs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t *threads;
     unsigned n_threads;
     unsigned depth;
     bool stop;
-    uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];
+    uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];   /* under mu */
     unsigned head, len;
-} wk = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-
-static size_t chunk_len(uint64_t tensor, uint64_t chunk)
-{
-    uint64_t n = ST->tens[tensor].t->n_elems - chunk * CACHE_CHUNK_ELEMS;
-    return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
-}
+};
 
 static void *worker_main(void *arg)
 {
-    (void)arg;
-    pthread_mutex_lock(&wk.mu);
+    struct workers *wk = arg;
+    struct ggfs *fs = wk->fs;
+    pthread_mutex_lock(&wk->mu);
     for (;;) {
-        while (!wk.stop && wk.len == 0)
-            pthread_cond_wait(&wk.cv, &wk.mu);
-        if (wk.stop)
+        while (!wk->stop && wk->len == 0)
+            pthread_cond_wait(&wk->cv, &wk->mu);
+        if (wk->stop)
             break;
-        uint64_t t = wk.q_tensor[wk.head], c = wk.q_chunk[wk.head];
-        wk.head = (wk.head + 1) % QUEUE_CAP;
-        wk.len--;
-        pthread_mutex_unlock(&wk.mu);
-        pthread_rwlock_rdlock(&g_fs.lock);
-        if (t < ST->n_tensors)
-            cache_prefetch(g_fs.cache, t, c, chunk_len(t, c));
-        pthread_rwlock_unlock(&g_fs.lock);
-        pthread_mutex_lock(&wk.mu);
+        uint64_t t = wk->q_tensor[wk->head], c = wk->q_chunk[wk->head];
+        wk->head = (wk->head + 1) % QUEUE_CAP;
+        wk->len--;
+        pthread_mutex_unlock(&wk->mu);
+        pthread_rwlock_rdlock(&fs->lock);
+        if (t < fs->st->n_tensors)
+            cache_prefetch(fs->cache, t, c, ggfs_chunk_len(fs->st, t, c));
+        pthread_rwlock_unlock(&fs->lock);
+        pthread_mutex_lock(&wk->mu);
     }
-    pthread_mutex_unlock(&wk.mu);
+    pthread_mutex_unlock(&wk->mu);
     return NULL;
 }
 
-int ggfs_workers_start(unsigned n)
+int ggfs_workers_start(struct ggfs *fs, unsigned n)
 {
     /* Prefetching more chunks than a quarter of the cache would evict what
      * the reader is about to use. */
-    uint64_t cap = cache_capacity_chunks(g_fs.cache) / 4;
-    wk.depth = 2 * n < cap ? 2 * n : (unsigned)cap;
-    if (n == 0 || wk.depth == 0)
+    uint64_t cap = cache_capacity_chunks(fs->cache) / 4;
+    unsigned depth = 2 * n < cap ? 2 * n : (unsigned)cap;
+    if (n == 0 || depth == 0)
         return 0;
-    wk.threads = calloc(n, sizeof *wk.threads);
-    if (!wk.threads)
+    struct workers *wk = calloc(1, sizeof *wk);
+    if (!wk || !(wk->threads = calloc(n, sizeof *wk->threads))) {
+        free(wk);
         return ENOMEM;
-    wk.stop = false;
+    }
+    wk->fs = fs;
+    wk->depth = depth;
+    pthread_mutex_init(&wk->mu, NULL);
+    pthread_cond_init(&wk->cv, NULL);
     int e = 0;
     sigset_t all, old;
     sigfillset(&all);
-    /* Signals must reach the thread running the FUSE loop (see fs.h) */
+    /* Signals must reach the thread running the FUSE loop. */
     pthread_sigmask(SIG_BLOCK, &all, &old);
     for (unsigned i = 0; i < n && !e; i++) {
-        e = pthread_create(&wk.threads[i], NULL, worker_main, NULL);
+        e = pthread_create(&wk->threads[i], NULL, worker_main, wk);
         if (!e)
-            wk.n_threads = i + 1;
+            wk->n_threads = i + 1;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fs->workers = wk;
     return e;
 }
 
-void ggfs_workers_stop(void)
+void ggfs_workers_stop(struct ggfs *fs)
 {
-    pthread_mutex_lock(&wk.mu);
-    wk.stop = true;
-    pthread_cond_broadcast(&wk.cv);
-    pthread_mutex_unlock(&wk.mu);
-    for (unsigned i = 0; i < wk.n_threads; i++)
-        pthread_join(wk.threads[i], NULL);
-    free(wk.threads);
-    wk.threads = NULL;
-    wk.n_threads = 0;
+    struct workers *wk = fs->workers;
+    if (!wk)
+        return;
+    pthread_mutex_lock(&wk->mu);
+    wk->stop = true;
+    pthread_cond_broadcast(&wk->cv);
+    pthread_mutex_unlock(&wk->mu);
+    for (unsigned i = 0; i < wk->n_threads; i++)
+        pthread_join(wk->threads[i], NULL);
+    pthread_mutex_destroy(&wk->mu);
+    pthread_cond_destroy(&wk->cv);
+    free(wk->threads);
+    free(wk);
+    fs->workers = NULL;
 }
 
-void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk)
+void ggfs_prefetch_after(struct ggfs *fs, const struct state *st, uint64_t tensor,
+                         uint64_t chunk)
 {
-    if (!wk.n_threads)
+    struct workers *wk = fs->workers;
+    if (!wk || !wk->n_threads)
         return;
-    uint64_t n_chunks = (ST->tens[tensor].t->n_elems + CACHE_CHUNK_ELEMS - 1)
+    uint64_t n_chunks = (st->tens[tensor].t->n_elems + CACHE_CHUNK_ELEMS - 1)
                         / CACHE_CHUNK_ELEMS;
-    pthread_mutex_lock(&wk.mu);
-    for (uint64_t c = chunk + 1; c <= chunk + wk.depth && c < n_chunks; c++) {
-        if (wk.len == QUEUE_CAP)
+    pthread_mutex_lock(&wk->mu);
+    for (uint64_t c = chunk + 1; c <= chunk + wk->depth && c < n_chunks; c++) {
+        if (wk->len == QUEUE_CAP)
             break;
-        if (cache_contains(g_fs.cache, tensor, c))
+        if (cache_contains(fs->cache, tensor, c))
             continue;
         /* skip what is queued already */
         bool queued = false;
-        for (unsigned k = 0; k < wk.len && !queued; k++) {
-            unsigned i = (wk.head + k) % QUEUE_CAP;
-            queued = wk.q_tensor[i] == tensor && wk.q_chunk[i] == c;
+        for (unsigned k = 0; k < wk->len && !queued; k++) {
+            unsigned i = (wk->head + k) % QUEUE_CAP;
+            queued = wk->q_tensor[i] == tensor && wk->q_chunk[i] == c;
         }
         if (queued)
             continue;
-        unsigned tail = (wk.head + wk.len) % QUEUE_CAP;
-        wk.q_tensor[tail] = tensor;
-        wk.q_chunk[tail] = c;
-        wk.len++;
-        pthread_cond_signal(&wk.cv);
+        unsigned tail = (wk->head + wk->len) % QUEUE_CAP;
+        wk->q_tensor[tail] = tensor;
+        wk->q_chunk[tail] = c;
+        wk->len++;
+        pthread_cond_signal(&wk->cv);
     }
-    pthread_mutex_unlock(&wk.mu);
+    pthread_mutex_unlock(&wk->mu);
 }

@@ -1,5 +1,23 @@
 /*
- * fs/fs.h — the gguffs FUSE driver: state shared by the handlers.
+ * fs/fs.h — the gguffs FUSE driver: the context every handler works with.
+ *
+ * Rooms of fs/ (only this directory includes a FUSE header):
+ *
+ *   main.c      gguffs(1): options, mount point check, model open, session
+ *   options.c   the command line: option table, sizes, --help
+ *   model.c     opening a model (every shard, through byte sources) and
+ *               reading model.gguf
+ *   state.c     one version of the model: name tables, key ids, text; the
+ *               counted list of live versions
+ *   nodes.c     the inode layout: what an inode is, its attributes, the
+ *               small texts (type, shape, stats, meta/ values)
+ *   ops.c       the FUSE handlers and the operations table
+ *   read.c      reads of raw, f32 and model.gguf
+ *   f32.c       dequantizing chunks, and the workers that fill them ahead
+ *   cache.c     the bounded cache of dequantized chunks (no FUSE inside)
+ *   whandle.c   meta/ files open for writing, created keys, scratch files
+ *   commit.c    applying an edit: new header, commit, new state, swap
+ *   notify.c    telling the kernel what an edit changed
  *
  * Inode numbers are computed from the index, never allocated:
  *
@@ -18,9 +36,32 @@
  * keeps the inode, the page cache and the state of its version until it is
  * closed, as a file replaced by rename does; the next lookup finds the new
  * version.  Tensor data never changes, so raw and f32 keep their inodes.
- *
  * Names and attributes are cached by the kernel with long timeouts; after
- * an edit the names and inodes that changed are invalidated (fs/edit.c).
+ * an edit the names and inodes that changed are invalidated (notify.c).
+ *
+ * Locks, in the order they are taken (a thread holding one may take only
+ * those below it):
+ *
+ *   commit_mu         one edit at a time: handlers that may commit (open
+ *                     for writing, create, write handles' flush and
+ *                     release, unlink, rename, setxattr, setattr); while it
+ *                     is held, fs->st cannot change, so those read it
+ *                     without the state lock
+ *   whandle.mu        a write handle's text and flags (whandle.c)
+ *   lock (write)      swapping fs->st in (commit.c), briefly
+ *   lock (read)       every other handler, for its whole run: it sees one
+ *                     version from start to end.  Writer-preferring, so
+ *                     readers cannot starve a swap.
+ *   pend_mu           the lists of created keys and of live handles
+ *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
+ *   cache shard mu    (cache.c), under the state lock (read)
+ *   states_mu         the counted list of live states (state.c)
+ *   notify queue mu   (notify.c), last: never held while waiting
+ *
+ * The notify queues' threads take no lock above their own but the state
+ * list's; the kernel may make them wait for a directory's lock, which is
+ * why no handler holding the root directory's lock waits for commit_mu
+ * (ops.c refuses namespace changes outside meta/ without it).
  */
 #ifndef FS_FS_H
 #define FS_FS_H
@@ -35,6 +76,8 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
+#include "gguf/source.h"
+#include "gguf/value.h"
 #include "cache.h"
 
 enum {
@@ -52,6 +95,8 @@ enum {
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 
+struct ggfs;
+
 /* A name table: file name (escaped) -> index, open addressing. */
 struct ntab {
     char **names;        /* names[i]: NUL-terminated file name of entry i */
@@ -59,6 +104,9 @@ struct ntab {
     uint64_t mask;
     uint64_t n;
 };
+
+/* Index of name in t, or -1. */
+int64_t ntab_find(const struct ntab *t, const char *name);
 
 /* Text rendered on first use and kept (values of meta/ keys). */
 struct text {
@@ -68,9 +116,8 @@ struct text {
 
 /* One file of the model (a split model has several). */
 struct shard {
+    struct gguf_source *src;     /* its bytes; src->name is its path */
     struct gguf_file *gf;
-    int fd;                      /* O_RDONLY */
-    char *path;
 };
 
 /* Tensor j of the model: which shard holds it, and its info there. */
@@ -82,31 +129,31 @@ struct tref {
 /*
  * What one version of the model file looks like: its index and everything
  * derived from it.  A state never changes once built; an edit builds a new
- * one and swaps it in (g_fs.lock held for writing), so a handler that holds
+ * one and swaps it in (fs->lock held for writing), so a handler that holds
  * the lock for reading sees one consistent version from start to end.
- * States are counted: g_fs.st holds one reference, and every open info or
+ * States are counted: fs->st holds one reference, and every open info or
  * model.gguf holds one, so a version lives until its last reader is done.
+ * Metadata lives in the first shard: shards[0].
  */
 struct state {
-    unsigned refs;               /* under states_mu (state.c) */
+    struct ggfs *fs;
+    unsigned refs;               /* under fs->states_mu */
     uint64_t gen;                /* version: 0 at mount, +1 per commit */
-    struct state *lprev, *lnext; /* live states, under states_mu */
-    struct gguf_file *gf;        /* the first shard's: metadata lives there */
-    int fd;                      /* the first shard's descriptor */
+    struct state *lprev, *lnext; /* live states, under fs->states_mu */
     struct shard *shards;
     unsigned n_shards;
     struct tref *tens;           /* every tensor, shard by shard */
     uint64_t n_tensors;
     struct text model_hdr;       /* model.gguf's header (split models only) */
+    uint64_t *vt_off;            /* tensor offsets in model.gguf's data */
     uint64_t model_size;         /* model.gguf's size */
     /* A single file: model.gguf's bytes [hdr_size, hdr_end) (the padding
      * after the header), kept so that an in-place edit of the file cannot
-     * change what this version shows (NULL: all zeros, or, when pad_fd is
+     * change what this version shows (NULL: all zeros, or, when pad_src is
      * set, non-zero padding too large to keep, read from the file). */
     uint8_t *pad;
     uint64_t hdr_end;            /* min(data_off, file size) */
-    bool pad_fd;
-    uint64_t *vt_off;            /* tensor offsets in model.gguf's data */
+    bool pad_src;
     struct stat model_st;        /* times and owner shown on every node */
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
@@ -117,115 +164,201 @@ struct state {
     uint64_t n_ids;
 };
 
-/* The stable id of a key file name (registered on first use); -1 on ENOMEM.
- * Only while building a state or under the commit lock. */
-int64_t ggfs_key_id(const char *fname);
+/* The file that holds the metadata (the first shard's index). */
+static inline const struct gguf_file *st_meta(const struct state *st)
+{
+    return st->shards[0].gf;
+}
 
+/* The registry of key ids: a meta/ file name -> a number that stays the
+ * same for the life of the mount (state.c). */
+struct key_ids {
+    char **names;
+    uint64_t *slot;              /* id+1, 0 = empty */
+    uint64_t mask, n, cap;
+};
+
+struct workers;                  /* f32.c */
+struct notify;                   /* notify.c */
+struct whandle;                  /* whandle.c */
+
+/* The mount: passed to every handler as the session's userdata. */
 struct ggfs {
+    /* set before the session starts, then read-only */
     const char *model_path;      /* as given, for messages */
+    const char *model_real;      /* the first shard's absolute path (edits go there) */
     bool read_only;
     double timeout;              /* entry/attr timeout, seconds */
-    const char *model_real;      /* absolute path (daemonizing chdirs to /) */
-    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
-    pthread_mutex_t commit_mu;   /* one edit at a time (fs/edit.c) */
-    struct fuse_session *se;     /* for cache invalidations */
-    struct state *st;            /* the current version */
-    struct cache *cache;         /* dequantized f32 chunks */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
+    struct fuse_session *se;
+    struct cache *cache;         /* dequantized f32 chunks */
+
+    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
+    struct state *st;            /* the current version: under lock, or commit_mu */
+    struct key_ids ids;          /* under commit_mu (or before the session) */
+
+    pthread_mutex_t states_mu;
+    struct state *states;        /* every live state, under states_mu */
+
+    pthread_mutex_t pend_mu;
+    struct whandle *pending;     /* created keys and scratch files, under pend_mu */
+    struct whandle *live;        /* every handle, freed at the end; under pend_mu */
+
+    struct workers *workers;
+    struct notify *notify;
 };
 
-/* The current state; only valid while g_fs.lock is held. */
-#define ST (g_fs.st)
+/* The context of a request. */
+static inline struct ggfs *req_fs(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
 
-extern struct ggfs g_fs;
+/* errno for a gguf/ error (the one place they are converted). */
+int ggfs_errno(enum gguf_err e);
 
-/* Opens the model at path; a shard of a split model opens every shard
- * (fs/model.c).  0, or an errno with a one-line message in err. */
-int ggfs_open_model(const char *path, struct shard **out, unsigned *n,
-                    char *err, size_t cap);
+/* ---- model.c ---- */
+
+/* Opens the model at path (absolute); a shard of a split model opens
+ * every shard.  Recovers an interrupted edit of the first shard first, or,
+ * read-only, refuses the model while one is there.  The diag's message
+ * names the file concerned when it is not path. */
+enum gguf_err ggfs_open_model(const char *path, bool read_only, struct shard **out,
+                              unsigned *n, struct gguf_diag *d);
 void ggfs_shards_free(struct shard *s, unsigned n);
-/* model.gguf of a split model: header and layout; reads. */
+/* model.gguf of a split model: header and layout. */
 int ggfs_build_merged(struct state *st);
-/* Replies to a read of model.gguf of version st. */
-void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+
+/* ---- state.c ---- */
 
 /* Builds the state (version gen) for an opened model, with one reference
  * (takes the shards on success); 0 or an errno (EEXIST: a tensor name
- * occurs in two shards). */
-int ggfs_state_new(struct shard *shards, unsigned n, const char *path,
-                   uint64_t gen, struct state **out);
-/* Another reference to st. */
+ * occurs in two shards).  Under commit_mu, or before the session. */
+int ggfs_state_new(struct ggfs *fs, struct shard *shards, unsigned n, uint64_t gen,
+                   struct state **out);
 struct state *ggfs_state_ref(struct state *st);
-/* Drops a reference; the last one frees the state (on the notifier thread
- * when it runs: closing a replaced model file may take a while). */
+/* Drops a reference; the last one frees the state (on a notify thread
+ * when they run: closing a replaced model file may take a while). */
 void ggfs_state_put(struct state *st);
 /* The live state of version gen, with a reference; NULL if it is gone. */
-struct state *ggfs_state_by_gen(uint64_t gen);
-/* Frees st now (the last reference is gone). */
+struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen);
 void ggfs_state_free(struct state *st);
+/* The stable id of a key file name (registered on first use); -1 on ENOMEM.
+ * Under commit_mu, or before the session. */
+int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
+void ggfs_key_ids_free(struct key_ids *ids);
 
-/* Index of name in t, or -1. */
-int64_t ntab_find(const struct ntab *t, const char *name);
+/* ---- nodes.c: the inode layout ---- */
 
-/* true if tensor i has an f32 view (its type can be dequantized). */
-bool ggfs_has_f32(uint64_t i);
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL };
 
-/* The cache's fill callback: dequantizes one chunk of tensor i. */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst,
-                    size_t n);
+struct node {
+    enum kind kind;
+    uint64_t idx;            /* key or tensor index */
+    enum tensor_file tf;     /* for K_TENSOR */
+    uint64_t gen;            /* for K_INFO and K_MODEL: the version */
+};
 
-/* Dequantization workers that fill chunks ahead of sequential f32 readers
- * (started after daemonizing: threads do not survive fork). */
-int ggfs_workers_start(unsigned n);
-void ggfs_workers_stop(void);
-/* A reader just used chunk of tensor: queue the following ones. */
-void ggfs_prefetch_after(uint64_t tensor, uint64_t chunk);
+/* What inode ino is in state st (any version's info and model.gguf). */
+struct node ggfs_classify(const struct state *st, fuse_ino_t ino);
+/* The entries of /, in readdir order: lookup and readdir share it. */
+struct root_entry {
+    const char *name;
+    enum kind kind;
+};
+extern const struct root_entry ggfs_root[];
+extern const unsigned ggfs_root_n;
+/* The inode of root entry e in state st. */
+fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
+fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
+extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
+/* true if tensor idx has file tf (f32 only for types with a dequantizer). */
+bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
+/* The state of version gen with a reference, or NULL when it is gone. */
+struct state *ggfs_version(struct state *st, uint64_t gen);
+/* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
+int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+/* Attributes of a key created and not committed yet. */
+void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
+                       struct stat *out);
+/* The rendered value of key i (kept in st); NULL when out of memory. */
+const struct text *ggfs_kv_text(struct state *st, uint64_t i);
+/* type or shape of tensor idx into buf; its length. */
+size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
+                        char *buf, size_t cap);
+/* The stats file's text into buf; its length. */
+size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
 
-/* Telling the kernel what an edit changed (fs/notify.c): names and inodes
- * to invalidate are queued and sent by threads of their own. */
-int ggfs_notify_start(void);
-void ggfs_notify_stop(void);                /* sends what is queued first */
-void ggfs_notify_meta_entry(const char *name);
-void ggfs_notify_inode(fuse_ino_t ino);
-void ggfs_notify_root_entry(const char *name);
-/* Queues st to be freed on the notifier thread; false if it is not running. */
-bool ggfs_notify_free_state(struct state *st);
+/* ---- read.c ---- */
+
+void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off);
+void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+/* Replies with [off, off+size) of a buffer of len bytes. */
+void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
+
+/* ---- f32.c ---- */
+
+/* The cache's fill callback (ctx: the struct ggfs): dequantizes one chunk
+ * of tensor i of the current state. */
+int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n);
+/* Workers that fill chunks ahead of sequential f32 readers (started after
+ * daemonizing: threads do not survive fork). */
+int ggfs_workers_start(struct ggfs *fs, unsigned n);
+void ggfs_workers_stop(struct ggfs *fs);
+/* A reader just used chunk of tensor: queue the following ones.  Under the
+ * state lock (read). */
+void ggfs_prefetch_after(struct ggfs *fs, const struct state *st, uint64_t tensor,
+                         uint64_t chunk);
+/* Floats in chunk of tensor (shorter for a tensor's last chunk). */
+size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
+
+/* ---- notify.c ---- */
+
+int ggfs_notify_start(struct ggfs *fs);
+void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
+void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
+void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
+void ggfs_notify_root_entry(struct ggfs *fs, const char *name);
+/* Queues st to be freed on a notify thread; false if they do not run. */
+bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
 /* Wait (at most a second) until what was queued so far has been sent:
  * the root names only, or everything. */
-void ggfs_notify_wait_root(void);
-void ggfs_notify_wait_all(void);
+void ggfs_notify_wait_root(struct ggfs *fs);
+void ggfs_notify_wait_all(struct ggfs *fs);
 
-/* Metadata edits (fs/edit.c).  Functions marked (C) run with commit_mu
- * held and may commit; they return 0 or an errno. */
-struct whandle;
-void ggfs_edit_stop(void);                  /* frees handles never released */
-int ggfs_edit_open(uint64_t idx, int flags, struct fuse_file_info *fi);   /* (C) */
+/* ---- whandle.c and commit.c: edits through meta/ ----
+ * Functions marked (C) run with commit_mu held and may commit; they return
+ * 0 or an errno. */
+
+void ggfs_edit_stop(struct ggfs *fs);       /* frees handles never released */
+int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
 /* Opens a tool's scratch file again (any mode); EBUSY for a new key that
  * is being written, ENOENT if there is no such file. */
-int ggfs_edit_reopen(uint64_t id, int flags, struct fuse_file_info *fi);    /* (C) */
-void ggfs_edit_create(fuse_req_t req, const char *name, mode_t mode,
-                      struct fuse_file_info *fi);                           /* (C) */
+int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi); /* (C) */
+void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi);  /* (C) */
 int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
-int ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
-int ggfs_edit_truncate(struct fuse_file_info *fi, uint64_t idx, bool has_idx,
-                       off_t size);                                         /* (C) */
+void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
+/* truncate of key idx (has_idx) or of an open handle (fi) */
+int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
+                       bool has_idx, off_t size);                                   /* (C) */
 /* pid: the caller of close (fuse_req_ctx), to tell a dup'ed descriptor's
  * close from the last one */
-int ggfs_edit_flush(struct fuse_file_info *fi, pid_t pid);                   /* (C) */
-void ggfs_edit_release(struct fuse_file_info *fi);                           /* (C) */
-int ggfs_edit_unlink(const char *name);                                      /* (C) */
-int ggfs_edit_rename(const char *from, const char *to);                      /* (C) */
-int ggfs_edit_settype(uint64_t id, const char *value, size_t size);          /* (C) */
-/* A created key not committed yet, by id or file name; NULL if none. */
-struct whandle *ggfs_pending_by_id(uint64_t id);
-struct whandle *ggfs_pending_by_name(const char *fname);
-/* Size (and id) of a created key not committed yet, found by id or, if
- * fname is not NULL, by file name; false if there is none. */
-bool ggfs_pending_size(uint64_t id, const char *fname, uint64_t *id_out, size_t *size);
+int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
+void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi);                /* (C) */
+int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
+int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
+int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
+/* Size (and id) of a created key or scratch file not committed, found by
+ * id or, if fname is not NULL, by file name; false if there is none. */
+bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
+                       size_t *size);
+bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
 
-/* The low-level operations table. */
+/* The low-level operations table (ops.c). */
 extern const struct fuse_lowlevel_ops ggfs_ops;
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * fs/model.c — opening a model that may be split into shards, and the
- * virtual MOUNTPOINT/model.gguf.
+ * merged header of MOUNTPOINT/model.gguf.
  *
  * Split models follow llama.cpp's gguf-split convention: files named
  * PREFIX-00001-of-00004.gguf ... with keys split.no (0-based), split.count
@@ -22,22 +22,23 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static void msg(char *err, size_t cap, const char *fmt, ...)
+static enum gguf_err fail(struct gguf_diag *d, enum gguf_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void msg(char *err, size_t cap, const char *fmt, ...)
+static enum gguf_err fail(struct gguf_diag *d, enum gguf_err e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
     va_end(ap);
+    d->offset = UINT64_MAX;
+    return e;
 }
 
 /* An integer key of any integer type; false if absent or not an integer. */
@@ -60,43 +61,39 @@ static bool int_key(const struct gguf_file *f, const char *key, int64_t *out)
     }
 }
 
-static int open_one(const char *path, struct shard *s, char *err, size_t cap)
+/* Opens and indexes one file; the diag names it when it is not the model
+ * the user gave (given). */
+static enum gguf_err open_one(const char *path, const char *given, struct shard *s,
+                              struct gguf_diag *d)
 {
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0) {
-        msg(err, cap, "%s: %s", path, strerror(errno));
-        return errno;
+    enum gguf_err e = gguf_source_file(path, &s->src, d);
+    if (!e) {
+        e = gguf_open_source(s->src, &s->gf, d);
+        /* Tensor reads are mostly long sequential runs: a larger readahead
+         * window keeps the disk busy while FUSE replies. */
+        if (!e && s->src->fd >= 0)
+            posix_fadvise(s->src->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     }
-    struct gguf_diag d;
-    if (gguf_open_fd(s->fd, &s->gf, &d) != GGUF_OK) {
-        if (d.offset != UINT64_MAX)
-            msg(err, cap, "%s: %s (at byte offset %llu)", path, d.msg,
-                (unsigned long long)d.offset);
-        else
-            msg(err, cap, "%s: %s", path, d.msg);
-        close(s->fd);
-        s->fd = -1;
-        return EINVAL;
+    if (e && strcmp(path, given) != 0) {
+        char msg[sizeof d->msg];
+        memcpy(msg, d->msg, sizeof msg);
+        int n = snprintf(d->msg, sizeof d->msg, "%s: ", path);
+        if (n > 0 && (size_t)n < sizeof d->msg)
+            snprintf(d->msg + n, sizeof d->msg - (size_t)n, "%.*s",
+                     (int)(sizeof d->msg - 1 - (size_t)n), msg);
     }
-    s->path = strdup(path);
-    if (!s->path) {
-        gguf_close(s->gf);
-        close(s->fd);
-        return ENOMEM;
+    if (e) {
+        gguf_source_close(s->src);
+        s->src = NULL;
     }
-    /* Tensor reads are mostly long sequential runs: a larger readahead
-     * window keeps the disk busy while FUSE replies. */
-    posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    return 0;
+    return e;
 }
 
 void ggfs_shards_free(struct shard *s, unsigned n)
 {
     for (unsigned i = 0; s && i < n; i++) {
         gguf_close(s[i].gf);
-        if (s[i].fd >= 0)
-            close(s[i].fd);
-        free(s[i].path);
+        gguf_source_close(s[i].src);
     }
     free(s);
 }
@@ -120,109 +117,130 @@ static bool split_name(const char *path, size_t *prefix_len, unsigned *no, unsig
     return true;
 }
 
-int ggfs_open_model(const char *path, struct shard **out, unsigned *n_out,
-                    char *err, size_t cap)
+/* Before the first shard is opened: finish an interrupted edit (it may be
+ * written), or refuse a read-only mount while one is there.  Messages name
+ * path unless it is the file the user gave. */
+static enum gguf_err recover(const char *path, const char *given, bool read_only,
+                             struct gguf_diag *d)
 {
-    *out = NULL;
-    *n_out = 0;
-    struct shard given = { .fd = -1 };
-    int e = open_one(path, &given, err, cap);
-    if (e)
-        return e;
-    int64_t count = 1, no = 0;
-    bool split = int_key(given.gf, "split.count", &count) && count > 1;
-    if (!split) {
-        struct shard *s = malloc(sizeof *s);
-        if (!s) {
-            ggfs_shards_free(&given, 0);
-            return ENOMEM;
-        }
-        *s = given;
-        *out = s;
-        *n_out = 1;
-        return 0;
+    const char *pre = strcmp(path, given) ? path : NULL;
+    if (read_only) {
+        char *j = malloc(strlen(path) + 32);
+        if (!j)
+            return fail(d, GGUF_E_NOMEM, "out of memory");
+        sprintf(j, "%s.gguffs-journal", path);
+        bool interrupted = access(j, F_OK) == 0;
+        free(j);
+        if (interrupted)
+            return fail(d, GGUF_E_INVAL, "%s%san edit was interrupted; mount once without "
+                        "-o ro to roll it back", pre ? pre : "", pre ? ": " : "");
+        return GGUF_OK;
     }
-    size_t plen;
-    unsigned fno, fcount;
-    if (count > 99999 || !int_key(given.gf, "split.no", &no) ||
-        !split_name(path, &plen, &fno, &fcount) || fcount != count || fno != no + 1) {
-        msg(err, cap, "%s: split.count is %lld but the file is not named "
-            "PREFIX-%05lld-of-%05lld.gguf with a matching split.no", path,
-            (long long)count, (long long)no + 1, (long long)count);
-        gguf_close(given.gf);
-        close(given.fd);
-        free(given.path);
-        return EINVAL;
-    }
-    struct shard *s = calloc((size_t)count, sizeof *s);
-    if (!s) {
-        gguf_close(given.gf);
-        close(given.fd);
-        free(given.path);
-        return ENOMEM;
-    }
-    for (int64_t i = 0; i < count; i++)
-        s[i].fd = -1;
-    s[no] = given;
+    char what[256];
+    enum gguf_err e = gguf_recover(path, what, sizeof what, d);
+    if (!e && what[0])
+        fprintf(stderr, "gguffs: %s: %s\n", path, what);
+    return e;
+}
+
+/* The other shards of the split model of which given (shard no of count)
+ * is one: opened into s[], every shard checked. */
+static enum gguf_err open_split(const char *path, struct shard *s, int64_t no, int64_t count,
+                                size_t plen, bool read_only, struct gguf_diag *d)
+{
     char *p = malloc(plen + 32);
-    e = p ? 0 : ENOMEM;
+    if (!p)
+        return fail(d, GGUF_E_NOMEM, "out of memory");
+    enum gguf_err e = GGUF_OK;
     for (int64_t i = 0; !e && i < count; i++) {
         if (i == no)
             continue;
         snprintf(p, plen + 32, "%.*s-%05lld-of-%05lld.gguf", (int)plen, path,
                  (long long)i + 1, (long long)count);
-        if (i == 0 && !g_fs.read_only) {
-            /* edits go to the first shard: finish an interrupted one */
-            char what[256];
-            struct gguf_diag d;
-            if (gguf_recover(p, what, sizeof what, &d) != GGUF_OK) {
-                msg(err, cap, "%s: %s", p, d.msg);
-                e = EIO;
-                break;
-            }
-        }
-        if (access(p, F_OK) != 0) {
-            msg(err, cap, "shard %lld of %lld is missing: %s", (long long)i + 1,
-                (long long)count, p);
-            e = ENOENT;
+        if (i == 0 && (e = recover(p, path, read_only, d)))     /* edits go to the first */
             break;
-        }
-        e = open_one(p, &s[i], err, cap);
+        if (access(p, F_OK) != 0)
+            e = fail(d, GGUF_E_IO, "shard %lld of %lld is missing: %s", (long long)i + 1,
+                     (long long)count, p);
+        else
+            e = open_one(p, path, &s[i], d);
     }
     free(p);
     /* Every shard says it is shard i of count. */
     uint64_t total = 0;
     for (int64_t i = 0; !e && i < count; i++) {
         int64_t c2, n2;
-        if (!int_key(s[i].gf, "split.count", &c2) || !int_key(s[i].gf, "split.no", &n2) ||
-            c2 != count || n2 != i) {
-            msg(err, cap, "%s: does not belong to this split model (split.no/"
-                "split.count should be %lld/%lld)", s[i].path, (long long)i,
-                (long long)count);
-            e = EINVAL;
-        }
-        if (!e && (s[i].gf->version != s[0].gf->version ||
-                   s[i].gf->enc.big_endian != s[0].gf->enc.big_endian)) {
-            msg(err, cap, "%s: GGUF version or byte order differs from the first shard",
-                s[i].path);
-            e = EINVAL;
-        }
-        if (!e)
-            total += s[i].gf->n_tensors;
+        const struct gguf_file *f = s[i].gf;
+        if (!int_key(f, "split.count", &c2) || !int_key(f, "split.no", &n2) ||
+            c2 != count || n2 != i)
+            e = fail(d, GGUF_E_INVAL, "%s: does not belong to this split model (split.no/"
+                     "split.count should be %lld/%lld)", s[i].src->name, (long long)i,
+                     (long long)count);
+        else if (f->version != s[0].gf->version || f->enc.big_endian != s[0].gf->enc.big_endian)
+            e = fail(d, GGUF_E_INVAL, "%s: GGUF version or byte order differs from the "
+                     "first shard", s[i].src->name);
+        else
+            total += f->n_tensors;
     }
     int64_t want;
-    if (!e && int_key(s[0].gf, "split.tensors.count", &want) && (uint64_t)want != total) {
-        msg(err, cap, "%s: split.tensors.count is %lld but the shards hold %llu tensors",
-            s[0].path, (long long)want, (unsigned long long)total);
-        e = EINVAL;
+    if (!e && int_key(s[0].gf, "split.tensors.count", &want) && (uint64_t)want != total)
+        e = fail(d, GGUF_E_INVAL, "%s: split.tensors.count is %lld but the shards hold %llu "
+                 "tensors", s[0].src->name, (long long)want, (unsigned long long)total);
+    return e;
+}
+
+enum gguf_err ggfs_open_model(const char *path, bool read_only, struct shard **out,
+                              unsigned *n_out, struct gguf_diag *d)
+{
+    *out = NULL;
+    *n_out = 0;
+    size_t plen = 0;
+    unsigned fno = 0, fcount = 0;
+    /* Recover the given file if it is (or may be) the first shard; a later
+     * shard's first is recovered in open_split before it is opened. */
+    bool named = split_name(path, &plen, &fno, &fcount);
+    enum gguf_err e = !named || fno == 1 ? recover(path, path, read_only, d) : GGUF_OK;
+    struct shard given = { 0 };
+    if (!e)
+        e = open_one(path, path, &given, d);
+    if (e)
+        return e;
+    int64_t count = 1, no = 0;
+    if (!int_key(given.gf, "split.count", &count) || count <= 1) {
+        struct shard *s = malloc(sizeof *s);
+        if (!s) {
+            gguf_close(given.gf);
+            gguf_source_close(given.src);
+            return fail(d, GGUF_E_NOMEM, "out of memory");
+        }
+        *s = given;
+        *out = s;
+        *n_out = 1;
+        return GGUF_OK;
     }
+    if (count > 99999 || !int_key(given.gf, "split.no", &no) || !named ||
+        fcount != count || fno != no + 1) {
+        gguf_close(given.gf);
+        gguf_source_close(given.src);
+        return fail(d, GGUF_E_INVAL, "split.count is %lld but the file is not named "
+                    "PREFIX-%05lld-of-%05lld.gguf with a matching split.no",
+                    (long long)count, (long long)no + 1, (long long)count);
+    }
+    struct shard *s = calloc((size_t)count, sizeof *s);
+    if (!s) {
+        gguf_close(given.gf);
+        gguf_source_close(given.src);
+        return fail(d, GGUF_E_NOMEM, "out of memory");
+    }
+    s[no] = given;
+    e = open_split(path, s, no, count, plen, read_only, d);
     if (e) {
         ggfs_shards_free(s, (unsigned)count);
         return e;
     }
     *out = s;
     *n_out = (unsigned)count;
-    return 0;
+    return GGUF_OK;
 }
 
 /* ---- the merged header of model.gguf ------------------------------------- */
@@ -303,134 +321,4 @@ int ggfs_build_merged(struct state *st)
     st->model_hdr.len = b.len;
     st->model_size = b.len + pos;
     return 0;
-}
-
-static bool bv_grow(struct fuse_bufvec **bv, size_t *cap, size_t n)
-{
-    if (n < *cap)
-        return true;
-    size_t nc = *cap * 2;
-    struct fuse_bufvec *nb = realloc(*bv, sizeof **bv + nc * sizeof(struct fuse_buf));
-    if (!nb)
-        return false;
-    *bv = nb;
-    *cap = nc;
-    return true;
-}
-
-static const char zeros[4096];
-
-/* A single file: the header and padding from the state's memory (an
- * in-place edit rewrites them in the file), the rest from the file. */
-static void read_single(fuse_req_t req, const struct state *st, uint64_t a, uint64_t end)
-{
-    struct fuse_bufvec *bv = calloc(1, sizeof *bv + 16 * sizeof(struct fuse_buf));
-    size_t cap = 16, n = 0;
-    if (!bv)
-        return (void)fuse_reply_err(req, ENOMEM);
-    const struct gguf_file *gf = st->gf;
-    while (a < end) {
-        if (!bv_grow(&bv, &cap, n + 1)) {
-            free(bv);
-            return (void)fuse_reply_err(req, ENOMEM);
-        }
-        struct fuse_buf *fb = &bv->buf[n++];
-        memset(fb, 0, sizeof *fb);
-        uint64_t to;
-        if (a < gf->hdr_size) {
-            to = end < gf->hdr_size ? end : gf->hdr_size;
-            fb->mem = gf->hdr + a;
-        } else if (a < st->hdr_end && !st->pad_fd) {
-            to = end < st->hdr_end ? end : st->hdr_end;
-            if (st->pad) {
-                fb->mem = st->pad + (a - gf->hdr_size);
-            } else {
-                if (to - a > sizeof zeros)
-                    to = a + sizeof zeros;
-                fb->mem = (void *)zeros;
-            }
-        } else {
-            to = end;
-            fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-            fb->fd = st->fd;
-            fb->pos = (off_t)a;
-        }
-        fb->size = (size_t)(to - a);
-        a = to;
-    }
-    bv->count = n;
-    /* no page gifting: memory buffers are the state's */
-    fuse_reply_data(req, bv, n == 1 && bv->buf[0].flags ? FUSE_BUF_SPLICE_MOVE : 0);
-    free(bv);
-}
-
-/* Reply to a read of the merged model.gguf: header bytes from memory, then
- * each tensor's bytes spliced from its shard, zeros in the padding. */
-void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off)
-{
-    uint64_t a = (uint64_t)off, end;
-    if (a >= st->model_size)
-        return (void)fuse_reply_buf(req, NULL, 0);
-    end = a + size < st->model_size ? a + size : st->model_size;
-    if (!st->model_hdr.data)
-        return read_single(req, st, a, end);
-    size_t cap = 16, n = 0;
-    struct fuse_bufvec *bv = calloc(1, sizeof *bv + cap * sizeof(struct fuse_buf));
-    if (!bv)
-        return (void)fuse_reply_err(req, ENOMEM);
-    uint64_t hl = st->model_hdr.len;
-    /* first tensor whose data may overlap [a, end) */
-    uint64_t lo = 0, hi = st->n_tensors;
-    uint64_t da = a > hl ? a - hl : 0;
-    while (lo < hi) {
-        uint64_t mid = (lo + hi) / 2;
-        if (st->vt_off[mid] + st->tens[mid].t->nbytes <= da)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    uint64_t j = lo;
-    while (a < end) {
-        if (!bv_grow(&bv, &cap, n + 1)) {
-            free(bv);
-            return (void)fuse_reply_err(req, ENOMEM);
-        }
-        struct fuse_buf *fb = &bv->buf[n];
-        memset(fb, 0, sizeof *fb);
-        if (a < hl) {
-            fb->mem = st->model_hdr.data + a;
-            fb->size = (size_t)((end < hl ? end : hl) - a);
-        } else {
-            uint64_t d = a - hl;
-            while (j < st->n_tensors && st->vt_off[j] + st->tens[j].t->nbytes <= d)
-                j++;
-            if (j < st->n_tensors && d >= st->vt_off[j]) {
-                const struct gguf_tensor *t = st->tens[j].t;
-                const struct shard *s = &st->shards[st->tens[j].shard];
-                uint64_t in = d - st->vt_off[j];
-                uint64_t len = t->nbytes - in;
-                if (len > end - a)
-                    len = end - a;
-                fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-                fb->fd = s->fd;
-                fb->pos = (off_t)(s->gf->data_off + t->offset + in);
-                fb->size = (size_t)len;
-            } else {
-                /* padding up to the next tensor (or the end) */
-                uint64_t next = j < st->n_tensors ? st->vt_off[j] : st->model_size - hl;
-                uint64_t len = next - d;
-                if (len > end - a)
-                    len = end - a;
-                if (len > sizeof zeros)
-                    len = sizeof zeros;
-                fb->mem = (void *)zeros;
-                fb->size = (size_t)len;
-            }
-        }
-        a += fb->size;
-        n++;
-    }
-    bv->count = n;
-    fuse_reply_data(req, bv, 0);
-    free(bv);
 }

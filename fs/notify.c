@@ -37,6 +37,7 @@ struct note {
 };
 
 struct queue {
+    struct ggfs *fs;
     pthread_mutex_t mu;
     pthread_cond_t cv;             /* a note was queued, or stop */
     pthread_cond_t done_cv;        /* a note was sent */
@@ -46,20 +47,20 @@ struct queue {
     bool running, stop;
 };
 
-#define QUEUE_INIT { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, \
-                     .done_cv = PTHREAD_COND_INITIALIZER }
-static struct queue meta_q = QUEUE_INIT, root_q = QUEUE_INIT;
+struct notify {
+    struct queue meta, root;
+};
 
-static void send_note(const struct note *n)
+static void send_note(struct ggfs *fs, const struct note *n)
 {
     if (n->free_state)
         ggfs_state_free(n->free_state);
-    else if (!g_fs.se)
+    else if (!fs->se)
         return;
     else if (n->entry)
-        fuse_lowlevel_notify_inval_entry(g_fs.se, n->ino, n->name, strlen(n->name));
+        fuse_lowlevel_notify_inval_entry(fs->se, n->ino, n->name, strlen(n->name));
     else
-        fuse_lowlevel_notify_inval_inode(g_fs.se, n->ino, 0, 0);
+        fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
 }
 
 static void *queue_main(void *arg)
@@ -76,7 +77,7 @@ static void *queue_main(void *arg)
         if (!q->head)
             q->tail = &q->head;
         pthread_mutex_unlock(&q->mu);
-        send_note(n);
+        send_note(q->fs, n);
         free(n->name);
         free(n);
         pthread_mutex_lock(&q->mu);
@@ -115,8 +116,12 @@ static void queue_wait(struct queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-static int queue_start(struct queue *q)
+static int queue_start(struct ggfs *fs, struct queue *q)
 {
+    q->fs = fs;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    pthread_cond_init(&q->done_cv, NULL);
     q->tail = &q->head;
     q->stop = false;
     sigset_t all, old;
@@ -139,6 +144,9 @@ static void queue_stop(struct queue *q)
     pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
     q->running = false;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    pthread_cond_destroy(&q->done_cv);
 }
 
 static void note(struct queue *q, bool entry, fuse_ino_t ino, const char *name)
@@ -155,38 +163,69 @@ static void note(struct queue *q, bool entry, fuse_ino_t ino, const char *name)
     }
 }
 
-int ggfs_notify_start(void)
+int ggfs_notify_start(struct ggfs *fs)
 {
-    int e = queue_start(&meta_q);
-    return e ? e : queue_start(&root_q);
+    struct notify *nt = calloc(1, sizeof *nt);
+    if (!nt)
+        return ENOMEM;
+    fs->notify = nt;
+    int e = queue_start(fs, &nt->meta);
+    return e ? e : queue_start(fs, &nt->root);
 }
 
-void ggfs_notify_stop(void)
+void ggfs_notify_stop(struct ggfs *fs)
 {
-    queue_stop(&root_q);
-    queue_stop(&meta_q);
+    struct notify *nt = fs->notify;
+    if (!nt)
+        return;
+    queue_stop(&nt->root);
+    queue_stop(&nt->meta);
+    fs->notify = NULL;
+    free(nt);
 }
 
-void ggfs_notify_meta_entry(const char *name) { note(&meta_q, true, INO_META, name); }
-void ggfs_notify_inode(fuse_ino_t ino) { note(&meta_q, false, ino, NULL); }
-void ggfs_notify_root_entry(const char *name) { note(&root_q, true, INO_ROOT, name); }
-
-bool ggfs_notify_free_state(struct state *st)
+void ggfs_notify_meta_entry(struct ggfs *fs, const char *name)
 {
+    if (fs->notify)
+        note(&fs->notify->meta, true, INO_META, name);
+}
+
+void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino)
+{
+    if (fs->notify)
+        note(&fs->notify->meta, false, ino, NULL);
+}
+
+void ggfs_notify_root_entry(struct ggfs *fs, const char *name)
+{
+    if (fs->notify)
+        note(&fs->notify->root, true, INO_ROOT, name);
+}
+
+bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)
+{
+    if (!fs->notify)
+        return false;
     struct note *n = calloc(1, sizeof *n);
     if (!n)
         return false;
     n->free_state = st;
-    if (queue_put(&meta_q, n))
+    if (queue_put(&fs->notify->meta, n))
         return true;
     free(n);
     return false;
 }
 
-void ggfs_notify_wait_root(void) { queue_wait(&root_q); }
-
-void ggfs_notify_wait_all(void)
+void ggfs_notify_wait_root(struct ggfs *fs)
 {
-    queue_wait(&root_q);
-    queue_wait(&meta_q);
+    if (fs->notify)
+        queue_wait(&fs->notify->root);
+}
+
+void ggfs_notify_wait_all(struct ggfs *fs)
+{
+    if (fs->notify) {
+        queue_wait(&fs->notify->root);
+        queue_wait(&fs->notify->meta);
+    }
 }

@@ -1,0 +1,242 @@
+/* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
+ * attributes, and the small texts the tree shows. */
+#include "fs.h"
+
+#include "gguf/types.h"
+#include "gguf/value.h"
+#include "kernels/dequant.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const struct root_entry ggfs_root[] = {
+    { "info", K_INFO },
+    { "meta", K_META },
+    { "tensors", K_TENSORS },
+    { "stats", K_STATS },
+    { "model.gguf", K_MODEL },
+};
+const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
+
+const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape" };
+
+fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
+{
+    switch (ggfs_root[e].kind) {
+    case K_INFO: return INO_INFO(st->gen);
+    case K_MODEL: return INO_MODEL(st->gen);
+    case K_META: return INO_META;
+    case K_TENSORS: return INO_TENSORS;
+    default: return INO_STATS;
+    }
+}
+
+fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf)
+{
+    return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
+}
+
+/* Types whose elements are plain numbers: in a big-endian file they can be
+ * byte-swapped element by element before conversion.  Quantized blocks of
+ * a big-endian file have no agreed layout, so they get no f32 view. */
+static bool plain_type(uint32_t type)
+{
+    switch (type) {
+    case GGML_T_F32: case GGML_T_I32: case GGML_T_F16: case GGML_T_BF16:
+    case GGML_T_I16: case GGML_T_I64: case GGML_T_F64: case GGML_T_I8:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
+{
+    if (tf != TF_F32)
+        return true;
+    const struct tref *r = &st->tens[idx];
+    if (!ggfs_dequant_supported(r->t->type))
+        return false;
+    return !st->shards[r->shard].gf->enc.big_endian || plain_type(r->t->type);
+}
+
+struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
+{
+    struct node n = { K_NONE, 0, TF_DIR, 0 };
+    switch (ino) {
+    case INO_ROOT: n.kind = K_ROOT; return n;
+    case INO_META: n.kind = K_META; return n;
+    case INO_TENSORS: n.kind = K_TENSORS; return n;
+    case INO_STATS: n.kind = K_STATS; return n;
+    }
+    if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
+        n.kind = (ino - VERSION_BASE) % 2 ? K_MODEL : K_INFO;
+        n.gen = (ino - VERSION_BASE) / 2;
+    } else if (ino >= KV_BASE && ino < VERSION_BASE) {
+        uint64_t id = ino - KV_BASE;
+        if (id < st->n_ids && st->id_kv[id] >= 0) {
+            n.kind = K_KV;
+            n.idx = (uint64_t)st->id_kv[id];
+        }
+    } else if (ino >= TENSOR_BASE && (ino - TENSOR_BASE) / TENSOR_STRIDE < st->n_tensors) {
+        uint64_t rel = ino - TENSOR_BASE;
+        n.idx = rel / TENSOR_STRIDE;
+        n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
+        if (n.tf < TF_COUNT && ggfs_tensor_has(st, n.idx, n.tf))
+            n.kind = K_TENSOR;
+    }
+    return n;
+}
+
+struct state *ggfs_version(struct state *st, uint64_t gen)
+{
+    return gen == st->gen ? ggfs_state_ref(st) : ggfs_state_by_gen(st->fs, gen);
+}
+
+/* ---- texts ------------------------------------------------------------------ */
+
+const struct text *ggfs_kv_text(struct state *st, uint64_t i)
+{
+    struct text *t = atomic_load_explicit(&st->kv_text[i], memory_order_acquire);
+    if (t)
+        return t;
+    struct gguf_buf b = { 0 };
+    if (gguf_render_kv(st_meta(st), &st_meta(st)->kv[i], &b) != GGUF_OK ||
+        !(t = malloc(sizeof *t))) {
+        gguf_buf_free(&b);
+        return NULL;
+    }
+    t->data = b.data;
+    t->len = b.len;
+    struct text *expected = NULL;
+    if (!atomic_compare_exchange_strong(&st->kv_text[i], &expected, t)) {
+        free(t->data);       /* another thread won the race: use its copy */
+        free(t);
+        t = expected;
+    }
+    return t;
+}
+
+size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
+                        char *buf, size_t cap)
+{
+    const struct gguf_tensor *t = st->tens[idx].t;
+    int n;
+    if (tf == TF_TYPE) {
+        n = snprintf(buf, cap, "%s\n", ggml_type_name_of(t->type));
+    } else {
+        /* numpy order: ne reversed */
+        n = 0;
+        buf[0] = '\0';
+        for (unsigned d = t->n_dims; d-- > 0;)
+            n += snprintf(buf + n, cap - (size_t)n, "%s%llu", n ? " " : "",
+                          (unsigned long long)t->ne[d]);
+        n += snprintf(buf + n, cap - (size_t)n, "\n");
+    }
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
+{
+    struct cache_stats cs;
+    cache_get_stats(fs->cache, &cs);
+    int n = snprintf(buf, cap,
+                     "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
+                     "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
+                     "chunk_bytes %u\n",
+                     (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+                     (unsigned long long)cs.evictions, (unsigned long long)cs.fill_errors,
+                     (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
+                     (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES);
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* ---- attributes ------------------------------------------------------------- */
+
+static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino)
+{
+    memset(out, 0, sizeof *out);
+    out->st_ino = ino;
+    out->st_uid = st->model_st.st_uid;
+    out->st_gid = st->model_st.st_gid;
+    out->st_atim = st->model_st.st_atim;
+    out->st_mtim = st->model_st.st_mtim;
+    out->st_ctim = st->model_st.st_ctim;
+    out->st_blksize = 1 << 20;
+}
+
+void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size, struct stat *out)
+{
+    fill_common(st, out, ino);
+    out->st_mode = S_IFREG | 0644;
+    out->st_nlink = 1;
+    out->st_size = (off_t)size;
+}
+
+static void stat_dir(struct stat *out, mode_t perm, uint64_t subdirs)
+{
+    out->st_mode = S_IFDIR | perm;
+    out->st_nlink = 2 + (subdirs < 1u << 30 ? subdirs : 1u << 30);
+}
+
+static void stat_file(struct stat *out, mode_t perm, uint64_t size)
+{
+    out->st_mode = S_IFREG | perm;
+    out->st_nlink = 1;
+    out->st_size = (off_t)size;
+}
+
+int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out)
+{
+    struct node n = ggfs_classify(st, ino);
+    fill_common(st, out, ino);
+    char buf[512];
+    switch (n.kind) {
+    case K_NONE:
+        return ENOENT;
+    case K_ROOT:
+        stat_dir(out, 0555, 2);
+        break;
+    case K_META:
+        stat_dir(out, fs->read_only ? 0555 : 0755, 0);
+        break;
+    case K_TENSORS:
+        stat_dir(out, 0555, st->n_tensors);
+        break;
+    case K_INFO:
+    case K_MODEL: {
+        struct state *v = ggfs_version(st, n.gen);
+        if (!v)
+            return ESTALE;
+        stat_file(out, 0444, n.kind == K_INFO ? v->info.len : v->model_size);
+        ggfs_state_put(v);
+        break;
+    }
+    case K_STATS:
+        stat_file(out, 0444, ggfs_stats_text(fs, buf, sizeof buf));
+        break;
+    case K_KV: {
+        const struct text *t = ggfs_kv_text(st, n.idx);
+        if (!t)
+            return ENOMEM;
+        stat_file(out, fs->read_only ? 0444 : 0644, t->len);
+        break;
+    }
+    case K_TENSOR: {
+        const struct gguf_tensor *t = st->tens[n.idx].t;
+        if (n.tf == TF_DIR)
+            stat_dir(out, 0555, 0);
+        else if (n.tf == TF_RAW)
+            stat_file(out, 0444, t->nbytes);
+        else if (n.tf == TF_F32)
+            stat_file(out, 0444, t->n_elems * 4);
+        else
+            stat_file(out, 0444, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
+        break;
+    }
+    }
+    out->st_blocks = (out->st_size + 511) / 512;
+    return 0;
+}

@@ -1,0 +1,243 @@
+/* fs/options.c — gguffs's command line (see options.h). */
+#include "options.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef GGUFFS_VERSION
+#define GGUFFS_VERSION "0.0.0"
+#endif
+
+/* What opt_proc collects before the values are checked. */
+struct raw_options {
+    struct options *o;
+    char *cache_size;
+    char *threads;
+};
+
+enum { KEY_RO, KEY_RW, KEY_DUMP };
+
+/* What mount(8) and mount.fuse3 may hand over besides our own options.
+ * mount(8) runs "mount.fuse3 MODEL MNT -o OPTS -t fuse.gguffs", which runs
+ * "gguffs MODEL MNT -o OPTS,dev,suid" (dropping user, nouser, users, auto,
+ * noauto, nofail, _netdev, setuid= and drop_privileges).  libmount itself
+ * drops the userspace options of fstab (defaults, nofail, x-*, comment=,
+ * ...) and always passes rw or ro; mount.fuse3 run by hand does not.
+ * libfuse takes ro, rw, dev, nodev, suid, nosuid, exec, noexec, sync,
+ * async, dirsync, atime, noatime; it refuses the rest, so they are
+ * accepted here and dropped: the fstab bookkeeping options, and the atime
+ * and other kernel flags that mean nothing for gguffs (its times are the
+ * model file's, it has no symlinks). */
+#define GGUFFS_DISCARD(t) FUSE_OPT_KEY(t, FUSE_OPT_KEY_DISCARD)
+
+static const struct fuse_opt opt_spec[] = {
+    { "cache_size=%s", offsetof(struct raw_options, cache_size), 0 },
+    { "threads=%s", offsetof(struct raw_options, threads), 0 },
+    FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("rw", KEY_RW),
+    FUSE_OPT_KEY("--dump", KEY_DUMP),
+    GGUFFS_DISCARD("defaults"), GGUFFS_DISCARD("auto"), GGUFFS_DISCARD("noauto"),
+    GGUFFS_DISCARD("nofail"), GGUFFS_DISCARD("user"), GGUFFS_DISCARD("nouser"),
+    GGUFFS_DISCARD("users"), GGUFFS_DISCARD("owner"), GGUFFS_DISCARD("group"),
+    GGUFFS_DISCARD("_netdev"), GGUFFS_DISCARD("comment="),
+    GGUFFS_DISCARD("relatime"), GGUFFS_DISCARD("norelatime"),
+    GGUFFS_DISCARD("strictatime"), GGUFFS_DISCARD("nostrictatime"),
+    GGUFFS_DISCARD("lazytime"), GGUFFS_DISCARD("nolazytime"),
+    GGUFFS_DISCARD("diratime"), GGUFFS_DISCARD("nodiratime"),
+    GGUFFS_DISCARD("iversion"), GGUFFS_DISCARD("noiversion"),
+    GGUFFS_DISCARD("mand"), GGUFFS_DISCARD("nomand"),
+    GGUFFS_DISCARD("silent"), GGUFFS_DISCARD("loud"),
+    GGUFFS_DISCARD("symfollow"), GGUFFS_DISCARD("nosymfollow"),
+    FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    struct options *o = ((struct raw_options *)data)->o;
+    (void)outargs;
+    switch (key) {
+    case KEY_RO:
+        o->ro = 1;
+        return 1;              /* keep: the kernel mount is read-only too */
+    case KEY_RW:
+        o->ro = 0;             /* the last of ro and rw wins, as for mount(8) */
+        return 1;              /* keep: libfuse clears MS_RDONLY */
+    case KEY_DUMP:
+        o->dump = 1;
+        return 0;
+    case FUSE_OPT_KEY_OPT:
+        /* x-systemd.automount, X-mount.mkdir, ...: for mount(8) and
+         * systemd, not for the file system */
+        if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "X-", 2) == 0)
+            return 0;
+        if (strcmp(arg, "allow_other") == 0 || strcmp(arg, "allow_root") == 0)
+            o->allow_other = 1;
+        else if (strcmp(arg, "default_permissions") == 0)
+            o->default_permissions = 1;
+        return 1;
+    case FUSE_OPT_KEY_NONOPT:
+        if (!o->model) {
+            o->model = strdup(arg);
+            return 0;
+        }
+        if (!o->mountpoint)
+            o->mountpoint = strdup(arg);
+        return 1;              /* the mount point, for fuse_parse_cmdline */
+    }
+    return 1;
+}
+
+static void usage(const char *prog)
+{
+    printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
+           "       %s --dump MODEL.gguf\n"
+           "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
+           "Mounts a GGUF model file as a directory tree:\n"
+           "  info                   summary of header, keys and tensors\n"
+           "  stats                  counters of the dequantization cache\n"
+           "  model.gguf             the model as one GGUF file (edits applied,\n"
+           "                         split shards merged), read-only\n"
+           "  meta/KEY               one text file per metadata key (writable)\n"
+           "  tensors/NAME/raw       the tensor's bytes as stored\n"
+           "  tensors/NAME/f32       the tensor dequantized to float32\n"
+           "  tensors/NAME/type      ggml type name\n"
+           "  tensors/NAME/shape     shape in numpy order\n\n"
+           "gguffs options:\n"
+           "  -o ro                  never write MODEL.gguf (meta/ is read-only)\n"
+           "  -o rw                  edits of meta/ go to MODEL.gguf (the default)\n"
+           "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
+           "                         default 256M)\n"
+           "  -o threads=N           dequantization workers (default: one per CPU)\n"
+           "  --dump                 print the info summary of MODEL.gguf, no mount\n"
+           "  -h, --help             this help\n"
+           "  -V, --version          print the version\n\n"
+           "Accepted for mount(8) and /etc/fstab, with no effect on gguffs:\n"
+           "  -o defaults,auto,noauto,nofail,user,nouser,users,owner,group,_netdev\n"
+           "  -o comment=TEXT, -o x-NAME, -o X-NAME\n"
+           "  -o relatime,norelatime,strictatime,nostrictatime,lazytime,nolazytime\n"
+           "  -o diratime,nodiratime,iversion,noiversion,mand,nomand,silent,loud\n"
+           "  -o symfollow,nosymfollow\n"
+           "Passed to the kernel as mount flags:\n"
+           "  -o dev,nodev,suid,nosuid,exec,noexec,atime,noatime\n"
+           "  -o sync,async,dirsync\n\n"
+           "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root)\n\n"
+           "FUSE options:\n", prog, prog);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+}
+
+/* "-ofsname=PATH" with the commas and backslashes of PATH escaped. */
+char *options_fsname(const char *path)
+{
+    size_t n = strlen(path);
+    char *s = malloc(2 * n + 16), *p = s;
+    if (!s)
+        return NULL;
+    p += sprintf(p, "-ofsname=");
+    for (; *path; path++) {
+        if (*path == ',' || *path == '\\')
+            *p++ = '\\';
+        *p++ = *path;
+    }
+    *p = '\0';
+    return s;
+}
+
+/* "512M" -> bytes; false on anything else. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno || *end || v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+
+static bool parse_threads(const char *s, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(s, &end, 10);
+    if (errno || *end || s[0] < '1' || s[0] > '9' || n > 1024)
+        return false;
+    *out = (unsigned)n;
+    return true;
+}
+
+enum options_result options_parse(int argc, char *argv[], struct options *o,
+                                  struct fuse_args *args)
+{
+    memset(o, 0, sizeof *o);
+    *args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+    struct raw_options raw = { .o = o };
+    enum options_result r = OPTS_ERROR;
+    if (fuse_opt_parse(args, &raw, opt_spec, opt_proc) != 0)
+        goto out;
+    /* Say what is wrong with the mount point ourselves, in our format,
+     * before libfuse resolves it. */
+    struct stat mst;
+    if (o->mountpoint && stat(o->mountpoint, &mst) != 0) {
+        fprintf(stderr, "gguffs: %s: %s\n", o->mountpoint, strerror(errno));
+        goto out;
+    }
+    if (fuse_parse_cmdline(args, &o->copts) != 0) {
+        fprintf(stderr, "gguffs: bad arguments (see gguffs --help)\n");
+        goto out;
+    }
+    r = OPTS_DONE;
+    if (o->copts.show_help) {
+        usage(argv[0]);
+        goto out;
+    }
+    if (o->copts.show_version) {
+        printf("gguffs %s (libfuse %s)\n", GGUFFS_VERSION, fuse_pkgversion());
+        goto out;
+    }
+    r = OPTS_ERROR;
+    if (o->dump && !o->model) {
+        fprintf(stderr, "gguffs: --dump needs MODEL.gguf\n");
+        goto out;
+    }
+    if (!o->dump && (!o->model || !o->copts.mountpoint)) {
+        fprintf(stderr, "usage: gguffs [options] MODEL.gguf MOUNTPOINT (see --help)\n");
+        goto out;
+    }
+    o->cache_size = DEFAULT_CACHE_SIZE;
+    if (raw.cache_size && !parse_size(raw.cache_size, &o->cache_size)) {
+        fprintf(stderr, "gguffs: cache_size=%s: not a size (bytes, with an "
+                "optional K, M or G suffix)\n", raw.cache_size);
+        goto out;
+    }
+    if (raw.threads && !parse_threads(raw.threads, &o->threads)) {
+        fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
+                raw.threads);
+        goto out;
+    }
+    r = OPTS_RUN;
+out:
+    free(raw.cache_size);
+    free(raw.threads);
+    return r;
+}
+
+void options_free(struct options *o, struct fuse_args *args)
+{
+    free(o->copts.mountpoint);
+    free(o->model);
+    free(o->mountpoint);
+    fuse_opt_free_args(args);
+}

@@ -1,0 +1,40 @@
+/*
+ * fs/options.h — gguffs's command line.
+ *
+ * gguffs [options] MODEL.gguf MOUNTPOINT, as given by a user, by mount(8)
+ * through mount.fuse3, or from /etc/fstab.  The gguffs options are parsed
+ * here; libfuse's own (-f, -d, -s, -o allow_other, ...) pass through to
+ * fuse_parse_cmdline and fuse_session_new.
+ */
+#ifndef FS_OPTIONS_H
+#define FS_OPTIONS_H
+
+#include "fs.h"
+
+#define DEFAULT_CACHE_SIZE (256ull << 20)
+
+struct options {
+    char *model;
+    char *mountpoint;           /* as given; fuse_parse_cmdline resolves it */
+    uint64_t cache_size;        /* -o cache_size, or the default */
+    unsigned threads;           /* -o threads (0: one per CPU) */
+    bool ro;
+    bool dump;
+    bool allow_other;           /* allow_other or allow_root given */
+    bool default_permissions;
+    struct fuse_cmdline_opts copts;   /* libfuse's: foreground, mount point, ... */
+};
+
+enum options_result { OPTS_RUN, OPTS_DONE, OPTS_ERROR };
+
+/* Parses argv into o and args (what libfuse's session gets).  OPTS_DONE:
+ * --help or --version was printed; OPTS_ERROR: a one-line error was
+ * printed.  Free with options_free in every case. */
+enum options_result options_parse(int argc, char *argv[], struct options *o,
+                                  struct fuse_args *args);
+void options_free(struct options *o, struct fuse_args *args);
+
+/* "-ofsname=PATH" with the commas and backslashes of PATH escaped. */
+char *options_fsname(const char *path);
+
+#endif

@@ -1,0 +1,268 @@
+/* fs/read.c — reads of raw, f32 and model.gguf.
+ *
+ * Bytes that exist in a file (raw tensor bytes, model.gguf's data) are
+ * spliced from the source's descriptor when it has one: the kernel moves
+ * them, gguffs never copies them.  A source without a descriptor (a remote
+ * one) is read into a buffer.  f32 is gathered from pinned cache chunks.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off)
+{
+    if ((uint64_t)off >= len)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    size_t n = len - (size_t)off < size ? len - (size_t)off : size;
+    fuse_reply_buf(req, data + off, n);
+}
+
+/* Replies with size bytes of src at pos. */
+static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, size_t size)
+{
+    if (src->fd >= 0) {
+        struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+        bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+        bv.buf[0].fd = src->fd;
+        bv.buf[0].pos = (off_t)pos;
+        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+        return;
+    }
+    char *buf = malloc(size ? size : 1);
+    int e = buf ? gguf_source_read_all(src, buf, size, pos) : ENOMEM;
+    if (e)
+        fuse_reply_err(req, e);
+    else
+        fuse_reply_buf(req, buf, size);
+    free(buf);
+}
+
+void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off)
+{
+    const struct gguf_tensor *t = st->tens[idx].t;
+    if ((uint64_t)off >= t->nbytes)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    if (size > t->nbytes - (uint64_t)off)
+        size = (size_t)(t->nbytes - (uint64_t)off);
+    const struct shard *sh = &st->shards[st->tens[idx].shard];
+    reply_source(req, sh->src, sh->gf->data_off + t->offset + (uint64_t)off, size);
+}
+
+/* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks:
+ * the reply is gathered straight from the chunks (one copy, into the
+ * kernel), then the chunks are released. */
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off)
+{
+    struct ggfs *fs = st->fs;
+    uint64_t total = st->tens[idx].t->n_elems * 4;
+    if ((uint64_t)off >= total)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    if (size > total - (uint64_t)off)
+        size = (size_t)(total - (uint64_t)off);
+    uint64_t first = (uint64_t)off / CACHE_CHUNK_BYTES;
+    uint64_t last = ((uint64_t)off + size - 1) / CACHE_CHUNK_BYTES;
+    size_t count = (size_t)(last - first + 1);
+    struct cache_chunk **pinned = calloc(count, sizeof *pinned);
+    struct fuse_bufvec *bv = calloc(1, sizeof *bv + count * sizeof(struct fuse_buf));
+    int err = 0;
+    if (!pinned || !bv) {
+        err = ENOMEM;
+        goto out;
+    }
+    bv->count = count;
+    uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t c = first + k;
+        uint64_t c_start = c * CACHE_CHUNK_BYTES;
+        size_t c_elems = ggfs_chunk_len(st, idx, c);
+        pinned[k] = cache_get(fs->cache, idx, c, c_elems, &err);
+        if (!pinned[k])
+            goto out;
+        uint64_t c_end = c_start + c_elems * 4;
+        uint64_t to = end < c_end ? end : c_end;
+        bv->buf[k].mem = (char *)cache_data(pinned[k]) + (pos - c_start);
+        bv->buf[k].size = (size_t)(to - pos);
+        pos = to;
+    }
+    fuse_reply_data(req, bv, 0);    /* no page gifting: chunks stay ours */
+    ggfs_prefetch_after(fs, st, idx, last);
+out:
+    if (err)
+        fuse_reply_err(req, err);
+    for (size_t k = 0; pinned && k < count && pinned[k]; k++)
+        cache_put(fs->cache, pinned[k]);
+    free(pinned);
+    free(bv);
+}
+
+/* ---- model.gguf ----------------------------------------------------------- */
+
+/* The pieces a read of model.gguf is made of: memory, a source's bytes, or
+ * zeros.  Sources without a descriptor are read into buffers owned here. */
+struct pieces {
+    struct fuse_bufvec *bv;
+    size_t cap;
+    char **owned;
+    size_t n_owned;
+    int err;
+};
+
+static const char zeros[4096];
+
+static struct fuse_buf *piece(struct pieces *p)
+{
+    size_t n = p->bv ? p->bv->count : 0;
+    if (!p->bv || n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 8;
+        struct fuse_bufvec *nb = realloc(p->bv, sizeof *nb + nc * sizeof(struct fuse_buf));
+        char **no = realloc(p->owned, nc * sizeof *no);
+        if (nb)
+            p->bv = nb;
+        if (no)
+            p->owned = no;
+        if (!nb || !no) {
+            p->err = ENOMEM;
+            return NULL;
+        }
+        if (n == 0)
+            memset(p->bv, 0, sizeof *p->bv);
+        p->cap = nc;
+    }
+    struct fuse_buf *fb = &p->bv->buf[p->bv->count++];
+    memset(fb, 0, sizeof *fb);
+    return fb;
+}
+
+static void piece_mem(struct pieces *p, const void *mem, size_t size)
+{
+    struct fuse_buf *fb = piece(p);
+    if (fb) {
+        fb->mem = (void *)mem;
+        fb->size = size;
+    }
+}
+
+static void piece_source(struct pieces *p, struct gguf_source *src, uint64_t pos, size_t size)
+{
+    struct fuse_buf *fb = piece(p);
+    if (!fb)
+        return;
+    fb->size = size;
+    if (src->fd >= 0) {
+        fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+        fb->fd = src->fd;
+        fb->pos = (off_t)pos;
+        return;
+    }
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        p->err = ENOMEM;
+        return;
+    }
+    p->owned[p->n_owned++] = buf;
+    fb->mem = buf;
+    int e = gguf_source_read_all(src, buf, size, pos);
+    if (e)
+        p->err = e;
+}
+
+static void pieces_reply(fuse_req_t req, struct pieces *p)
+{
+    if (p->err || !p->bv)
+        fuse_reply_err(req, p->err ? p->err : EIO);
+    else            /* no page gifting: memory pieces are the state's */
+        fuse_reply_data(req, p->bv, 0);
+    for (size_t i = 0; i < p->n_owned; i++)
+        free(p->owned[i]);
+    free(p->owned);
+    free(p->bv);
+}
+
+/* A single file: the header and padding from the state's memory (an
+ * in-place edit rewrites them in the file), the rest from the file. */
+static void model_single(struct pieces *p, const struct state *st, uint64_t a, uint64_t end)
+{
+    const struct gguf_file *gf = st_meta(st);
+    struct gguf_source *src = st->shards[0].src;
+    while (a < end && !p->err) {
+        uint64_t to;
+        if (a < gf->hdr_size) {
+            to = end < gf->hdr_size ? end : gf->hdr_size;
+            piece_mem(p, gf->hdr + a, (size_t)(to - a));
+        } else if (a < st->hdr_end && !st->pad_src) {
+            to = end < st->hdr_end ? end : st->hdr_end;
+            if (st->pad) {
+                piece_mem(p, st->pad + (a - gf->hdr_size), (size_t)(to - a));
+            } else {
+                if (to - a > sizeof zeros)
+                    to = a + sizeof zeros;
+                piece_mem(p, zeros, (size_t)(to - a));
+            }
+        } else {
+            to = end;
+            piece_source(p, src, a, (size_t)(to - a));
+        }
+        a = to;
+    }
+}
+
+/* A split model: the merged header from memory, then each tensor's bytes
+ * from its shard, zeros in the padding. */
+static void model_merged(struct pieces *p, const struct state *st, uint64_t a, uint64_t end)
+{
+    uint64_t hl = st->model_hdr.len;
+    /* first tensor whose data may overlap [a, end) */
+    uint64_t lo = 0, hi = st->n_tensors;
+    uint64_t da = a > hl ? a - hl : 0;
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        if (st->vt_off[mid] + st->tens[mid].t->nbytes <= da)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t j = lo;
+    while (a < end && !p->err) {
+        uint64_t len;
+        if (a < hl) {
+            len = (end < hl ? end : hl) - a;
+            piece_mem(p, st->model_hdr.data + a, (size_t)len);
+            a += len;
+            continue;
+        }
+        uint64_t d = a - hl;
+        while (j < st->n_tensors && st->vt_off[j] + st->tens[j].t->nbytes <= d)
+            j++;
+        if (j < st->n_tensors && d >= st->vt_off[j]) {
+            const struct gguf_tensor *t = st->tens[j].t;
+            const struct shard *s = &st->shards[st->tens[j].shard];
+            uint64_t in = d - st->vt_off[j];
+            len = t->nbytes - in < end - a ? t->nbytes - in : end - a;
+            piece_source(p, s->src, s->gf->data_off + t->offset + in, (size_t)len);
+        } else {
+            /* padding up to the next tensor (or the end) */
+            uint64_t next = j < st->n_tensors ? st->vt_off[j] : st->model_size - hl;
+            len = next - d < end - a ? next - d : end - a;
+            if (len > sizeof zeros)
+                len = sizeof zeros;
+            piece_mem(p, zeros, (size_t)len);
+        }
+        a += len;
+    }
+}
+
+void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off)
+{
+    uint64_t a = (uint64_t)off;
+    if (a >= st->model_size)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    uint64_t end = size < st->model_size - a ? a + size : st->model_size;
+    struct pieces p = { 0 };
+    if (st->model_hdr.data)
+        model_merged(&p, st, a, end);
+    else
+        model_single(&p, st, a, end);
+    pieces_reply(req, &p);
+}

@@ -1,0 +1,400 @@
+/*
+ * fs/whandle.c — meta/ files open for writing (see whandle.h): open,
+ * create, write, read, truncate, flush, release, and the pending list of
+ * created keys and scratch files.  What an edit does to the model is in
+ * commit.c.
+ */
+#include "whandle.h"
+
+#include "gguf/names.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the handle lists -------------------------------------------------------
+ * Every live handle is listed (the kernel may never send a release for the
+ * last ones: unmount, SIGTERM), so that they are freed at the end; created
+ * keys and scratch files are also pending, so that lookup and getattr find
+ * them before they are committed.  Both under pend_mu. */
+
+struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_kind kind)
+{
+    struct whandle *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->fname = strdup(fname);
+    if (!h->fname) {
+        free(h);
+        return NULL;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    h->fs = fs;
+    h->id = id;
+    h->kind = kind;
+    pthread_mutex_lock(&fs->pend_mu);
+    h->lnext = fs->live;
+    if (fs->live)
+        fs->live->lprev = h;
+    fs->live = h;
+    pthread_mutex_unlock(&fs->pend_mu);
+    return h;
+}
+
+void wh_free(struct whandle *h)
+{
+    struct ggfs *fs = h->fs;
+    pthread_mutex_lock(&fs->pend_mu);
+    if (h->lprev)
+        h->lprev->lnext = h->lnext;
+    else
+        fs->live = h->lnext;
+    if (h->lnext)
+        h->lnext->lprev = h->lprev;
+    pthread_mutex_unlock(&fs->pend_mu);
+    pthread_mutex_destroy(&h->mu);
+    gguf_buf_free(&h->text);
+    free(h->fname);
+    free(h);
+}
+
+void wh_pending_add(struct whandle *h)
+{
+    pthread_mutex_lock(&h->fs->pend_mu);
+    h->next = h->fs->pending;
+    h->fs->pending = h;
+    pthread_mutex_unlock(&h->fs->pend_mu);
+}
+
+void wh_pending_remove(struct whandle *h)
+{
+    pthread_mutex_lock(&h->fs->pend_mu);
+    for (struct whandle **pp = &h->fs->pending; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    pthread_mutex_unlock(&h->fs->pend_mu);
+}
+
+static struct whandle *find_locked(struct ggfs *fs, uint64_t id, const char *fname)
+{
+    struct whandle *h = fs->pending;
+    while (h && !(fname ? strcmp(h->fname, fname) == 0 : h->id == id))
+        h = h->next;
+    return h;
+}
+
+struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname)
+{
+    pthread_mutex_lock(&fs->pend_mu);
+    struct whandle *h = find_locked(fs, id, fname);
+    pthread_mutex_unlock(&fs->pend_mu);
+    return h;
+}
+
+bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
+                       size_t *size)
+{
+    /* under pend_mu: a handle is taken off the list before it is freed */
+    pthread_mutex_lock(&fs->pend_mu);
+    struct whandle *h = find_locked(fs, id, fname);
+    if (h) {
+        *size = atomic_load(&h->size);
+        if (id_out)
+            *id_out = h->id;
+    }
+    pthread_mutex_unlock(&fs->pend_mu);
+    return h != NULL;
+}
+
+bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname)
+{
+    return wh_pending_find(fs, id, fname) != NULL;
+}
+
+void ggfs_edit_stop(struct ggfs *fs)
+{
+    fs->pending = NULL;
+    while (fs->live)
+        wh_free(fs->live);
+}
+
+/* ---- open, create ------------------------------------------------------------ */
+
+static void set_fh(struct fuse_file_info *fi, struct whandle *h)
+{
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->direct_io = 1;        /* reads and writes go through the handle */
+}
+
+int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi)
+{
+    const struct state *st = fs->st;
+    const struct gguf_file *gf = st_meta(st);
+    if (fs->read_only)
+        return EROFS;
+    if (wh_is_alignment(gf, idx))
+        return EPERM;
+    struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
+    if (!h)
+        return ENOMEM;
+    gguf_kv_typedesc(gf, &gf->kv[idx], &h->check);
+    if (h->check.depth == 1)
+        h->check_kind = h->check.levels[0] == GGUF_STRING ? CHECK_UTF8 : CHECK_SCALAR;
+    if (flags & O_TRUNC) {
+        h->dirty = true;
+    } else if (gguf_render_kv(gf, &gf->kv[idx], &h->text) != GGUF_OK) {
+        wh_free(h);
+        return ENOMEM;
+    }
+    atomic_store(&h->size, h->text.len);
+    h->opens = 1;
+    set_fh(fi, h);
+    return 0;
+}
+
+int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi)
+{
+    struct whandle *h = wh_pending_find(fs, id, NULL);
+    if (!h)
+        return ENOENT;
+    if (h->kind != WH_SCRATCH)
+        return EBUSY;         /* a new key being written by someone else */
+    pthread_mutex_lock(&h->mu);
+    if (flags & O_TRUNC) {
+        h->text.len = 0;
+        atomic_store(&h->size, 0);
+    }
+    pthread_mutex_unlock(&h->mu);
+    h->opens++;
+    set_fh(fi, h);
+    return 0;
+}
+
+void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi)
+{
+    struct ggfs *fs = req_fs(req);
+    const struct state *st = fs->st;
+    if (fs->read_only)
+        return (void)fuse_reply_err(req, EROFS);
+    if (strcmp(name, "general.alignment") == 0)
+        return (void)fuse_reply_err(req, EPERM);    /* decides the layout */
+    if (ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
+        return (void)fuse_reply_err(req, EEXIST);
+    /* A tool's temporary file, or a new key whose name must follow the
+     * GGUF rule (scratch names first: sed's may look like a key). */
+    bool scratch = gguf_name_is_scratch(name, strlen(name));
+    if (!scratch && !wh_new_key_name(name, strlen(name)))
+        return (void)fuse_reply_err(req, EINVAL);
+    int64_t id = ggfs_key_id(fs, name);
+    struct whandle *h = id < 0 ? NULL : wh_new(fs, (uint64_t)id, name,
+                                               scratch ? WH_SCRATCH : WH_NEW);
+    if (!h)
+        return (void)fuse_reply_err(req, ENOMEM);
+    h->dirty = true;
+    h->opens = 1;
+    wh_pending_add(h);
+    set_fh(fi, h);
+    struct fuse_entry_param ep;
+    memset(&ep, 0, sizeof ep);
+    ep.ino = KV_BASE + (uint64_t)id;
+    ep.generation = 1;
+    ggfs_stat_pending(st, ep.ino, 0, &ep.attr);
+    /* timeouts 0: the file's size and existence change at close */
+    if (fuse_reply_create(req, &ep, fi) != 0) {
+        wh_pending_remove(h);
+        wh_free(h);
+    }
+}
+
+/* ---- text ---------------------------------------------------------------------- */
+
+/* Makes the text at least end bytes long (a hole reads as zeros). */
+static int grow(struct whandle *h, size_t end)
+{
+    if (end <= h->text.len)
+        return 0;
+    if (end > h->text.cap) {
+        size_t nc = h->text.cap ? h->text.cap : 256;
+        while (nc < end)
+            nc *= 2;
+        char *p = realloc(h->text.data, nc);
+        if (!p)
+            return ENOMEM;
+        h->text.data = p;
+        h->text.cap = nc;
+    }
+    memset(h->text.data + h->text.len, 0, end - h->text.len);
+    h->text.len = end;
+    return 0;
+}
+
+/* A scalar's text is one short line: once it is complete, parse it now so
+ * that `echo abc > meta/u8key` fails in write(), which shells report (they
+ * ignore errors from close).  A string must be UTF-8: a sequence that can
+ * no longer become valid fails here too. */
+static int check_text(struct whandle *h)
+{
+    const char *t = h->text.data;
+    size_t n = h->text.len;
+    if (h->check_kind == CHECK_UTF8 && !wh_utf8_prefix_ok(t, n))
+        return EINVAL;
+    if (h->check_kind == CHECK_SCALAR && n && t[n - 1] == '\n') {
+        struct gguf_buf bin = { 0 };
+        struct gguf_diag d;
+        struct gguf_enc enc = { 0 };
+        enum gguf_err e = gguf_parse_value(&enc, &h->check, t, n, &bin, &d);
+        gguf_buf_free(&bin);
+        if (e)
+            return EINVAL;
+    }
+    return 0;
+}
+
+int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
+{
+    struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
+    if (off < 0 || (uint64_t)off > MAX_TEXT || size > MAX_TEXT - (uint64_t)off)
+        return EFBIG;
+    if (size == 0)
+        return 0;
+    pthread_mutex_lock(&h->mu);
+    int e = grow(h, (size_t)off + size);
+    if (!e) {
+        memcpy(h->text.data + off, buf, size);
+        atomic_store(&h->size, h->text.len);
+        h->dirty = true;
+        h->written = true;
+        if ((e = check_text(h)))
+            h->bad = true;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return e;
+}
+
+void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off)
+{
+    struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
+    pthread_mutex_lock(&h->mu);
+    ggfs_reply_slice(req, h->text.data, h->text.len, size, off);
+    pthread_mutex_unlock(&h->mu);
+}
+
+int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
+                       bool has_idx, off_t size)
+{
+    if (fs->read_only)
+        return EROFS;
+    if (size < 0 || (uint64_t)size > MAX_TEXT)
+        return EFBIG;
+    struct whandle *h = fi ? (struct whandle *)(uintptr_t)fi->fh : NULL;
+    bool temp = false;
+    if (!h) {
+        /* truncate(path): a handle of our own, applied at once */
+        if (!has_idx)
+            return ENOENT;
+        struct fuse_file_info tfi = { .flags = O_WRONLY };
+        int e = ggfs_edit_open(fs, idx, O_WRONLY, &tfi);
+        if (e)
+            return e;
+        h = (struct whandle *)(uintptr_t)tfi.fh;
+        temp = true;
+    }
+    pthread_mutex_lock(&h->mu);
+    int e = 0;
+    if ((size_t)size > h->text.len)
+        e = grow(h, (size_t)size);
+    else
+        h->text.len = (size_t)size;
+    if (!e) {
+        atomic_store(&h->size, h->text.len);
+        h->dirty = true;
+        h->bad = false;
+        h->written = true;
+        if (temp)
+            e = wh_apply(h);
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (temp)
+        wh_free(h);
+    return e;
+}
+
+/* ---- close ------------------------------------------------------------------- */
+
+/* true if process pid still has a descriptor open on inode ino of this
+ * mount.  At a flush the descriptor being closed is already gone from its
+ * table, so this tells a close of one of several descriptors (dup2) from
+ * the last one.  false when it cannot tell (no /proc, unknown mount id). */
+static bool open_elsewhere(const struct ggfs *fs, pid_t pid, uint64_t ino)
+{
+    if (pid <= 0 || fs->mnt_id < 0)
+        return false;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fdinfo", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        char buf[256];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        const char *m = strstr(buf, "\nmnt_id:"), *i = strstr(buf, "\nino:");
+        found = m && i && strtoll(m + 8, NULL, 10) == fs->mnt_id &&
+                strtoull(i + 5, NULL, 10) == ino;
+    }
+    closedir(d);
+    return found;
+}
+
+int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid)
+{
+    struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
+    pthread_mutex_lock(&h->mu);
+    /* Shells open with O_TRUNC, dup2 and close the first descriptor before
+     * writing through the second: a flush before any write is the end of
+     * the edit (an emptied value, a new empty key) only when no other
+     * descriptor of the caller refers to the file.  Committing the empty
+     * value before the real one would cost a rewrite of the model twice. */
+    bool was_dirty = h->dirty;
+    int e = 0;
+    if (h->written || (h->dirty && !open_elsewhere(fs, pid, KV_BASE + h->id)))
+        e = wh_apply(h);
+    if (e)
+        h->dirty = false;     /* reported by this close; release adds nothing */
+    pthread_mutex_unlock(&h->mu);
+    if (!e && h->kind == WH_KEY)
+        wh_pending_remove(h); /* a new key just committed */
+    if (was_dirty && !e)
+        ggfs_notify_wait_all(fs);
+    return e;
+}
+
+void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi)
+{
+    (void)fs;
+    struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
+    if (--h->opens > 0 || h->kind == WH_SCRATCH)
+        return;       /* a scratch stays (pending) until renamed or removed */
+    pthread_mutex_lock(&h->mu);
+    if (h->kind != WH_DROPPED)
+        wh_apply(h);  /* close() already reported a flush error; what still fails is lost */
+    pthread_mutex_unlock(&h->mu);
+    wh_pending_remove(h);
+    wh_free(h);
+}

@@ -1,0 +1,76 @@
+/*
+ * fs/whandle.h — a meta/ file open for writing, inside fs/ (whandle.c,
+ * commit.c).
+ *
+ * A write handle buffers the file's text; nothing is parsed or written
+ * until flush (close): then the text is parsed for the key's type and
+ * committed, or an error (EINVAL) is returned from close with nothing
+ * changed.  Scalars and strings are also checked as they are written, so
+ * that `echo abc > meta/u32key` fails in write(), which shells report.
+ *
+ * Kinds of handle:
+ *   WH_KEY      a key of the model, opened for writing
+ *   WH_NEW      a key created in meta/ and not committed yet; listed as
+ *               pending so that lookup and getattr find it before close
+ *   WH_SCRATCH  a tool's temporary file (sed -i, editors: see
+ *               gguf_name_is_scratch), pending, never committed: kept in
+ *               memory until renamed over a key or removed, and can be
+ *               opened again meanwhile
+ *   WH_DROPPED  a pending file removed while open: its release frees it
+ *               and applies nothing
+ */
+#ifndef FS_WHANDLE_H
+#define FS_WHANDLE_H
+
+#include "fs.h"
+
+#define MAX_TEXT (256u << 20)      /* largest text a write handle holds */
+
+enum wh_kind { WH_KEY, WH_NEW, WH_SCRATCH, WH_DROPPED };
+
+/* How write() checks text as it arrives (fixed at open). */
+enum wh_check { CHECK_NONE, CHECK_SCALAR, CHECK_UTF8 };
+
+struct whandle {
+    struct ggfs *fs;               /* immutable */
+    uint64_t id;                   /* immutable: key id, inode KV_BASE + id */
+    char *fname;                   /* immutable: encoded file name */
+    enum wh_check check_kind;      /* immutable */
+    struct gguf_typedesc check;    /* immutable: the scalar type of CHECK_SCALAR */
+
+    enum wh_kind kind;             /* commit_mu */
+    unsigned opens;                /* commit_mu: open file descriptions using it */
+    bool typed;                    /* commit_mu: a new key's type set by setxattr */
+    struct gguf_typedesc type;     /* commit_mu: that type */
+
+    pthread_mutex_t mu;
+    struct gguf_buf text;          /* mu */
+    bool dirty;                    /* mu: text differs from what was committed */
+    bool written;                  /* mu: write() or truncate() was called */
+    bool bad;                      /* mu: a write was refused: never commit */
+    _Atomic size_t size;           /* text.len, read without locks by getattr */
+
+    struct whandle *next;          /* pend_mu: the pending list */
+    struct whandle *lprev, *lnext; /* pend_mu: every live handle */
+};
+
+/* whandle.c */
+struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_kind kind);
+void wh_free(struct whandle *h);
+void wh_pending_add(struct whandle *h);
+void wh_pending_remove(struct whandle *h);
+/* The pending handle of id or (fname not NULL) of fname; NULL if none. */
+struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname);
+
+/* commit.c: rules of edits (until the key/value edit API of gguf/ takes them):
+ * key i is general.alignment; fname decodes to a valid new key name; s is
+ * UTF-8 but for an incomplete last sequence. */
+bool wh_is_alignment(const struct gguf_file *gf, uint64_t i);
+bool wh_new_key_name(const char *fname, size_t len);
+bool wh_utf8_prefix_ok(const char *s, size_t n);
+
+/* commit.c: applies a handle's text to the model (commit_mu and h->mu
+ * held); 0 when there is nothing to apply. */
+int wh_apply(struct whandle *h);
+
+#endif
