@@ -267,6 +267,12 @@ int main(int argc, char *argv[])
             fprintf(stderr, "gguffs: out of memory\n");
         cache_free(fs.cache);
         ggfs_state_put(fs.st);
+        /* versions still held by opens whose release never came */
+        while (fs.states) {
+            struct state *st = fs.states;
+            fs.states = st->lnext;
+            ggfs_state_free(st);
+        }
     }
     ggfs_key_ids_free(&fs.ids);
     free((char *)fs.model_real);
