@@ -52,7 +52,7 @@
  *   lock (read)       every other handler, for its whole run: it sees one
  *                     version from start to end.  Writer-preferring, so
  *                     readers cannot starve a swap.
- *   pend_mu           the lists of created keys and of live handles
+ *   pend_mu           the lists of created keys, live handles, snapshots
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
  *   cache shard mu    (cache.c), under the state lock (read)
  *   states_mu         the counted list of live states (state.c)
@@ -181,6 +181,7 @@ struct key_ids {
 struct workers;                  /* f32.c */
 struct notify;                   /* notify.c */
 struct whandle;                  /* whandle.c */
+struct snap;                     /* ops.c */
 
 /* The mount: passed to every handler as the session's userdata. */
 struct ggfs {
@@ -206,6 +207,7 @@ struct ggfs {
     pthread_mutex_t pend_mu;
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
     struct whandle *live;        /* every handle, freed at the end; under pend_mu */
+    struct snap *snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
 
     struct workers *workers;
     struct notify *notify;
@@ -357,6 +359,9 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
 bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
                        size_t *size);
 bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
+
+/* Frees the meta/ snapshots whose release never came (at the end). */
+void ggfs_snaps_free(struct ggfs *fs);
 
 /* The low-level operations table (ops.c). */
 extern const struct fuse_lowlevel_ops ggfs_ops;

@@ -220,6 +220,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     fuse_session_unmount(se);
     ggfs_notify_stop(fs);
     ggfs_edit_stop(fs);
+    ggfs_snaps_free(fs);
 out_signals:
     fuse_remove_signal_handlers(se);
 out_session:

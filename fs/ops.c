@@ -35,15 +35,36 @@
  * they reply, so a release racing a read (the kernel sends it once the
  * reply is copied) never frees under it. */
 struct snap {
+    struct ggfs *fs;
     _Atomic unsigned refs;
+    struct snap *lprev, *lnext;    /* fs->snaps, under pend_mu */
     size_t len;
     char data[];
 };
 
 static void snap_put(struct snap *s)
 {
-    if (atomic_fetch_sub(&s->refs, 1) == 1)
+    if (atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    struct ggfs *fs = s->fs;
+    pthread_mutex_lock(&fs->pend_mu);
+    if (s->lprev)
+        s->lprev->lnext = s->lnext;
+    else
+        fs->snaps = s->lnext;
+    if (s->lnext)
+        s->lnext->lprev = s->lprev;
+    pthread_mutex_unlock(&fs->pend_mu);
+    free(s);
+}
+
+void ggfs_snaps_free(struct ggfs *fs)
+{
+    while (fs->snaps) {
+        struct snap *s = fs->snaps;
+        fs->snaps = s->lnext;
         free(s);
+    }
 }
 
 /* Defines ggfs_op_NAME: the handler do_NAME(req, fs, st, ...) with the
@@ -275,7 +296,16 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
         atomic_init(&snap->refs, 1);
+        snap->fs = fs;
+        snap->lprev = NULL;
         snap->len = t->len;
+        /* listed, so that those whose release never comes are freed */
+        pthread_mutex_lock(&fs->pend_mu);
+        snap->lnext = fs->snaps;
+        if (fs->snaps)
+            fs->snaps->lprev = snap;
+        fs->snaps = snap;
+        pthread_mutex_unlock(&fs->pend_mu);
         if (t->len)           /* an empty value has no buffer at all */
             memcpy(snap->data, t->data, t->len);
         fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
