@@ -1,14 +1,18 @@
 #!/usr/bin/python3
-# Unmount and signals: fusermount3 -u with readers active, SIGTERM/SIGINT/SIGHUP, a file held open during unmount, the model truncated or deleted underneath a mount — no crash, no hang, clean exit, EIO or short reads where data is gone.
+# Unmount and signals: fusermount3 -u with readers active, SIGTERM/SIGINT/SIGHUP (also 200 trials at random moments under CPU load), a file held open during unmount, the model truncated or deleted underneath a mount — no crash, no hang, clean exit, EIO or short reads where data is gone.
 """
-gguffs runs in the foreground (-f) as a child of the test, so that its exit
-status is seen (the daemon mode is covered once, for SIGTERM).  "Clean"
-means: exit status 0 within 10 s, the mount gone, and nothing on stderr
-from a sanitizer (AddressSanitizer, runtime error) or about a crash.
+gguffs runs in the foreground (-f) as a child of the test (harness.Gguffs),
+so that its exit status and stderr are seen (the daemon mode is covered
+once, for SIGTERM).  "Clean" means: exit status 0 (within 10 s, 30 s for a
+sanitizer build: hang guards), the mount gone, and no sanitizer report or
+failed assertion on stderr.  Nothing waits by sleeping: readers report
+progress through a pipe, exits are awaited with wait() or a pidfd, mounts
+with poll() on /proc/self/mountinfo.
 
-  unmount, readers active   4 processes read f32/raw/meta (open, pread,
-                            close); fusermount3 -u is retried for 5 s, then
-                            -u -z; every reader ends (errors, no hang)
+  unmount, readers active   4 processes read f32/raw (open, pread, close);
+                            once each has done 10 reads, fusermount3 -u is
+                            tried up to 25 times (each after 10 more reads),
+                            then -u -z; every reader ends (errors, no hang)
   signals                   SIGTERM with readers active, SIGINT, SIGHUP,
                             and SIGTERM to a daemonized gguffs
   edit then SIGTERM         a write to meta/ whose close() returned 0 is in
@@ -24,6 +28,18 @@ from a sanitizer (AddressSanitizer, runtime error) or about a crash.
                             still read right, gguffs keeps running
   deleted underneath        the model is unlinked: every raw and f32 file
                             still reads right (gguffs holds a descriptor)
+  signal trials             200 mounts (50 with GGUFFS_TEST_QUICK), each
+                            ended by SIGHUP, SIGINT, SIGTERM in turn, sent
+                            at a random moment 0-50 ms after the mount
+                            appears, half of them while 2 processes read
+                            f32/raw/meta in a loop, all while 2 processes
+                            burn CPU: gguffs exits with status 0 within 2 s
+                            of the signal (10 s for a sanitizer build), the
+                            mount is gone, stderr is empty, no read returned
+                            wrong bytes.  A hang prints the threads' kernel
+                            stacks and gdb backtraces.  Prints the
+                            distribution of exit times and the seed
+                            (GGUFFS_SIGNAL_SEED repeats a run).
 """
 import multiprocessing
 import os
@@ -424,6 +440,11 @@ TRIAL_LIMIT = 10.0 if harness.sanitized() else 2.0
 TRIALS = 50 if harness.QUICK else 200
 TRIAL_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 BURN = "while True:\n    pass\n"
+# A meta/ file open when a signal ends gguffs leaks its snapshot (LeakSanitizer;
+# test_known_bugs.py, meta-snapshot-leak).  While that is not fixed, the
+# trial readers skip meta/ in sanitizer builds; set False once it is.
+KNOWN_META_SNAPSHOT_LEAK = True
+READ_META = not (KNOWN_META_SNAPSHOT_LEAK and harness.sanitized())
 
 
 def _trial_reader(idx, mnt, seed, out, go):
@@ -441,7 +462,7 @@ def _trial_reader(idx, mnt, seed, out, go):
         out[4 * idx] = started
         r = rng.random()
         try:
-            if r < 0.2:
+            if r < 0.2 and READ_META:
                 with open(os.path.join(mnt, "meta", "general.name"), "rb") as f:
                     got, want = f.read(), b"signals\n"
             else:
@@ -475,6 +496,9 @@ def case_signal_trials(h, model):
     0-50 ms after the mount appears, half of them with 2 reader processes
     active, while 2 processes burn CPU."""
     label = "%d signal trials under CPU load" % TRIALS
+    if not READ_META:
+        print("  (trial readers skip meta/ in this sanitizer build: the known snapshot leak, "
+              "test_known_bugs.py)", flush=True)
     # GGUFFS_SIGNAL_SEED repeats a run (the seed is printed)
     seed = int(os.environ.get("GGUFFS_SIGNAL_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
