@@ -367,11 +367,13 @@ def main():
                 cur, cur_hdr = new, new_hdr
         if gf:
             gf.stop(h, "after the trials")
+            gf.close()
             gf = None
         # final: a fresh mount, every tensor byte
         gf = Gguffs(model, mnt=mnt)
         verify("final", [(cur, cur_hdr)], True)
         gf.stop(h, "final mount")
+        gf.close()
         gf = None
     finally:
         if gf:
