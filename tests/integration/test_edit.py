@@ -70,7 +70,7 @@ def main():
     def sh(cmd, cwd):
         return subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
 
-    with mount(model) as mnt:
+    with h.case("the mount for the edits"), mount(model) as mnt:
         meta = os.path.join(mnt, "meta")
         with h.case("echo into u32"):
             r = sh("echo 8192 > llama.context_length", meta)
@@ -172,7 +172,7 @@ def main():
                     h.check(e.errno == errno.EACCES, "%s: errno %d" % (f, e.errno))
 
     # a new mount sees the edits; -o ro never writes
-    with mount(model, ["-o", "ro"]) as mnt:
+    with h.case("a new -o ro mount"), mount(model, ["-o", "ro"]) as mnt:
         meta = os.path.join(mnt, "meta")
         h.check(open(os.path.join(meta, "llama.context_length")).read() == "8192\n", "new mount sees the edit")
         before = os.stat(model).st_mtime_ns

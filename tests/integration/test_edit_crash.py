@@ -142,44 +142,9 @@ def check_data(path, data_off, data_bytes, rng, full):
     return None
 
 
-class Gguffs:
-    """gguffs -f on mnt: the daemon is our child, so we kill exactly it."""
-
-    def __init__(self, model, mnt, errpath):
-        self.mnt = mnt
-        self.errpath = errpath
-        self.err = open(errpath, "wb")
-        self.p = subprocess.Popen([harness.gguffs_bin(), "-f", model, mnt],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=self.err)
-        t0 = time.time()
-        while not harness.is_mounted(mnt):
-            if self.p.poll() is not None or time.time() - t0 > 30:
-                self.kill()
-                raise harness.MountError("gguffs did not mount (exit %r): %s"
-                                         % (self.p.returncode, self.stderr().strip()))
-            time.sleep(0.003)
-
-    def stderr(self):
-        self.err.flush()
-        with open(self.errpath, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-        self.p.wait()
-        self.err.close()
-
-    def stop(self):
-        """Clean unmount; the daemon then exits by itself."""
-        harness.unmount(self.mnt)
-        try:
-            self.p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        self.err.close()
+# gguffs -f on mnt: the daemon is our child, so we kill exactly it, and its
+# stderr is checked for sanitizer reports (harness.Gguffs).
+Gguffs = harness.Gguffs
 
 
 def force_unmount(mnt):
@@ -216,7 +181,6 @@ def main():
     os.mkdir(mnt)
     model = os.path.join(mdir, "m.gguf")
     valfile = os.path.join(tmp, "value")
-    errpath = os.path.join(tmp, "gguffs.err")
     data_bytes = (args.size_mb << 20) + 4096
 
     def rand_name():
@@ -272,7 +236,7 @@ def main():
 
     gf = None
     try:
-        gf = Gguffs(model, mnt, errpath)
+        gf = Gguffs(model, mnt=mnt)
         verify("initial", [(cur, cur_hdr)], True)
         trial = 0
         planned = args.trials
@@ -322,9 +286,10 @@ def main():
                 break
             killed = False
             if delay is not None:
+                # a random moment inside the commit (not synchronisation)
                 time.sleep(delay)
                 state_at_kill = child.poll()
-                gf.kill()
+                gf.kill(h, label)
                 killed = True
             try:
                 out = child.communicate(timeout=30)[0].decode()
@@ -338,7 +303,7 @@ def main():
             if not killed:
                 if not h.check(ok, "%s: unkilled edit failed: %r (%s)" % (label, out, gf.stderr()[-300:])):
                     break
-                gf.stop()
+                gf.stop(h, label)
             else:
                 if state_at_kill is not None:
                     counts["kill after close returned"] += 1
@@ -359,9 +324,10 @@ def main():
             if not any(size == len(hh) + data_bytes and head[:len(hh)] == hh for hh in (cur_hdr, new_hdr)):
                 counts["torn header before recovery"] += 1
 
+            gf.close()             # (its stderr was checked by stop/kill)
             # remount: gguf_recover runs
             try:
-                gf = Gguffs(model, mnt, errpath)
+                gf = Gguffs(model, mnt=mnt)
             except harness.MountError as e:
                 h.fail("%s: remount failed: %s" % (label, e))
                 gf = None
@@ -400,16 +366,18 @@ def main():
             if which == 1:
                 cur, cur_hdr = new, new_hdr
         if gf:
-            gf.stop()
+            gf.stop(h, "after the trials")
+            gf.close()
             gf = None
         # final: a fresh mount, every tensor byte
-        gf = Gguffs(model, mnt, errpath)
+        gf = Gguffs(model, mnt=mnt)
         verify("final", [(cur, cur_hdr)], True)
-        gf.stop()
+        gf.stop(h, "final mount")
+        gf.close()
         gf = None
     finally:
         if gf:
-            gf.kill()
+            gf.close()
         force_unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
 

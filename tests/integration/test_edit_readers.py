@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # Readers of raw, f32 and meta/ during metadata edits (in place and rewrite) always get correct data; edits by vim, tee, python open('w') and cp.
 """
-Part 1, readers during edits (~30 s; GGUFFS_TEST_QUICK=1: 10 s): one
+Part 1, readers during edits (30 s, GGUFFS_TEST_QUICK=1: 10 s, and until
+at least 400 reads and 6 edits of each kind are done): one
 process edits keys in a loop through the mount — llama.context_length (u32)
 and general.name (same length) in place, tokenizer.chat_template toggling
 between short and several KB (rewrite) — while 4 reader processes read
@@ -23,6 +24,7 @@ unchanged, and the tensors unchanged.
 import errno
 import hashlib
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import random
 import shutil
@@ -37,11 +39,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Harness  # noqa: E402
-from test_edit_crash import Gguffs, force_unmount  # noqa: E402
+from test_edit_crash import force_unmount  # noqa: E402
 
 QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
 DURATION = 10 if QUICK else 30
-STALL = 20.0
+STALL = 20.0               # hang guard: no heartbeat for this long is a hang
+MIN_READS = 100 * 4        # work done before the run may end (NREADERS = 4)
+MIN_EDITS = 6              # edits of each kind (in place, rewrite)
 NREADERS = 4
 PAD_MB = 48
 MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -217,6 +221,7 @@ def reader(idx, mnt, tensors, seq, beat, stop, errq, counts):
                 if got != keys:
                     bad("meta/ lists %r" % got, "listing")
             n_ops += 1
+            counts[idx] = n_ops
         except OSError as e:
             bad("%s: %s" % (type(e).__name__, e), "errno %s" % errno.errorcode.get(e.errno, e.errno))
     for fd in held.values():
@@ -249,14 +254,18 @@ def editor(mnt, seq, beat, stop, errq, counts):
             with open(os.path.join(meta, key), "w") as f:
                 f.write(text)
             done[kind] += 1
+            counts[NREADERS] = done["in place"]
+            counts[NREADERS + 1] = done["rewrite"]
         except OSError as e:
             errq.put("editor: seq %d, %s: %s" % (n, key, e))
+        # random pacing, so that reads fall between edits as well (not
+        # synchronisation)
         time.sleep(rng.random() * 0.01)
     counts[NREADERS] = done["in place"]
     counts[NREADERS + 1] = done["rewrite"]
 
 
-def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
+def readers_during_edits(h, model, mnt_dir, tensors, ggml):
     m0 = ggml.read_gguf(model)
     hashes0 = tensor_hashes(m0, model)
     ctxm = mp.get_context("fork")
@@ -265,7 +274,7 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
     beat = ctxm.Array("d", [time.time()] * (NREADERS + 1), lock=False)
     counts = ctxm.Array("q", [0] * (NREADERS + 2), lock=False)
     errq = ctxm.Queue()
-    gf = Gguffs(model, mnt_dir, errpath)
+    gf = harness.Gguffs(model, mnt=mnt_dir)
     procs = []
     stalled = False
     ino0 = os.stat(model).st_ino
@@ -275,9 +284,23 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
         procs.append(ctxm.Process(target=editor, args=(mnt_dir, seq, beat, stop, errq, counts)))
         for p in procs:
             p.start()
+        # Runs for DURATION and until MIN_READS reads and MIN_EDITS edits of
+        # each kind are done (counted work: a slow machine runs longer, it
+        # does not fail).  Every half second the watchdog looks at the
+        # heartbeats (monitoring, not synchronisation; a process that ends
+        # early wakes it at once).
         t_end = time.time() + DURATION
-        while time.time() < t_end and not stalled:
-            time.sleep(0.5)
+        sentinels = [p.sentinel for p in procs]
+        while not stalled:
+            if time.time() >= t_end and sum(counts[:NREADERS]) >= MIN_READS and \
+                    counts[NREADERS] >= MIN_EDITS and counts[NREADERS + 1] >= MIN_EDITS:
+                break
+            ended = [i for i, p in enumerate(procs) if not p.is_alive()]
+            if ended:
+                h.fail("processes %s ended before the end (exit codes %s)"
+                       % (ended, [procs[i].exitcode for i in ended]))
+                break
+            mp.connection.wait(sentinels, timeout=0.5)
             now = time.time()
             for i in range(NREADERS + 1):
                 if now - beat[i] > STALL:
@@ -291,19 +314,19 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
         hung = [p for p in procs if p.is_alive()]
         if hung:
             h.fail("%d processes did not stop within %.0f s after the end" % (len(hung), STALL))
-            gf.kill()              # unblocks anything stuck in the mount
+            gf.kill(h, "after a hang")   # unblocks anything stuck in the mount
             for p in hung:
                 p.kill()
                 p.join(5)
             force_unmount(mnt_dir)
-            gf = None
     finally:
         stop.value = 1
         for p in procs:
             if p.is_alive():
                 p.kill()
-        if gf:
-            gf.stop()
+        if not gf.killed:
+            gf.stop(h, "readers during edits")
+        gf.close()
     msgs = []
     kinds = {}
     while True:
@@ -325,8 +348,8 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
           "(model inode changed: %s); wrong reads: %s"
           % (reads, NREADERS, DURATION, counts[NREADERS], counts[NREADERS + 1],
              os.stat(model).st_ino != ino0, kinds or "none"), flush=True)
-    h.check(reads > 100 * NREADERS, "too few reads: %d" % reads)
-    h.check(counts[NREADERS] > 5 and counts[NREADERS + 1] > 5,
+    h.check(reads >= MIN_READS, "too few reads: %d" % reads)
+    h.check(counts[NREADERS] >= MIN_EDITS and counts[NREADERS + 1] >= MIN_EDITS,
             "too few edits: %d in place, %d rewrite" % (counts[NREADERS], counts[NREADERS + 1]))
     m = ggml.read_gguf(model)
     if h.check(m is not None, "after the edits ggml refuses the model: %s" % ggml.last_log()):
@@ -340,7 +363,7 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml, errpath):
             "files left beside the model: %r" % os.listdir(os.path.dirname(model)))
 
 
-def tools(h, model, mnt_dir, ggml, errpath, tmp):
+def tools(h, model, mnt_dir, ggml, tmp):
     m0 = ggml.read_gguf(model)
     hashes0 = tensor_hashes(m0, model)
     kv0 = {k.decode(): (t, v) for k, t, v in m0.kvs}
@@ -374,7 +397,7 @@ def tools(h, model, mnt_dir, ggml, errpath, tmp):
                               capture_output=True, text=True, timeout=60)
 
     changes = {}
-    gf = Gguffs(model, mnt_dir, errpath)
+    gf = harness.Gguffs(model, mnt=mnt_dir)
     try:
         meta = os.path.join(mnt_dir, "meta")
         vim = shutil.which("vim") or shutil.which("vim.tiny") or shutil.which("vi")
@@ -465,14 +488,16 @@ def tools(h, model, mnt_dir, ggml, errpath, tmp):
             h.check(sorted(os.listdir(meta)) == sorted(set(kv0) | set(changes)),
                     "meta/ lists %r" % os.listdir(meta))
     finally:
-        gf.stop()
+        gf.stop(h, "tools")
+        gf.close()
     # a new mount shows the same
-    gf = Gguffs(model, mnt_dir, errpath)
+    gf = harness.Gguffs(model, mnt=mnt_dir)
     try:
         got = open(os.path.join(mnt_dir, "meta", "general.from_cp")).read()
         h.check(got.rstrip("\n") == "another value", "remount: general.from_cp reads %r" % got)
     finally:
-        gf.stop()
+        gf.stop(h, "remount after the tools")
+        gf.close()
 
 
 def main():
@@ -486,13 +511,12 @@ def main():
     os.mkdir(mdir)
     os.mkdir(mnt)
     model = os.path.join(mdir, "m.gguf")
-    errpath = os.path.join(tmp, "gguffs.err")
     try:
         tensors = make_model(model, ggml)
         with h.case("readers during edits"):
-            readers_during_edits(h, model, mnt, tensors, ggml, errpath)
+            readers_during_edits(h, model, mnt, tensors, ggml)
         with h.case("tools"):
-            tools(h, model, mnt, ggml, errpath, tmp)
+            tools(h, model, mnt, ggml, tmp)
     finally:
         force_unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)

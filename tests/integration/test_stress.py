@@ -7,15 +7,20 @@ not a whole number of them), made from blocks quantized by ggml and drawn
 with replacement.  The expected f32 bytes are ggml's to_float of the raw
 bytes, computed before the readers fork.
 
-Each of the 8 reader processes loops until the deadline: picks a tensor and
+Each of the 8 reader processes loops until the deadline and until it has
+checked at least MIN_READS reads (counted work: a loaded machine runs
+longer instead of failing): picks a tensor and
 a view (f32 three times in four), a random range (unaligned, straddling
 chunk boundaries, up to 3 chunks, at and past the end), reads it with pread
 through a kept descriptor or a fresh open, and compares it with the
 expectation; half of the reads first drop the file's pages from the
 kernel's cache (POSIX_FADV_DONTNEED), so that they reach gguffs.  The
-parent samples gguffs' RSS every 0.1 s and watches each
-reader's last progress: no progress for 20 s (STALL) is a deadlock; then
-gguffs' thread stacks are printed and it is killed.
+parent samples gguffs' RSS every 0.1 s (a sampling period, not
+synchronisation: the end of the readers wakes it at once) and watches each
+reader's last progress: no progress for 20 s (STALL, a hang guard) is a
+deadlock; then gguffs' thread stacks are printed and it is killed.  gguffs
+runs as a child (harness.mount: gguffs -f), so its exit status and stderr
+(sanitizer reports) are checked after the unmount.
 
 Duration per cache size: GGUFFS_STRESS_SECONDS, else 60 s (15 s with
 GGUFFS_TEST_QUICK=1, as in the ASan run).  RSS bound: growth after mount <=
@@ -24,6 +29,7 @@ quarantine is turned off, as in test_f32.py).  Prints reads checked, bytes,
 duration, peak RSS and the cache's stats.
 """
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
@@ -39,6 +45,7 @@ from harness import Harness, mount  # noqa: E402
 QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
 SECONDS = float(os.environ.get("GGUFFS_STRESS_SECONDS") or (15 if QUICK else 60))
 STALL = 20.0
+MIN_READS = 100          # per reader, before it may stop
 READERS = 8
 CHUNK = 256 * 1024
 TYPES = ("f32", "f16", "bf16", "q4_0", "q8_0", "q4_K", "q6_K", "iq4_xs")
@@ -92,7 +99,7 @@ def reader(idx, mnt, deadline, progress, counts, errq):
     fds = {}
     reads = nbytes = 0
     try:
-        while time.time() < deadline:
+        while time.time() < deadline or reads < MIN_READS:
             name = names[int(rng.integers(0, len(names)))]
             raw, f32 = EXPECT[name]
             view = "f32" if rng.random() < 0.75 else "raw"
@@ -162,26 +169,6 @@ def rss_kib(pid):
     return 0
 
 
-def dump_stacks(pid):
-    out = []
-    try:
-        for tid in sorted(os.listdir("/proc/%d/task" % pid)):
-            try:
-                with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
-                    w = f.read()
-            except OSError:
-                w = "?"
-            try:
-                with open("/proc/%d/task/%s/stack" % (pid, tid)) as f:
-                    st = f.read().strip().replace("\n", " | ")
-            except OSError:
-                st = "(no stack)"
-            out.append("  thread %s wchan %s: %s" % (tid, w, st[:300]))
-    except OSError as e:
-        out.append("  (%s)" % e)
-    return "\n".join(out)
-
-
 def read_stats(mnt):
     out = {}
     try:
@@ -217,8 +204,9 @@ def run(h, model, cache, cache_bytes, f32_total, summary):
             for p in procs:
                 p.start()
             stalled = None
+            sentinels = [p.sentinel for p in procs]
             while any(p.is_alive() for p in procs):
-                time.sleep(0.1)
+                multiprocessing.connection.wait(sentinels, timeout=0.1)   # RSS sampling period
                 try:
                     peak = max(peak, rss_kib(pid))
                 except OSError:
@@ -232,7 +220,7 @@ def run(h, model, cache, cache_bytes, f32_total, summary):
                     break
             if stalled:
                 h.fail("%s: reader %d made no progress for %.0f s (deadlock?); gguffs threads:\n%s"
-                       % (label, stalled[0], stalled[1], dump_stacks(pid)))
+                       % (label, stalled[0], stalled[1], harness.thread_stacks(pid)))
                 os.kill(pid, signal.SIGKILL)    # aborts the connection: readers get ENOTCONN
             for p in procs:
                 p.join(30)
@@ -248,7 +236,7 @@ def run(h, model, cache, cache_bytes, f32_total, summary):
             h.check(not errs, "%s: %d readers saw errors: %s" % (label, len(errs), errs[:4]))
             h.check(all(p.exitcode == 0 for p in procs), "%s: reader exit codes %s"
                     % (label, [p.exitcode for p in procs]))
-            h.check(reads >= 100 * READERS or stalled, "%s: only %d reads in %.0f s" % (label, reads, dt))
+            h.check(reads >= MIN_READS * READERS or stalled, "%s: only %d reads in %.0f s" % (label, reads, dt))
             if stalled:
                 return
             peak = max(peak, rss_kib(pid))

@@ -16,11 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "gguf/value.h"
+/* the counting allocator (-Wl,--wrap=..., tests/unit/meson.build) */
+#include "work.h"
 
 static const struct gguf_enc LE = { false, false };
 static const struct gguf_enc BE = { true, false };
@@ -1236,50 +1237,68 @@ static void test_render_errors(void **state)
     gguf_buf_free(&out);
 }
 
-/* ---- speed: a vocabulary --------------------------------------------------------------- */
+/* ---- work: a vocabulary -------------------------------------------------------- */
 
-static double now(void)
+/* Renders and parses back an array of n tokens; returns the work counted
+ * (tests/unit/work.h) for the render (w[0]) and the parse (w[1]). */
+static void vocab_work(unsigned n, struct work w[2])
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void test_vocab_speed(void **state)
-{
-    (void)state;
-    const unsigned N = 150000;
     struct gguf_buf b = { 0 };
-    barr(&LE, &b, GGUF_STRING, N);
+    barr(&LE, &b, GGUF_STRING, n);
     char tok[32];
-    for (unsigned i = 0; i < N; i++) {
-        int n = snprintf(tok, sizeof tok, "\xc4\xa0tok%u%s", i,
-                         i % 1000 == 0 ? "\\\n" : "");
-        bstr(&LE, &b, tok, (size_t)n);
+    for (unsigned i = 0; i < n; i++) {
+        int len = snprintf(tok, sizeof tok, "\xc4\xa0tok%u%s", i,
+                           i % 1000 == 0 ? "\\\n" : "");
+        bstr(&LE, &b, tok, (size_t)len);
     }
     struct onekv o;
     onekv_init(&o, &LE, GGUF_ARRAY, b.data, b.len);
     struct gguf_buf out = { 0 };
-    double t0 = now();
+    work_reset();
     assert_int_equal(gguf_render_kv(&o.f, &o.kv, &out), GGUF_OK);
-    double t1 = now();
+    w[0] = work;
     struct gguf_typedesc t;
     assert_true(gguf_typedesc_parse("array[string]", 13, &t));
     struct gguf_buf back = { 0 };
     struct gguf_diag d;
+    work_reset();
     assert_int_equal(gguf_parse_value(&LE, &t, out.data, out.len, &back, &d),
                      GGUF_OK);
-    double t2 = now();
+    w[1] = work;
     assert_int_equal(back.len, b.len);
     assert_memory_equal(back.data, b.data, b.len);
-    print_message("150k-token vocabulary: render %.1f ms, parse %.1f ms\n",
-                  (t1 - t0) * 1e3, (t2 - t1) * 1e3);
-    /* generous bound so sanitizer builds pass; typically a few ms */
-    assert_true(t1 - t0 < 0.5);
     gguf_buf_free(&out);
     gguf_buf_free(&back);
     gguf_buf_free(&b);
     free(o.f.hdr);
+}
+
+/* A 150k-token vocabulary renders and parses back to the same bytes, with
+ * work linear in the tokens: counted, not timed (8 x the tokens may cost at
+ * most 10 x each count; quadratic growth of a buffer would be 64 x). */
+static void test_vocab_work(void **state)
+{
+    (void)state;
+    const unsigned N = 150000;
+    struct work small[2], big[2];
+    vocab_work(N / 8, small);
+    vocab_work(N, big);
+    static const char *const step[2] = { "render", "parse" };
+    for (int k = 0; k < 2; k++) {
+        const uint64_t a[3] = { small[k].allocs, small[k].alloc_bytes, small[k].moved_bytes };
+        const uint64_t z[3] = { big[k].allocs, big[k].alloc_bytes, big[k].moved_bytes };
+        static const char *const what[3] = { "allocations", "bytes allocated",
+                                             "bytes moved by realloc" };
+        for (int m = 0; m < 3; m++) {
+            print_message("vocabulary %s, %u then %u tokens: %s %llu -> %llu\n", step[k],
+                          N / 8, N, what[m], (unsigned long long)a[m],
+                          (unsigned long long)z[m]);
+            if (z[m] > 10 * a[m] + 4096)
+                fail_msg("%s of %u tokens: %llu %s, %u tokens: %llu (more than 10x for 8x)",
+                         step[k], N / 8, (unsigned long long)a[m], what[m], N,
+                         (unsigned long long)z[m]);
+        }
+    }
 }
 
 int main(void)
@@ -1305,7 +1324,7 @@ int main(void)
         cmocka_unit_test(test_nested_json_errors),
         cmocka_unit_test(test_kv_typedesc),
         cmocka_unit_test(test_render_errors),
-        cmocka_unit_test(test_vocab_speed),
+        cmocka_unit_test(test_vocab_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
