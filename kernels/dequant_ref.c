@@ -21,6 +21,7 @@
  */
 #include "dequant_impl.h"
 #include "tables.h"
+#include "unpack.h"
 
 #include "dequant.h"
 #include "gguf/blocks.h"
@@ -238,21 +239,6 @@ static void deq_q2_0(const void *src, float *y, size_t nb)
 
 /* ---------------- k-quants: 256-element super-blocks ---------------- */
 
-/* q4_K/q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes:
- * sub-blocks 0..3 use the low 6 bits of bytes 0..3 (scale) and 4..7 (min);
- * sub-blocks 4..7 take their low 4 bits from the nibbles of bytes 8..11 and
- * their top 2 bits from the spare top bits of bytes 0..7. */
-static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* q2_K: 16 bytes of (scale | min << 4), 64 bytes of 2-bit quants, d, dmin.
  * Each 32-byte half of qs holds 128 elements in four 2-bit planes;
  * value = (d * scale) * q - (dmin * min). */
@@ -286,11 +272,8 @@ static void deq_q3_K(const void *src, float *y, size_t nb)
         const float d_all = ggfs_ld_f16(x->d);
         const uint8_t *hm = x->hmask, *q = x->qs, *s = x->scales;
         int scale[16];
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-            const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            scale[j] = (lo | (hi << 4)) - 32;
-        }
+        for (int j = 0; j < 16; j++)
+            scale[j] = ggfs_q3k_scale(j, s);
         int is = 0;
         uint8_t m = 1;
         for (int half = 0; half < 2; half++, q += 32) {
@@ -316,11 +299,9 @@ static void deq_q4_K(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32) {
-            int sc, mn;
-            k4_scale_min(j, x->scales, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            k4_scale_min(j + 1, x->scales, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1, m1, d2, m2;
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)(q[l] & 0x0f) - m1;
             for (int l = 0; l < 32; l++)
@@ -339,11 +320,9 @@ static void deq_q5_K(const void *src, float *y, size_t nb)
         const uint8_t *qh = x->qh, *q = x->qs;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < 8; j += 2, q += 32, u1 <<= 2, u2 <<= 2) {
-            int sc, mn;
-            k4_scale_min(j, x->scales, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            k4_scale_min(j + 1, x->scales, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1, m1, d2, m2;
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)((q[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++)
@@ -460,7 +439,7 @@ static void deq_iq2_xxs(const void *src, float *y, size_t nb)
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *idx = x->qs + 8 * ib;
             const uint32_t aux = ggfs_le32(idx + 4);
-            const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+            const float db = ggfs_iq2_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -477,8 +456,7 @@ static void deq_iq2_xs(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t s = x->scales[ib];
-            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
-                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
                 grid8(y, db[l / 2], ggfs_iq2xs_grid[w & 511],
@@ -498,11 +476,10 @@ static void deq_iq2_s(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
             const uint8_t s = x->scales[ib];
-            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
-                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
-                const int idx = qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
-                grid8(y, db[l / 2], ggfs_iq2s_grid[idx], signs[l]);
+                grid8(y, db[l / 2], ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                      signs[l]);
             }
         }
     }
@@ -518,7 +495,7 @@ static void deq_iq3_xxs(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
             const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
-            const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            const float db = ggfs_iq3xxs_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint8_t signs = ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127];
                 grid4(y, db, ggfs_iq3xxs_grid[qs[2 * l]], signs);
@@ -537,13 +514,12 @@ static void deq_iq3_s(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d);
         const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const uint8_t s = x->scales[ib / 2];
-            const float db = d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f));
+            const float db = ggfs_iq3s_scale(d, ib, x->scales);
             for (int l = 0; l < 4; l++, y += 8) {
-                const int i1 = qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
-                const int i2 = qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
-                grid4(y, db, ggfs_iq3s_grid[i1], signs[l]);
-                grid4(y + 4, db, ggfs_iq3s_grid[i2], signs[l] >> 4);
+                grid4(y, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l)],
+                      signs[l]);
+                grid4(y + 4, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l + 1)],
+                      signs[l] >> 4);
             }
         }
     }
@@ -560,10 +536,10 @@ static void deq_iq1_s(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
             const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
-            const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
+            const float dl = ggfs_iq1_scale(d, qh >> 12);
             const float delta = qh & 0x8000 ? -0.125f : 0.125f;
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+                const uint64_t g = ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)];
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta);
             }
@@ -579,26 +555,18 @@ static void deq_iq1_m(const void *src, float *y, size_t nb)
     const struct ggml_block_iq1_m *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        for (int k = 0; k < 4; k++)
-            sc[k] = ggfs_le16(x->scales + 2 * k);
-        const uint16_t h = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                      ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-        const float d = ggfs_f16_to_f32(h);
+        const float d = ggfs_iq1m_scales(x, sc);
         const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const float dl1 = d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1);
-            const float dl2 = d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1);
-            const int idx[4] = {qs[0] | ((qh[0] << 8) & 0x700),
-                                qs[1] | ((qh[0] << 4) & 0x700),
-                                qs[2] | ((qh[1] << 8) & 0x700),
-                                qs[3] | ((qh[1] << 4) & 0x700)};
+            const float dl1 = ggfs_iq1_scale(d, sc[ib / 2] >> sh);
+            const float dl2 = ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3));
             const float delta[4] = {qh[0] & 0x08 ? -0.125f : 0.125f,
                                     qh[0] & 0x80 ? -0.125f : 0.125f,
                                     qh[1] & 0x08 ? -0.125f : 0.125f,
                                     qh[1] & 0x80 ? -0.125f : 0.125f};
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[idx[l]];
+                const uint64_t g = ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, l)];
                 const float dl = l < 2 ? dl1 : dl2;
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta[l]);
@@ -618,9 +586,7 @@ static void deq_iq4_xs(const void *src, float *y, size_t nb)
         const uint16_t sh = ggfs_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            const float dl = d * (float)(ls - 32);
+            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
             for (int j = 0; j < 16; j++) {
                 y[j] = dl * (float)ggfs_kvalues_iq4nl[qs[j] & 0x0f];
                 y[j + 16] = dl * (float)ggfs_kvalues_iq4nl[qs[j] >> 4];

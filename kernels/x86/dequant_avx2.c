@@ -22,6 +22,7 @@
  */
 #include "kernels/dequant_impl.h"
 #include "kernels/tables.h"
+#include "kernels/unpack.h"
 #include "gguf/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -246,17 +247,6 @@ AVX2 static void avx2_nvfp4(const void *src, float *y, size_t nb)
 
 /* ---- k-quants ---- */
 
-static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* y[0..31] = d1 * v - m1 for the 32 bytes of v. */
 AVX2 static inline void put32_mul_sub(float *y, __m256i v, float d1, float m1)
 {
@@ -273,13 +263,12 @@ AVX2 static void avx2_q4_K(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
-            int sc, mn;
+            float d1, m1, d2, m2;
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-            k4_scale_min(j, x->scales, &sc, &mn);
-            put32_mul_sub(y, _mm256_and_si256(v, mask), d * (float)sc, dmin * (float)mn);
-            k4_scale_min(j + 1, x->scales, &sc, &mn);
-            put32_mul_sub(y + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask),
-                          d * (float)sc, dmin * (float)mn);
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            put32_mul_sub(y, _mm256_and_si256(v, mask), d1, m1);
+            put32_mul_sub(y + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), d2, m2);
         }
     }
 }
@@ -293,7 +282,7 @@ AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
-            int sc, mn;
+            float d1, m1, d2, m2;
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
             /* fifth bits: bit j of qh[l] for the low nibbles, bit j+1 for
              * the high ones, moved to bit 4 */
@@ -301,13 +290,11 @@ AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
                 _mm256_srli_epi16(qh, j), one), 4);
             const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(
                 _mm256_srli_epi16(qh, j + 1), one), 4);
-            k4_scale_min(j, x->scales, &sc, &mn);
-            put32_mul_sub(y, _mm256_or_si256(_mm256_and_si256(v, mask), h0),
-                          d * (float)sc, dmin * (float)mn);
-            k4_scale_min(j + 1, x->scales, &sc, &mn);
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            put32_mul_sub(y, _mm256_or_si256(_mm256_and_si256(v, mask), h0), d1, m1);
             put32_mul_sub(y + 32, _mm256_or_si256(_mm256_and_si256(
-                              _mm256_srli_epi16(v, 4), mask), h1),
-                          d * (float)sc, dmin * (float)mn);
+                              _mm256_srli_epi16(v, 4), mask), h1), d2, m2);
         }
     }
 }
@@ -386,11 +373,8 @@ AVX2 static void avx2_q3_K(const void *src, float *y, size_t nb)
         const uint8_t *s = x->scales, *q = x->qs;
         const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         float dl[16];
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-            const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            dl[j] = d_all * (float)((lo | (hi << 4)) - 32);
-        }
+        for (int j = 0; j < 16; j++)
+            dl[j] = d_all * (float)ggfs_q3k_scale(j, s);
         int is = 0, bit = 0;
         for (int half = 0; half < 2; half++, q += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
@@ -417,9 +401,7 @@ AVX2 static void avx2_iq4_xs(const void *src, float *y, size_t nb)
         const uint16_t sh = ggfs_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
+            const __m256 dl = _mm256_set1_ps(d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l));
             __m128i lo, hi;
             lookup16(qs, table, &lo, &hi);
             put16_mul(y, lo, dl);
@@ -455,7 +437,7 @@ AVX2 static void avx2_iq2_xxs(const void *src, float *y, size_t nb)
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *idx = x->qs + 8 * ib;
             const uint32_t aux = ggfs_le32(idx + 4);
-            const __m256 db = _mm256_set1_ps(d * (0.5f + (float)(aux >> 28)) * 0.25f);
+            const __m256 db = _mm256_set1_ps(ggfs_iq2_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -470,8 +452,8 @@ AVX2 static void avx2_iq2_xs(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t s = x->scales[ib];
-            const __m256 db0 = _mm256_set1_ps(d * (0.5f + (float)(s & 0x0f)) * 0.25f);
-            const __m256 db1 = _mm256_set1_ps(d * (0.5f + (float)(s >> 4)) * 0.25f);
+            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
                 grid8(y, l < 2 ? db0 : db1, ggfs_iq2xs_grid[w & 511],
@@ -489,11 +471,11 @@ AVX2 static void avx2_iq2_s(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
             const uint8_t s = x->scales[ib];
-            const __m256 db0 = _mm256_set1_ps(d * (0.5f + (float)(s & 0x0f)) * 0.25f);
-            const __m256 db1 = _mm256_set1_ps(d * (0.5f + (float)(s >> 4)) * 0.25f);
+            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
-                const int idx = qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
-                grid8(y, l < 2 ? db0 : db1, ggfs_iq2s_grid[idx], signs[l]);
+                grid8(y, l < 2 ? db0 : db1, ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                      signs[l]);
             }
         }
     }
@@ -513,7 +495,7 @@ AVX2 static void avx2_iq3_xxs(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
             const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
-            const __m256 db = _mm256_set1_ps(d * (0.5f + (float)(aux >> 28)) * 0.5f);
+            const __m256 db = _mm256_set1_ps(ggfs_iq3xxs_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, pair(ggfs_iq3xxs_grid[qs[2 * l]], ggfs_iq3xxs_grid[qs[2 * l + 1]]),
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -528,11 +510,10 @@ AVX2 static void avx2_iq3_s(const void *src, float *y, size_t nb)
         const float d = ggfs_ld_f16(x->d);
         const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const uint8_t s = x->scales[ib / 2];
-            const __m256 db = _mm256_set1_ps(d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f)));
+            const __m256 db = _mm256_set1_ps(ggfs_iq3s_scale(d, ib, x->scales));
             for (int l = 0; l < 4; l++, y += 8) {
-                const int i1 = qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
-                const int i2 = qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
+                const int i1 = ggfs_iq3s_index(qs, qh[ib], 2 * l);
+                const int i2 = ggfs_iq3s_index(qs, qh[ib], 2 * l + 1);
                 grid8(y, db, pair(ggfs_iq3s_grid[i1], ggfs_iq3s_grid[i2]), signs[l]);
             }
         }
@@ -566,10 +547,10 @@ AVX2 static void avx2_iq1_s(const void *src, float *y, size_t nb)
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
             const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
-            const __m256 dl = _mm256_set1_ps(d * (float)(2 * ((qh >> 12) & 7) + 1));
+            const __m256 dl = _mm256_set1_ps(ggfs_iq1_scale(d, qh >> 12));
             const __m256 delta = iq1_delta((uint32_t)(qh & 0x8000) << 16);
             for (int l = 0; l < 4; l++, y += 8)
-                grid8_delta(y, dl, ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
+                grid8_delta(y, dl, ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)], delta);
         }
     }
 }
@@ -579,22 +560,19 @@ AVX2 static void avx2_iq1_m(const void *src, float *y, size_t nb)
     const struct ggml_block_iq1_m *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        for (int k = 0; k < 4; k++)
-            sc[k] = ggfs_le16(x->scales + 2 * k);
-        const float d = ggfs_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                                   ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+        const float d = ggfs_iq1m_scales(x, sc);
         const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const __m256 dl1 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1));
-            const __m256 dl2 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1));
-            grid8_delta(y, dl1, ggfs_iq1s_grid[qs[0] | ((qh[0] << 8) & 0x700)],
+            const __m256 dl1 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> sh));
+            const __m256 dl2 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3)));
+            grid8_delta(y, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 0)],
                         iq1_delta((uint32_t)(qh[0] & 0x08) << 28));
-            grid8_delta(y + 8, dl1, ggfs_iq1s_grid[qs[1] | ((qh[0] << 4) & 0x700)],
+            grid8_delta(y + 8, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 1)],
                         iq1_delta((uint32_t)(qh[0] & 0x80) << 24));
-            grid8_delta(y + 16, dl2, ggfs_iq1s_grid[qs[2] | ((qh[1] << 8) & 0x700)],
+            grid8_delta(y + 16, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 2)],
                         iq1_delta((uint32_t)(qh[1] & 0x08) << 28));
-            grid8_delta(y + 24, dl2, ggfs_iq1s_grid[qs[3] | ((qh[1] << 4) & 0x700)],
+            grid8_delta(y + 24, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 3)],
                         iq1_delta((uint32_t)(qh[1] & 0x80) << 24));
             y += 32;
         }

@@ -30,6 +30,7 @@
  */
 #include "kernels/dequant_impl.h"
 #include "kernels/tables.h"
+#include "kernels/unpack.h"
 #include "gguf/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -259,7 +260,8 @@ AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
  * q4_K/q5_K: the 8 six-bit scales and 8 mins packed in the 12 bytes at q,
  * decoded in registers (lanes 0-7 scales, 8-15 mins) and multiplied by
  * d (scales) or dmin (mins): out[j] = d * sc_j, out[8 + j] = dmin * m_j,
- * exact products as in ggml.  The packing (ggml's get_scale_min_k4):
+ * exact products as in ggml.  The packing, lane by lane (the vector
+ * form of ggfs_k4_scale_min in unpack.h, which the tests hold it to):
  *   j < 4:  sc = q[j] & 63,            m = q[j + 4] & 63
  *   j >= 4: sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4,
  *           m  = (q[j + 4] >> 4) | (q[j] >> 6) << 4
@@ -430,9 +432,10 @@ AVX512 static void avx512_q3_K(const void *src, float *y, size_t nb)
     const __m512i mask2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     for (size_t i = 0; i < nb; i++, x++) {
         /* The 16 six-bit scales (the 12 bytes s of x->scales), one per
-         * dword lane j: low 4 bits from nibble j / 8 of s[j % 8], high 2
-         * bits from bits 2 (j / 4) of s[8 + j % 4].  Done in registers:
-         * the scalar decode took as long as the rest of the block.  The
+         * dword lane j, decoded as ggfs_q3k_scale (unpack.h) does: low 4
+         * bits from nibble j / 8 of s[j % 8], high 2 bits from bits
+         * 2 (j / 4) of s[8 + j % 4].  Done in registers: the scalar
+         * decode took as long as the rest of the block.  The
          * 16 bytes loaded are the block's last, so the load stays inside
          * it: s is bytes 2..13 of them (d is 14..15). */
         const __m128i tail = _mm_loadu_si128((const __m128i *)((const uint8_t *)(x + 1) - 16));
@@ -487,10 +490,9 @@ AVX512 static void avx512_iq4_xs(const void *src, float *y, size_t nb)
         const uint16_t sh = ggfs_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            /* ggml: dl * level, dl = d * (ls - 32) (exact) */
-            put32_nibbles(y, qs, _mm512_mul_ps(_mm512_set1_ps(d * (float)(ls - 32)), levels));
+            /* ggml: dl * level, dl = d * scale (exact) */
+            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
+            put32_nibbles(y, qs, _mm512_mul_ps(_mm512_set1_ps(dl), levels));
         }
     }
 }
