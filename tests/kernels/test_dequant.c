@@ -428,6 +428,24 @@ static void test_supported(void **state)
     assert_false(ggfs_dequant_supported(UINT32_MAX));
 }
 
+/* What ggfs_dequant_level() said before ggfs_dequant_init (set by main). */
+static const char *level_before_init;
+
+/* ggfs_dequant_level names the table ggfs_dequant uses: "scalar" before
+ * init, then the highest level this run may use (in the meson variants
+ * with GGFS_DISABLE_CPU_FEATURES, the highest one left). */
+static void test_level(void **state)
+{
+    (void)state;
+    assert_string_equal(level_before_init, "scalar");
+    const char *top = ggfs_dequant_level_name(ggfs_dequant_level_count() - 1);
+    assert_string_equal(ggfs_dequant_level(), top);
+    assert_ptr_equal(ggfs_dequant_init(), ggfs_dequant_level());
+    const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
+    if (off && strcmp(off, "all") == 0)
+        assert_string_equal(ggfs_dequant_level(), "scalar");
+}
+
 /* ---- throughput (test_dequant --bench; not part of the test) ---- */
 
 static double now(void)
@@ -572,6 +590,7 @@ int main(int argc, char **argv)
     if (getenv("GGUFFS_TEST_QUANT_SECONDS"))
         quant_seconds = strtod(getenv("GGUFFS_TEST_QUANT_SECONDS"), NULL);
 
+    level_before_init = ggfs_dequant_level();
     const char *best = ggfs_dequant_init();
     printf("# kernels: best level %s; levels:", best);
     for (int lv = 0; lv < ggfs_dequant_level_count(); lv++)
@@ -580,8 +599,9 @@ int main(int argc, char **argv)
            n_blocks_random, n_blocks_quant, seed);
 
     static uint32_t ids[GGML_T_COUNT];
-    struct CMUnitTest tests[GGML_T_COUNT + 1];
+    struct CMUnitTest tests[GGML_T_COUNT + 2];
     size_t n = 0;
+    tests[n++] = (struct CMUnitTest){"level", test_level, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"supported", test_supported, NULL, NULL, NULL};
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         if (!ggfs_dequant_supported(t))
