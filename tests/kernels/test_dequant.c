@@ -31,7 +31,6 @@
  * Without the oracle the test is skipped (exit 77), unless CI is set, when
  * a missing oracle is a failure.
  */
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
@@ -48,27 +47,10 @@
 #include "gguf/types.h"
 #include "kernels/dequant.h"
 #include "kernels/dequant_impl.h"
+#include "ggml_oracle.h"
 
-/* ggml ships no headers with the library: these are declared here, from
- * ggml.h (MIT, "The ggml authors").  The layout of the traits struct is
- * checked at start-up against known types. */
-typedef void (*ggml_to_float_t)(const void *x, float *y, int64_t k);
-struct ggml_type_traits {
-    const char *type_name;
-    int64_t blck_size;
-    int64_t blck_size_interleave;
-    size_t type_size;
-    bool is_quantized;
-    ggml_to_float_t to_float;
-    void *from_float_ref;
-};
-
-static const struct ggml_type_traits *(*o_traits)(int type);
-static size_t (*o_quantize_chunk)(int type, const float *src, void *dst,
-                                  int64_t start, int64_t nrows,
-                                  int64_t n_per_row, const float *imatrix);
-static void (*o_quantize_init)(int type);
-static bool (*o_requires_imatrix)(int type);
+/* The oracle (libggml-base.so), loaded by load_oracle. */
+static struct ggml_oracle oracle;
 
 static size_t n_blocks_random = 100000, n_blocks_quant = 100000;
 static uint64_t seed = 0x9e3779b97f4a7c15u;
@@ -193,7 +175,7 @@ static void expected_by_c(uint32_t type, const uint8_t *src, float *dst, size_t 
 static void expected(uint32_t type, const uint8_t *src, float *dst, size_t nb)
 {
     const struct ggml_type_info *ti = ggml_type_get(type);
-    const struct ggml_type_traits *tr = o_traits((int)type);
+    const struct ggml_type_traits *tr = oracle.traits((int)type);
     if (tr->to_float)
         tr->to_float(src, dst, (int64_t)(nb * ti->blck_elems));
     else
@@ -314,7 +296,7 @@ static void random_row(uint64_t *s, float *x, size_t n)
 
 static bool ggml_can_quantize(uint32_t type)
 {
-    const struct ggml_type_traits *tr = o_traits((int)type);
+    const struct ggml_type_traits *tr = oracle.traits((int)type);
     /* ggml_quantize_chunk handles exactly the types with a to_float, plus
      * f32 (a copy); integers and f64 it does not know. */
     return tr->to_float != NULL || type == GGML_T_F32;
@@ -356,8 +338,8 @@ static void run_quantized(uint32_t type)
     assert_non_null(imatrix);
     for (size_t i = 0; i < ROW; i++)
         imatrix[i] = 1.0f;
-    const float *im = o_requires_imatrix((int)type) ? imatrix : NULL;
-    o_quantize_init((int)type);
+    const float *im = oracle.requires_imatrix((int)type) ? imatrix : NULL;
+    oracle.quantize_init((int)type);
 
     /* Stop early once the time budget is spent: some quantizers do
      * thousands of blocks a second, not millions. */
@@ -370,7 +352,7 @@ static void run_quantized(uint32_t type)
             rows = rows_per_chunk;
         for (size_t r = 0; r < rows; r++)
             random_row(&s, x + r * ROW, ROW);
-        size_t bytes = o_quantize_chunk((int)type, x, q, 0, (int64_t)rows, ROW, im);
+        size_t bytes = oracle.quantize_chunk((int)type, x, q, 0, (int64_t)rows, ROW, im);
         assert_int_equal(bytes, rows * blocks_per_row * ti->blck_bytes);
         check_all(type, "quantized by ggml", q, rows * blocks_per_row, want, got);
         done += rows * blocks_per_row;
@@ -411,7 +393,7 @@ static void test_supported(void **state)
     for (uint32_t t = 0; t < GGML_T_COUNT + 5; t++) {
         bool want = false;
         if (t < GGML_T_COUNT && ggml_type_get(t)) {
-            want = o_traits((int)t)->to_float != NULL;
+            want = oracle.traits((int)t)->to_float != NULL;
             switch (t) {
             case GGML_T_F32: case GGML_T_I8: case GGML_T_I16:
             case GGML_T_I32: case GGML_T_I64: case GGML_T_F64:
@@ -488,7 +470,7 @@ static int run_bench(void)
     printf("   (GB/s of float output, 4 MiB of floats per call, one thread)\n");
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         const struct ggml_type_info *ti = ggml_type_get(t);
-        if (!ggfs_dequant_supported(t) || !o_traits((int)t)->to_float)
+        if (!ggfs_dequant_supported(t) || !oracle.traits((int)t)->to_float)
             continue;
         size_t nb = ((size_t)1 << 20) / ti->blck_elems;
         uint8_t *src = malloc(nb * ti->blck_bytes);
@@ -527,29 +509,20 @@ static size_t env_size(const char *name, size_t dflt)
 static int load_oracle(void)
 {
     const char *path = getenv("GGUFFS_ORACLE");
-    const char *why = NULL;
-    void *h = NULL;
-    if (!path || !*path)
-        why = "GGUFFS_ORACLE is not set";
-    else if (!(h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        why = dlerror();
+    const char *why = !path || !*path ? "GGUFFS_ORACLE is not set"
+                                      : ggml_oracle_load(path, &oracle);
+    if (why && oracle.handle) { /* loaded, but not the library we know */
+        fprintf(stderr, "test_dequant: %s: %s\n", path, why);
+        return 1;
+    }
     if (why) {
         bool ci = getenv("CI") && *getenv("CI");
         fprintf(stderr, "test_dequant: %s ggml oracle unavailable: %s "
                 "(run scripts/fetch-oracle)\n", ci ? "FAIL:" : "skip:", why);
         return ci ? 1 : 77;
     }
-    o_traits = (const struct ggml_type_traits *(*)(int))dlsym(h, "ggml_get_type_traits");
-    o_quantize_chunk = (size_t (*)(int, const float *, void *, int64_t, int64_t,
-                                   int64_t, const float *))dlsym(h, "ggml_quantize_chunk");
-    o_quantize_init = (void (*)(int))dlsym(h, "ggml_quantize_init");
-    o_requires_imatrix = (bool (*)(int))dlsym(h, "ggml_quantize_requires_imatrix");
-    if (!o_traits || !o_quantize_chunk || !o_quantize_init || !o_requires_imatrix) {
-        fprintf(stderr, "test_dequant: %s lacks a needed symbol\n", path);
-        return 1;
-    }
     /* The traits struct is declared by hand: check it against known facts. */
-    const struct ggml_type_traits *a = o_traits(GGML_T_Q4_0), *b = o_traits(GGML_T_Q6_K);
+    const struct ggml_type_traits *a = oracle.traits(GGML_T_Q4_0), *b = oracle.traits(GGML_T_Q6_K);
     if (strcmp(a->type_name, "q4_0") != 0 || a->blck_size != 32 || a->type_size != 18 ||
         !a->is_quantized || !a->to_float || strcmp(b->type_name, "q6_K") != 0 ||
         b->blck_size != 256 || b->type_size != 210) {
@@ -558,7 +531,7 @@ static int load_oracle(void)
     }
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         const struct ggml_type_info *ti = ggml_type_get(t);
-        const struct ggml_type_traits *tr = o_traits((int)t);
+        const struct ggml_type_traits *tr = oracle.traits((int)t);
         if (ti && (strcmp(ti->name, tr->type_name) != 0 ||
                    ti->blck_elems != tr->blck_size || ti->blck_bytes != tr->type_size)) {
             fprintf(stderr, "test_dequant: type %u differs from ggml's\n", t);
