@@ -561,12 +561,14 @@ static void deq_iq1_m(const void *src, float *y, size_t nb)
             const int sh = 6 * (ib % 2);
             const float dl1 = ggfs_iq1_scale(d, sc[ib / 2] >> sh);
             const float dl2 = ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3));
+            const int idx[4] = {ggfs_iq1m_index(qs, qh, 0), ggfs_iq1m_index(qs, qh, 1),
+                                ggfs_iq1m_index(qs, qh, 2), ggfs_iq1m_index(qs, qh, 3)};
             const float delta[4] = {qh[0] & 0x08 ? -0.125f : 0.125f,
                                     qh[0] & 0x80 ? -0.125f : 0.125f,
                                     qh[1] & 0x08 ? -0.125f : 0.125f,
                                     qh[1] & 0x80 ? -0.125f : 0.125f};
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, l)];
+                const uint64_t g = ggfs_iq1s_grid[idx[l]];
                 const float dl = l < 2 ? dl1 : dl2;
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta[l]);

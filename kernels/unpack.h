@@ -104,8 +104,8 @@ static inline float ggfs_iq3xxs_scale(float d, unsigned s)
 static inline float ggfs_iq3s_scale(float d, int ib,
                                     const uint8_t scales[GGML_QK_K / 64])
 {
-    const int s = (scales[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-    return d * (float)(1 + 2 * s);
+    const uint8_t s = scales[ib / 2];
+    return d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f));
 }
 
 /* iq1_s, iq1_m: a group's scale from its 3-bit code s (higher bits are

@@ -224,24 +224,30 @@ AVX2 static void avx2_mxfp4(const void *src, float *y, size_t nb)
     }
 }
 
+/* y[0..31]: sub-blocks s and s + 1 of an nvfp4 block (16 elements and
+ * one scale each), whose nibbles are the 16 bytes at x->qs + 8 s: 8 per
+ * sub-block, low nibbles then high nibbles. */
+AVX2 static inline void nvfp4_pair(float *y, const struct ggml_block_nvfp4 *x, int s,
+                                   __m128i table)
+{
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 8 * s));
+    const __m128i lo = _mm_and_si128(v, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+    /* sub-block s: lo[0..7], hi[0..7]; s+1: lo[8..15], hi[8..15] */
+    const __m128i s0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
+    const __m128i s1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
+    put16_mul(y, s0, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s]]));
+    put16_mul(y + 16, s1, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
+}
+
 AVX2 static void avx2_nvfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_nvfp4 *x = src;
     const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_mxfp4);
-    const __m128i mask = _mm_set1_epi8(0x0f);
     for (size_t i = 0; i < nb; i++, x++, y += 64) {
-        /* 32 bytes of nibbles, 8 per 16-element sub-block: sub-block s
-         * is bytes 8s..8s+7, low nibbles then high nibbles */
-        for (int s = 0; s < 4; s += 2) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 8 * s));
-            const __m128i lo = _mm_and_si128(v, mask);
-            const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-            /* sub-block s: lo[0..7], hi[0..7]; s+1: lo[8..15], hi[8..15] */
-            const __m128i s0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
-            const __m128i s1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
-            put16_mul(y + 16 * s, s0, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s]]));
-            put16_mul(y + 16 * s + 16, s1, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
-        }
+        nvfp4_pair(y, x, 0, table);
+        nvfp4_pair(y + 32, x, 2, table);
     }
 }
 
@@ -660,8 +666,8 @@ AVX2 static void avx2_q2_0(const void *src, float *y, size_t nb)
         const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         for (int k = 0; k < 16; k += 2, y += 8) {
             /* elements 4k..4k+7: bytes k, k+1, four 2-bit codes each */
-            const __m256i v = _mm256_setr_epi32(x->qs[k], x->qs[k], x->qs[k], x->qs[k],
-                                                x->qs[k + 1], x->qs[k + 1], x->qs[k + 1], x->qs[k + 1]);
+            const int b0 = x->qs[k], b1 = x->qs[k + 1];
+            const __m256i v = _mm256_setr_epi32(b0, b0, b0, b0, b1, b1, b1, b1);
             const __m256i q = _mm256_sub_epi32(
                 _mm256_and_si256(_mm256_srlv_epi32(v, shifts), mask2), one);
             _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
