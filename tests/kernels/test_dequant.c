@@ -44,6 +44,7 @@
 
 #include <cmocka.h>
 
+#include "gguf/blocks.h"
 #include "gguf/types.h"
 #include "kernels/dequant.h"
 #include "kernels/dequant_impl.h"
@@ -107,20 +108,25 @@ static void put16(uint8_t *p, uint16_t v)
 /* Overwrites the scale fields of one block with finite values. */
 static void force_finite(uint32_t type, uint8_t *b, uint32_t bs, uint64_t *s)
 {
+#define F1(t, T, f) {GGML_T_##T, {(int)offsetof(struct ggml_block_##t, f), -1}}
+#define F2(t, T, f, g) {GGML_T_##T, {(int)offsetof(struct ggml_block_##t, f), \
+                                     (int)offsetof(struct ggml_block_##t, g)}}
     static const struct { uint32_t type; int off[2]; } f16_fields[] = {
-        {GGML_T_F16, {0, -1}},     {GGML_T_Q4_0, {0, -1}},
-        {GGML_T_Q4_1, {0, 2}},     {GGML_T_Q5_0, {0, -1}},
-        {GGML_T_Q5_1, {0, 2}},     {GGML_T_Q8_0, {0, -1}},
-        {GGML_T_Q2_K, {80, 82}},   {GGML_T_Q3_K, {108, -1}},
-        {GGML_T_Q4_K, {0, 2}},     {GGML_T_Q5_K, {0, 2}},
-        {GGML_T_Q6_K, {208, -1}},  {GGML_T_IQ2_XXS, {0, -1}},
-        {GGML_T_IQ2_XS, {0, -1}},  {GGML_T_IQ2_S, {0, -1}},
-        {GGML_T_IQ3_XXS, {0, -1}}, {GGML_T_IQ3_S, {0, -1}},
-        {GGML_T_IQ1_S, {0, -1}},   {GGML_T_IQ4_NL, {0, -1}},
-        {GGML_T_IQ4_XS, {0, -1}},  {GGML_T_TQ1_0, {52, -1}},
-        {GGML_T_TQ2_0, {64, -1}},  {GGML_T_Q1_0, {0, -1}},
-        {GGML_T_Q2_0, {0, -1}},
+        {GGML_T_F16, {0, -1}},        F1(q4_0, Q4_0, d),
+        F2(q4_1, Q4_1, d, m),         F1(q5_0, Q5_0, d),
+        F2(q5_1, Q5_1, d, m),         F1(q8_0, Q8_0, d),
+        F2(q2_K, Q2_K, d, dmin),      F1(q3_K, Q3_K, d),
+        F2(q4_K, Q4_K, d, dmin),      F2(q5_K, Q5_K, d, dmin),
+        F1(q6_K, Q6_K, d),            F1(iq2_xxs, IQ2_XXS, d),
+        F1(iq2_xs, IQ2_XS, d),        F1(iq2_s, IQ2_S, d),
+        F1(iq3_xxs, IQ3_XXS, d),      F1(iq3_s, IQ3_S, d),
+        F1(iq1_s, IQ1_S, d),          F1(iq4_nl, IQ4_NL, d),
+        F1(iq4_xs, IQ4_XS, d),        F1(tq1_0, TQ1_0, d),
+        F1(tq2_0, TQ2_0, d),          F1(q1_0, Q1_0, d),
+        F1(q2_0, Q2_0, d),
     };
+#undef F1
+#undef F2
     for (size_t i = 0; i < sizeof f16_fields / sizeof f16_fields[0]; i++) {
         if (f16_fields[i].type != type)
             continue;
@@ -139,14 +145,15 @@ static void force_finite(uint32_t type, uint8_t *b, uint32_t bs, uint64_t *s)
             b[3] ^= 0x40;
         break;
     case GGML_T_IQ1_M: { /* the f16 is spread over the top nibbles of the
-                          * four 16-bit scale words (bytes 49, 51, 53, 55) */
+                          * four 16-bit scale words (their odd bytes) */
+        uint8_t *hi = b + offsetof(struct ggml_block_iq1_m, scales) + 1;
         uint16_t h = rng_finite_half(s);
         for (int k = 0; k < 4; k++)
-            b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0f) | (((h >> (4 * k)) & 0xf) << 4));
+            hi[2 * k] = (uint8_t)((hi[2 * k] & 0x0f) | (((h >> (4 * k)) & 0xf) << 4));
         break;
     }
     case GGML_T_MXFP4: /* E8M0 is never NaN; keep 12 * 2^(e-128) finite */
-        b[0] = (uint8_t)(rng_next(s) % 251);
+        b[offsetof(struct ggml_block_mxfp4, e)] = (uint8_t)(rng_next(s) % 251);
         break;
     default: /* nvfp4 scales, integers, f64: nothing to force */
         (void)bs;
