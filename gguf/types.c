@@ -1,31 +1,36 @@
 /* gguf/types.c — ggml's type table (facts derived from ggml, MIT). */
 #include "types.h"
+#include "blocks.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define T(id, nm, be, bb) [id] = { nm, be, bb }
+/* A plain type: one element per block, of the given size. */
+#define P(id, nm, bytes) [GGML_T_##id] = { #nm, 1, bytes }
+/* A block type: its elements and bytes per block (gguf/blocks.h). */
+#define B(id, nm, qk) [GGML_T_##id] = { #nm, qk, sizeof(struct ggml_block_##nm) }
 static const struct ggml_type_info table[GGML_T_COUNT] = {
-    T(GGML_T_F32, "f32", 1, 4),           T(GGML_T_F16, "f16", 1, 2),
-    T(GGML_T_Q4_0, "q4_0", 32, 18),       T(GGML_T_Q4_1, "q4_1", 32, 20),
-    T(GGML_T_Q5_0, "q5_0", 32, 22),       T(GGML_T_Q5_1, "q5_1", 32, 24),
-    T(GGML_T_Q8_0, "q8_0", 32, 34),       T(GGML_T_Q8_1, "q8_1", 32, 36),
-    T(GGML_T_Q2_K, "q2_K", 256, 84),      T(GGML_T_Q3_K, "q3_K", 256, 110),
-    T(GGML_T_Q4_K, "q4_K", 256, 144),     T(GGML_T_Q5_K, "q5_K", 256, 176),
-    T(GGML_T_Q6_K, "q6_K", 256, 210),     T(GGML_T_Q8_K, "q8_K", 256, 292),
-    T(GGML_T_IQ2_XXS, "iq2_xxs", 256, 66), T(GGML_T_IQ2_XS, "iq2_xs", 256, 74),
-    T(GGML_T_IQ3_XXS, "iq3_xxs", 256, 98), T(GGML_T_IQ1_S, "iq1_s", 256, 50),
-    T(GGML_T_IQ4_NL, "iq4_nl", 32, 18),   T(GGML_T_IQ3_S, "iq3_s", 256, 110),
-    T(GGML_T_IQ2_S, "iq2_s", 256, 82),    T(GGML_T_IQ4_XS, "iq4_xs", 256, 136),
-    T(GGML_T_I8, "i8", 1, 1),             T(GGML_T_I16, "i16", 1, 2),
-    T(GGML_T_I32, "i32", 1, 4),           T(GGML_T_I64, "i64", 1, 8),
-    T(GGML_T_F64, "f64", 1, 8),           T(GGML_T_IQ1_M, "iq1_m", 256, 56),
-    T(GGML_T_BF16, "bf16", 1, 2),         T(GGML_T_TQ1_0, "tq1_0", 256, 54),
-    T(GGML_T_TQ2_0, "tq2_0", 256, 66),    T(GGML_T_MXFP4, "mxfp4", 32, 17),
-    T(GGML_T_NVFP4, "nvfp4", 64, 36),     T(GGML_T_Q1_0, "q1_0", 128, 18),
-    T(GGML_T_Q2_0, "q2_0", 64, 18),
+    P(F32, f32, 4),                    P(F16, f16, 2),
+    B(Q4_0, q4_0, GGML_QK4_0),         B(Q4_1, q4_1, GGML_QK4_1),
+    B(Q5_0, q5_0, GGML_QK5_0),         B(Q5_1, q5_1, GGML_QK5_1),
+    B(Q8_0, q8_0, GGML_QK8_0),         B(Q8_1, q8_1, GGML_QK8_1),
+    B(Q2_K, q2_K, GGML_QK_K),          B(Q3_K, q3_K, GGML_QK_K),
+    B(Q4_K, q4_K, GGML_QK_K),          B(Q5_K, q5_K, GGML_QK_K),
+    B(Q6_K, q6_K, GGML_QK_K),          B(Q8_K, q8_K, GGML_QK_K),
+    B(IQ2_XXS, iq2_xxs, GGML_QK_K),    B(IQ2_XS, iq2_xs, GGML_QK_K),
+    B(IQ3_XXS, iq3_xxs, GGML_QK_K),    B(IQ1_S, iq1_s, GGML_QK_K),
+    B(IQ4_NL, iq4_nl, GGML_QK4_NL),    B(IQ3_S, iq3_s, GGML_QK_K),
+    B(IQ2_S, iq2_s, GGML_QK_K),        B(IQ4_XS, iq4_xs, GGML_QK_K),
+    P(I8, i8, 1),                      P(I16, i16, 2),
+    P(I32, i32, 4),                    P(I64, i64, 8),
+    P(F64, f64, 8),                    B(IQ1_M, iq1_m, GGML_QK_K),
+    P(BF16, bf16, 2),                  B(TQ1_0, tq1_0, GGML_QK_K),
+    B(TQ2_0, tq2_0, GGML_QK_K),        B(MXFP4, mxfp4, GGML_QK_MXFP4),
+    B(NVFP4, nvfp4, GGML_QK_NVFP4),    B(Q1_0, q1_0, GGML_QK1_0),
+    B(Q2_0, q2_0, GGML_QK2_0),
 };
-#undef T
+#undef P
+#undef B
 
 const struct ggml_type_info *ggml_type_get(uint32_t id)
 {

@@ -4,9 +4,10 @@
  * Every tensor in a GGUF file names its element encoding by a ggml type id.
  * This table gives, for each of ggml's 43 ids (0..42), the canonical name
  * ggml prints ("q4_K", "bf16", ...), how many elements one block holds and
- * how many bytes that block takes.  Ids that ggml has removed (4, 5, 31-33,
- * 36-38) stay in the table with blck_elems == 0: ggml_type_get() gives NULL
- * for them as for ids newer than this table (>= 43).
+ * how many bytes that block takes (from the layouts in gguf/blocks.h).
+ * Ids that ggml has removed (4, 5, 31-33, 36-38) stay in the table with
+ * blck_elems == 0: ggml_type_get() gives NULL for them as for ids newer
+ * than this table (>= 43).
  *
  * A file with such a tensor still opens (gguf/gguf.h): its byte size cannot
  * be computed from the type, so the parser derives it from where the next

@@ -4,12 +4,16 @@
  * The dispatch table starts as the scalar reference, so ggfs_dequant works
  * even before ggfs_dequant_init.  Init asks the CPU (CPUID, and XGETBV for
  * whether the OS saves the wide registers) which ISA levels it has, and
- * lays each level's
- * kernels over the table in increasing order: a level only has to provide
- * the types it makes faster.
+ * lays each level's kernels over the table in increasing order: a level
+ * only has to provide the types it makes faster.
  *
- * GGFS_DISABLE_CPU_FEATURES=avx512,avx2 (comma-separated, or "all") turns
- * levels off, so that one machine can run the tests of every variant.
+ * Built twice (kernels/meson.build): for gguffs, where the CPU alone
+ * decides, and for the tests, with GGFS_TEST_SUPPORT defined (libdeflate's
+ * TEST_SUPPORT pattern).  Only the test build honours
+ * GGFS_DISABLE_CPU_FEATURES=avx512,avx2 (comma-separated, or "all"), which
+ * turns levels off, and has the per-level API of dequant_impl.h: so one
+ * machine can test every variant, and no environment variable changes
+ * what gguffs runs.
  */
 #include "dequant.h"
 #include "dequant_impl.h"
@@ -26,26 +30,34 @@ struct level {
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+/* XCR0: which register states the OS saves across context switches. */
+static unsigned xcr0(void)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return lo;
+}
+
+/* EBX of CPUID leaf 7 (sub-leaf 0): AVX2 and the AVX-512 subsets. */
+static unsigned cpuid7_ebx(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) ? b : 0;
+}
+
 /* AVX2 kernels need AVX2 and F16C from the CPU, and the OS must save the
- * YMM registers across context switches (OSXSAVE, and XCR0 bits 1-2).
- * Asked of CPUID directly: not every compiler's __builtin_cpu_supports
- * knows "f16c". */
+ * YMM registers (OSXSAVE, and XCR0 bits 1-2).  Asked of CPUID directly:
+ * not every compiler's __builtin_cpu_supports knows "f16c". */
 static bool has_avx2(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return false;
-    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
-    if (!osxsave || !avx || !f16c)
+    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29); /* OSXSAVE AVX F16C */
+    if ((c & need) != need || (xcr0() & 0x6) != 0x6)
         return false;
-    unsigned xlo, xhi;
-    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    (void)xhi;
-    if ((xlo & 6) != 6)
-        return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return false;
-    return b & (1u << 5); /* AVX2 */
+    return cpuid7_ebx() & (1u << 5); /* AVX2 */
 }
 
 /* AVX-512 kernels use F, BW, VL and DQ (plus the AVX2 level's needs), and
@@ -54,18 +66,8 @@ static bool has_avx2(void)
  * 7 (ZMM16-31), besides 1-2. */
 static bool has_avx512(void)
 {
-    unsigned a, b, c, d;
-    if (!has_avx2())
-        return false;
-    unsigned xlo, xhi;
-    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    (void)xhi;
-    if ((xlo & 0xe6) != 0xe6)
-        return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return false;
     const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31); /* F DQ BW VL */
-    return (b & need) == need;
+    return has_avx2() && (xcr0() & 0xe6) == 0xe6 && (cpuid7_ebx() & need) == need;
 }
 #endif
 
@@ -79,14 +81,16 @@ static const struct level levels[] = {
 };
 enum { N_LEVELS = sizeof levels / sizeof levels[0] - 1 };
 
-/* The chosen table; starts as the reference (see the top comment). */
+/* The chosen table and the name of its level (see the top comment). */
 static ggfs_dequant_fn table[GGML_T_COUNT];
 static bool table_ready;
+static const char *table_level = "scalar";
 
 /* Levels usable here, as indices into levels[] (computed by init). */
 static int usable[N_LEVELS + 1];
 static int n_usable = -1;
 
+#ifdef GGFS_TEST_SUPPORT
 /* true if name appears in the comma-separated list (or the list is "all"). */
 static bool listed(const char *list, const char *name)
 {
@@ -104,16 +108,25 @@ static bool listed(const char *list, const char *name)
     return false;
 }
 
-static void find_levels(void)
+static bool disabled(const char *name)
 {
     const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
+    return off && listed(off, name);
+}
+#else
+static bool disabled(const char *name)
+{
+    (void)name;
+    return false;
+}
+#endif
+
+static void find_levels(void)
+{
     int n = 0;
-    for (int i = 0; i < (int)N_LEVELS; i++) {
-        if (off && listed(off, levels[i].name))
-            continue;
-        if (levels[i].cpu_has())
+    for (int i = 0; i < (int)N_LEVELS; i++)
+        if (!disabled(levels[i].name) && levels[i].cpu_has())
             usable[n++] = i;
-    }
     n_usable = n;
 }
 
@@ -129,13 +142,18 @@ static void build(int level, ggfs_dequant_fn fn[GGML_T_COUNT])
 const char *ggfs_dequant_init(void)
 {
     if (!table_ready) {
-        ggfs_dequant_fn fn[GGML_T_COUNT];
         find_levels();
-        build(n_usable, fn);
-        memcpy(table, fn, sizeof table);
+        build(n_usable, table);
+        if (n_usable > 0)
+            table_level = levels[usable[n_usable - 1]].name;
         table_ready = true;
     }
-    return ggfs_dequant_level_name(n_usable);
+    return table_level;
+}
+
+const char *ggfs_dequant_level(void)
+{
+    return table_level;
 }
 
 bool ggfs_dequant_supported(uint32_t type)
@@ -149,6 +167,7 @@ void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks)
     fn(src, dst, n_blocks);
 }
 
+#ifdef GGFS_TEST_SUPPORT
 /* ---- per-level access for tests and benchmarks ---- */
 
 int ggfs_dequant_level_count(void)
@@ -188,3 +207,4 @@ bool ggfs_dequant_level_has_own(int level, uint32_t type)
     build(level, here);
     return here[type] != below[type];
 }
+#endif

@@ -3,14 +3,26 @@
  *
  * Pure functions over memory: nothing here knows about files, threads or
  * FUSE.  Types are ggml type ids (gguf/types.h).  A "block" is the unit of
- * storage of a type (32 elements for q4_0, 256 for q4_K, 1 for f16...).
+ * storage of a type: blck_elems elements in blck_bytes bytes (32 elements
+ * in 18 bytes for q4_0, 256 for q4_K, 1 for f16...; layouts in
+ * gguf/blocks.h).
  *
- * The output is bit-identical to ggml's own to_float (ggml_get_type_traits
- * (type)->to_float) for every input block, including blocks whose scales
- * are NaN, infinite or subnormal.  Integer types (i8, i16, i32, i64) and f64
- * are converted value by value (as C converts them to float).
+ * Promises:
+ *   - The output is bit-identical to ggml's own to_float
+ *     (ggml_get_type_traits(type)->to_float) for every input block,
+ *     including blocks whose scales are NaN, infinite or subnormal, at
+ *     every ISA level.  Integer types (i8, i16, i32, i64) and f64, which
+ *     ggml has no to_float for, are converted value by value as C
+ *     converts them to float.
+ *   - Any bytes are a valid input: a kernel reads exactly the n_blocks
+ *     blocks at src and writes exactly n_blocks * blck_elems floats at
+ *     dst.  Source data is little-endian, as ggml stores it, and neither
+ *     pointer needs any alignment.
+ *   - Once ggfs_dequant_init has returned, nothing here changes state:
+ *     any number of threads may dequantize at once.
  *
- * Source data is little-endian, as ggml stores it.
+ * Tests check every level against libggml-base.so (tests/kernels); the
+ * hooks they use are in dequant_impl.h.
  */
 #ifndef KERNELS_DEQUANT_H
 #define KERNELS_DEQUANT_H
@@ -19,24 +31,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* true if type can be dequantized (has an f32 view). */
+/* Picks the best implementation of every type for this CPU (from CPUID
+ * and what the OS saves); call once, before any thread uses ggfs_dequant
+ * (calling it again is harmless).  Returns ggfs_dequant_level(). */
+const char *ggfs_dequant_init(void);
+
+/* The ISA level ggfs_dequant uses: "avx512", "avx2" or "scalar" (also
+ * the answer before ggfs_dequant_init, when the scalar reference runs).
+ * A level's table holds its own kernels for the types it speeds up and
+ * those of the levels below for the rest.  A static string. */
+const char *ggfs_dequant_level(void);
+
+/* true if type can be dequantized (has an f32 view): the types ggml has
+ * a to_float for, plus f32, the integer types and f64.  False for ids
+ * out of range or unknown. */
 bool ggfs_dequant_supported(uint32_t type);
 
 /*
- * Dequantizes n_blocks whole blocks of type from src into dst, using the
- * best implementation for this CPU (chosen once by ggfs_dequant_init).
- * dst receives n_blocks * blck_elems floats.  src need not be aligned.
- * type must satisfy ggfs_dequant_supported.
+ * Dequantizes n_blocks whole blocks of type from src into dst with the
+ * implementation chosen by ggfs_dequant_init (the scalar reference
+ * before it).  type must satisfy ggfs_dequant_supported.
  */
 void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
 
-/* The portable scalar reference for the same contract. */
+/* The portable scalar reference, under the same contract. */
 void ggfs_dequant_ref(uint32_t type, const void *src, float *dst,
                       size_t n_blocks);
-
-/* Picks implementations from CPUID; call once before any thread uses
- * ggfs_dequant (calling it again is harmless).  Returns the name of the
- * best ISA level in use, e.g. "avx2" or "scalar". */
-const char *ggfs_dequant_init(void);
 
 #endif

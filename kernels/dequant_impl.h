@@ -3,14 +3,15 @@
  * entry points the tests use.
  *
  * Every kernel has the same shape: n_blocks whole blocks of one type in,
- * n_blocks * block-elements floats out.  The scalar reference
- * (dequant_ref.c) has one for every supported type; each ISA file
- * (x86/dequant_avx2.c, ...) has them only for the types it speeds up and
- * leaves the rest to the level below.  dequant.c stacks the levels into one
- * table at start-up.
+ * n_blocks * blck_elems floats out, under the contract of dequant.h.  The
+ * scalar reference (dequant_ref.c) has one for every supported type; each
+ * ISA file (x86/dequant_avx2.c, x86/dequant_avx512.c) has them only for
+ * the types it speeds up and leaves the rest to the level below.
+ * dequant.c stacks the levels into one table at start-up.
  *
  * Not part of the public API (dequant.h): only kernels/ and tests/kernels
- * include this.
+ * include this.  Helpers for the packed fields of block types are in
+ * unpack.h, the codebooks of the i-quants in tables.h.
  */
 #ifndef KERNELS_DEQUANT_IMPL_H
 #define KERNELS_DEQUANT_IMPL_H
@@ -32,12 +33,15 @@ ggfs_dequant_fn ggfs_ref_kernel(uint32_t type);
 void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
 void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
 
+#ifdef GGFS_TEST_SUPPORT
 /*
- * ISA levels, for tests and benchmarks: level 0 is "scalar"; the others are
- * the levels this CPU has and that GGFS_DISABLE_CPU_FEATURES does not turn
- * off, in increasing order.  ggfs_dequant_level_run() dequantizes with
- * exactly that level's table (its own kernels over those of the levels
- * below), so one process can check every variant.
+ * ISA levels, for tests and benchmarks; only in the test build of the
+ * dispatcher (kernels_test_dep, which defines GGFS_TEST_SUPPORT for its
+ * users too).  Level 0 is "scalar"; the others are the levels this CPU
+ * has and that GGFS_DISABLE_CPU_FEATURES does not turn off, in increasing
+ * order.  ggfs_dequant_level_run() dequantizes with exactly that level's
+ * table (its own kernels over those of the levels below), so one process
+ * can check every variant.
  */
 int ggfs_dequant_level_count(void);
 const char *ggfs_dequant_level_name(int level);
@@ -45,6 +49,7 @@ void ggfs_dequant_level_run(int level, uint32_t type, const void *src,
                             float *dst, size_t n_blocks);
 /* true if level has a kernel of its own for type (not inherited). */
 bool ggfs_dequant_level_has_own(int level, uint32_t type);
+#endif
 
 /* ---- helpers shared by the kernel files ---- */
 

@@ -15,16 +15,16 @@
  * only for NaN).  Integer parts are computed in int, as in ggml, and
  * converted once.
  *
- * Offsets into a block are written as numbers with the field's name; the
- * block structures are not used because ggml declares some of them with
- * uint16_t members (alignment) and we read unaligned little-endian bytes.
+ * Blocks are read through their layouts in gguf/blocks.h, whose fields
+ * are all bytes: a block may sit at any address, and multi-byte fields are
+ * assembled little-endian by the loads of dequant_impl.h.
  */
 #include "dequant_impl.h"
 #include "tables.h"
+#include "unpack.h"
 
 #include "dequant.h"
-
-#define QK_K 256
+#include "gguf/blocks.h"
 
 /* ---------------- plain element types ---------------- */
 
@@ -96,12 +96,12 @@ static void deq_f64(const void *src, float *dst, size_t n)
  * high nibbles 16..31; value = (q - 8) * d. */
 static void deq_q4_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_q4_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_0) {
+        const float d = ggfs_ld_f16(x->d);
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)((b[2 + j] & 0x0f) - 8) * d;
-            y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+            y[j] = (float)((x->qs[j] & 0x0f) - 8) * d;
+            y[j + 16] = (float)((x->qs[j] >> 4) - 8) * d;
         }
     }
 }
@@ -109,12 +109,12 @@ static void deq_q4_0(const void *src, float *y, size_t nb)
 /* q4_1: d, m (f16), nibbles as q4_0; value = q * d + m (two roundings). */
 static void deq_q4_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 20, y += 32) {
-        const float d = ggfs_ld_f16(b), m = ggfs_ld_f16(b + 2);
+    const struct ggml_block_q4_1 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_1) {
+        const float d = ggfs_ld_f16(x->d), m = ggfs_ld_f16(x->m);
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)(b[4 + j] & 0x0f) * d + m;
-            y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+            y[j] = (float)(x->qs[j] & 0x0f) * d + m;
+            y[j + 16] = (float)(x->qs[j] >> 4) * d + m;
         }
     }
 }
@@ -123,15 +123,15 @@ static void deq_q4_1(const void *src, float *y, size_t nb)
  * value = (q - 16) * d. */
 static void deq_q5_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 22, y += 32) {
-        const float d = ggfs_ld_f16(b);
-        const uint32_t qh = ggfs_le32(b + 2);
+    const struct ggml_block_q5_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK5_0) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint32_t qh = ggfs_le32(x->qh);
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)((qh >> j) & 1) << 4;
             const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
-            y[j] = (float)(((b[6 + j] & 0x0f) | h0) - 16) * d;
-            y[j + 16] = (float)(((b[6 + j] >> 4) | h1) - 16) * d;
+            y[j] = (float)(((x->qs[j] & 0x0f) | h0) - 16) * d;
+            y[j + 16] = (float)(((x->qs[j] >> 4) | h1) - 16) * d;
         }
     }
 }
@@ -139,15 +139,15 @@ static void deq_q5_0(const void *src, float *y, size_t nb)
 /* q5_1: d, m, high bits, nibbles; value = q * d + m. */
 static void deq_q5_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 24, y += 32) {
-        const float d = ggfs_ld_f16(b), m = ggfs_ld_f16(b + 2);
-        const uint32_t qh = ggfs_le32(b + 4);
+    const struct ggml_block_q5_1 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK5_1) {
+        const float d = ggfs_ld_f16(x->d), m = ggfs_ld_f16(x->m);
+        const uint32_t qh = ggfs_le32(x->qh);
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)((qh >> j) & 1) << 4;
             const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
-            y[j] = (float)((b[8 + j] & 0x0f) | h0) * d + m;
-            y[j + 16] = (float)((b[8 + j] >> 4) | h1) * d + m;
+            y[j] = (float)((x->qs[j] & 0x0f) | h0) * d + m;
+            y[j + 16] = (float)((x->qs[j] >> 4) | h1) * d + m;
         }
     }
 }
@@ -155,23 +155,23 @@ static void deq_q5_1(const void *src, float *y, size_t nb)
 /* q8_0: d, 32 signed bytes; value = q * d. */
 static void deq_q8_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 34, y += 32) {
-        const float d = ggfs_ld_f16(b);
-        for (int j = 0; j < 32; j++)
-            y[j] = (float)(int8_t)b[2 + j] * d;
+    const struct ggml_block_q8_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK8_0) {
+        const float d = ggfs_ld_f16(x->d);
+        for (int j = 0; j < GGML_QK8_0; j++)
+            y[j] = (float)(int8_t)x->qs[j] * d;
     }
 }
 
 /* iq4_nl: d, nibbles indexing the non-linear level table. */
 static void deq_iq4_nl(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_iq4_nl *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_NL) {
+        const float d = ggfs_ld_f16(x->d);
         for (int j = 0; j < 16; j++) {
-            y[j] = d * (float)ggfs_kvalues_iq4nl[b[2 + j] & 0x0f];
-            y[j + 16] = d * (float)ggfs_kvalues_iq4nl[b[2 + j] >> 4];
+            y[j] = d * (float)ggfs_kvalues_iq4nl[x->qs[j] & 0x0f];
+            y[j + 16] = d * (float)ggfs_kvalues_iq4nl[x->qs[j] >> 4];
         }
     }
 }
@@ -179,26 +179,26 @@ static void deq_iq4_nl(const void *src, float *y, size_t nb)
 /* mxfp4: one E8M0 exponent, nibbles indexing the (doubled) FP4 table. */
 static void deq_mxfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 17, y += 32) {
-        const float d = ggfs_e8m0_half(b[0]);
+    const struct ggml_block_mxfp4 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK_MXFP4) {
+        const float d = ggfs_e8m0_half(x->e);
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)ggfs_kvalues_mxfp4[b[1 + j] & 0x0f] * d;
-            y[j + 16] = (float)ggfs_kvalues_mxfp4[b[1 + j] >> 4] * d;
+            y[j] = (float)ggfs_kvalues_mxfp4[x->qs[j] & 0x0f] * d;
+            y[j + 16] = (float)ggfs_kvalues_mxfp4[x->qs[j] >> 4] * d;
         }
     }
 }
 
 /* nvfp4: 64 elements as four sub-blocks of 16, each with its own UE4M3
- * scale byte (bytes 0..3), then 8 bytes of nibbles per sub-block (low
- * nibbles first 8 elements, high nibbles last 8). */
+ * scale byte, then 8 bytes of nibbles per sub-block (low nibbles first 8
+ * elements, high nibbles last 8). */
 static void deq_nvfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 36) {
-        for (int s = 0; s < 4; s++, y += 16) {
-            const float d = ggfs_ue4m3_half[b[s]];
-            const uint8_t *q = b + 4 + 8 * s;
+    const struct ggml_block_nvfp4 *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        for (int s = 0; s < 4; s++, y += GGML_QK_NVFP4_SUB) {
+            const float d = ggfs_ue4m3_half[x->d[s]];
+            const uint8_t *q = x->qs + 8 * s;
             for (int j = 0; j < 8; j++) {
                 y[j] = (float)ggfs_kvalues_mxfp4[q[j] & 0x0f] * d;
                 y[j + 8] = (float)ggfs_kvalues_mxfp4[q[j] >> 4] * d;
@@ -211,15 +211,15 @@ static void deq_nvfp4(const void *src, float *y, size_t nb)
  * set means +d, clear means -d. */
 static void deq_q1_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 18, y += 128) {
+    const struct ggml_block_q1_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK1_0) {
         /* ggml: bit ? d : -d; the sign flip is done on the bits (no
          * branch on random data) */
         uint32_t du;
-        const float d = ggfs_ld_f16(b);
+        const float d = ggfs_ld_f16(x->d);
         memcpy(&du, &d, sizeof du);
-        for (int j = 0; j < 128; j++) {
-            const uint32_t clear = ~((uint32_t)b[2 + j / 8] >> (j % 8)) & 1;
+        for (int j = 0; j < GGML_QK1_0; j++) {
+            const uint32_t clear = ~((uint32_t)x->qs[j / 8] >> (j % 8)) & 1;
             y[j] = ggfs_bits_to_f32(du ^ (clear << 31));
         }
     }
@@ -229,40 +229,25 @@ static void deq_q1_0(const void *src, float *y, size_t nb)
  * j/4; codes 0..3 mean -1, 0, +1, +2 times d. */
 static void deq_q2_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 18, y += 64) {
-        const float d = ggfs_ld_f16(b);
-        for (int j = 0; j < 64; j++)
-            y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+    const struct ggml_block_q2_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += GGML_QK2_0) {
+        const float d = ggfs_ld_f16(x->d);
+        for (int j = 0; j < GGML_QK2_0; j++)
+            y[j] = (float)(((x->qs[j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
     }
 }
 
 /* ---------------- k-quants: 256-element super-blocks ---------------- */
-
-/* q4_K/q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes:
- * sub-blocks 0..3 use the low 6 bits of bytes 0..3 (scale) and 4..7 (min);
- * sub-blocks 4..7 take their low 4 bits from the nibbles of bytes 8..11 and
- * their top 2 bits from the spare top bits of bytes 0..7. */
-static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
 
 /* q2_K: 16 bytes of (scale | min << 4), 64 bytes of 2-bit quants, d, dmin.
  * Each 32-byte half of qs holds 128 elements in four 2-bit planes;
  * value = (d * scale) * q - (dmin * min). */
 static void deq_q2_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 84) {
-        const float d = ggfs_ld_f16(b + 80), dmin = ggfs_ld_f16(b + 82);
-        const uint8_t *sc = b, *q = b + 16;
+    const struct ggml_block_q2_K *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const uint8_t *sc = x->scales, *q = x->qs;
         for (int half = 0; half < 2; half++, q += 32) {
             for (int shift = 0; shift < 8; shift += 2) {
                 for (int k = 0; k < 2; k++) { /* two 16-element groups */
@@ -282,16 +267,13 @@ static void deq_q2_K(const void *src, float *y, size_t nb)
  * value = (d * (scale - 32)) * q. */
 static void deq_q3_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 110) {
-        const float d_all = ggfs_ld_f16(b + 108);
-        const uint8_t *hm = b, *q = b + 32, *s = b + 96;
+    const struct ggml_block_q3_K *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d_all = ggfs_ld_f16(x->d);
+        const uint8_t *hm = x->hmask, *q = x->qs, *s = x->scales;
         int scale[16];
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-            const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            scale[j] = (lo | (hi << 4)) - 32;
-        }
+        for (int j = 0; j < 16; j++)
+            scale[j] = ggfs_q3k_scale(j, s);
         int is = 0;
         uint8_t m = 1;
         for (int half = 0; half < 2; half++, q += 32) {
@@ -312,16 +294,14 @@ static void deq_q3_K(const void *src, float *y, size_t nb)
  * 64 elements (low nibbles first).  value = (d*sc) * q - (dmin*min). */
 static void deq_q4_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 144) {
-        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
-        const uint8_t *q = b + 16;
+    const struct ggml_block_q4_K *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32) {
-            int sc, mn;
-            k4_scale_min(j, b + 4, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            k4_scale_min(j + 1, b + 4, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1, m1, d2, m2;
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)(q[l] & 0x0f) - m1;
             for (int l = 0; l < 32; l++)
@@ -334,17 +314,15 @@ static void deq_q4_K(const void *src, float *y, size_t nb)
  * group g takes bit 2g (low nibble) or 2g+1 (high nibble) of qh[l]. */
 static void deq_q5_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 176) {
-        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
-        const uint8_t *qh = b + 16, *q = b + 48;
+    const struct ggml_block_q5_K *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const uint8_t *qh = x->qh, *q = x->qs;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < 8; j += 2, q += 32, u1 <<= 2, u2 <<= 2) {
-            int sc, mn;
-            k4_scale_min(j, b + 4, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            k4_scale_min(j + 1, b + 4, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1, m1, d2, m2;
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)((q[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++)
@@ -358,11 +336,11 @@ static void deq_q5_K(const void *src, float *y, size_t nb)
  * scales; value = (d * scale) * (q - 32). */
 static void deq_q6_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 210) {
-        const float d = ggfs_ld_f16(b + 208);
-        const uint8_t *ql = b, *qh = b + 128;
-        const int8_t *sc = (const int8_t *)(b + 192);
+    const struct ggml_block_q6_K *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *ql = x->ql, *qh = x->qh;
+        const int8_t *sc = (const int8_t *)x->scales;
         for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
             for (int l = 0; l < 32; l++) {
                 const int is = l / 16;
@@ -387,23 +365,24 @@ static void deq_q6_K(const void *src, float *y, size_t nb)
 static void deq_tq1_0(const void *src, float *y, size_t nb)
 {
     static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 54) {
-        const float d = ggfs_ld_f16(b + 52);
-        /* bytes 0..31: 5 planes of 32; bytes 32..47: 5 planes of 16 */
+    const struct ggml_block_tq1_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        /* qs[0..31]: 5 planes of 32; qs[32..47]: 5 planes of 16; qh: 4
+         * planes of 4 */
         for (int n = 0; n < 5; n++)
             for (int m = 0; m < 32; m++) {
-                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+                const uint8_t q = (uint8_t)(x->qs[m] * pow3[n]);
                 *y++ = (float)(((q * 3) >> 8) - 1) * d;
             }
         for (int n = 0; n < 5; n++)
             for (int m = 32; m < 48; m++) {
-                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+                const uint8_t q = (uint8_t)(x->qs[m] * pow3[n]);
                 *y++ = (float)(((q * 3) >> 8) - 1) * d;
             }
         for (int n = 0; n < 4; n++)
-            for (int m = 48; m < 52; m++) {
-                const uint8_t q = (uint8_t)(b[m] * pow3[n]);
+            for (int m = 0; m < 4; m++) {
+                const uint8_t q = (uint8_t)(x->qh[m] * pow3[n]);
                 *y++ = (float)(((q * 3) >> 8) - 1) * d;
             }
     }
@@ -413,13 +392,13 @@ static void deq_tq1_0(const void *src, float *y, size_t nb)
  * value = (q - 1) * d. */
 static void deq_tq2_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 66) {
-        const float d = ggfs_ld_f16(b + 64);
+    const struct ggml_block_tq2_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
         for (int j = 0; j < 64; j += 32)
             for (int shift = 0; shift < 8; shift += 2)
                 for (int m = 0; m < 32; m++)
-                    *y++ = (float)(((b[j + m] >> shift) & 3) - 1) * d;
+                    *y++ = (float)(((x->qs[j + m] >> shift) & 3) - 1) * d;
     }
 }
 
@@ -454,13 +433,13 @@ static inline void grid4(float *y, float db, uint32_t grid, uint8_t signs)
  * indices, and 4 x 7 sign bits plus a 4-bit scale in the top bits. */
 static void deq_iq2_xxs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 66) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_iq2_xxs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *idx = b + 2 + 8 * ib;
+            const uint8_t *idx = x->qs + 8 * ib;
             const uint32_t aux = ggfs_le32(idx + 4);
-            const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+            const float db = ggfs_iq2_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -472,15 +451,14 @@ static void deq_iq2_xxs(const void *src, float *y, size_t nb)
  * bytes of two 4-bit scales (one per 16 elements). */
 static void deq_iq2_xs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 74) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_iq2_xs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t s = b[66 + ib];
-            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
-                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            const uint8_t s = x->scales[ib];
+            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint16_t w = ggfs_le16(b + 2 + 2 * (4 * ib + l));
+                const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
                 grid8(y, db[l / 2], ggfs_iq2xs_grid[w & 511],
                       ggfs_ksigns_iq2xs[w >> 9]);
             }
@@ -492,17 +470,16 @@ static void deq_iq2_xs(const void *src, float *y, size_t nb)
  * 8 bytes of high index bits (2 per group of 8), 8 bytes of scales. */
 static void deq_iq2_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 82) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66;
+    const struct ggml_block_iq2_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
-            const uint8_t s = b[74 + ib];
-            const float db[2] = {d * (0.5f + (float)(s & 0x0f)) * 0.25f,
-                                 d * (0.5f + (float)(s >> 4)) * 0.25f};
+            const uint8_t s = x->scales[ib];
+            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
-                const int idx = qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
-                grid8(y, db[l / 2], ggfs_iq2s_grid[idx], signs[l]);
+                grid8(y, db[l / 2], ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                      signs[l]);
             }
         }
     }
@@ -512,13 +489,13 @@ static void deq_iq2_s(const void *src, float *y, size_t nb)
  * per 32 elements a 32-bit word of 4 x 7 sign bits and a 4-bit scale. */
 static void deq_iq3_xxs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 98) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2;
+    const struct ggml_block_iq3_xxs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
-            const uint32_t aux = ggfs_le32(b + 66 + 4 * ib);
-            const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
+            const float db = ggfs_iq3xxs_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8) {
                 const uint8_t signs = ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127];
                 grid4(y, db, ggfs_iq3xxs_grid[qs[2 * l]], signs);
@@ -532,18 +509,17 @@ static void deq_iq3_xxs(const void *src, float *y, size_t nb)
  * bytes of explicit signs, 4 bytes of two 4-bit scales (odd: 1 + 2s). */
 static void deq_iq3_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 110) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74;
+    const struct ggml_block_iq3_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const uint8_t s = b[106 + ib / 2];
-            const float db = d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f));
+            const float db = ggfs_iq3s_scale(d, ib, x->scales);
             for (int l = 0; l < 4; l++, y += 8) {
-                const int i1 = qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
-                const int i2 = qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
-                grid4(y, db, ggfs_iq3s_grid[i1], signs[l]);
-                grid4(y + 4, db, ggfs_iq3s_grid[i2], signs[l] >> 4);
+                grid4(y, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l)],
+                      signs[l]);
+                grid4(y + 4, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l + 1)],
+                      signs[l] >> 4);
             }
         }
     }
@@ -554,16 +530,16 @@ static void deq_iq3_s(const void *src, float *y, size_t nb)
  * value = (d * (2s + 1)) * (grid + delta). */
 static void deq_iq1_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 50) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2;
+    const struct ggml_block_iq1_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
-            const uint16_t qh = ggfs_le16(b + 34 + 2 * ib);
-            const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
+            const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
+            const float dl = ggfs_iq1_scale(d, qh >> 12);
             const float delta = qh & 0x8000 ? -0.125f : 0.125f;
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)];
+                const uint64_t g = ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)];
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta);
             }
@@ -576,23 +552,17 @@ static void deq_iq1_s(const void *src, float *y, size_t nb)
  * (one per 16-bit word) together form the f16 super-block scale. */
 static void deq_iq1_m(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 56) {
+    const struct ggml_block_iq1_m *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        for (int k = 0; k < 4; k++)
-            sc[k] = ggfs_le16(b + 48 + 2 * k);
-        const uint16_t h = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                      ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-        const float d = ggfs_f16_to_f32(h);
-        const uint8_t *qs = b, *qh = b + 32;
+        const float d = ggfs_iq1m_scales(x, sc);
+        const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const float dl1 = d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1);
-            const float dl2 = d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1);
-            const int idx[4] = {qs[0] | ((qh[0] << 8) & 0x700),
-                                qs[1] | ((qh[0] << 4) & 0x700),
-                                qs[2] | ((qh[1] << 8) & 0x700),
-                                qs[3] | ((qh[1] << 4) & 0x700)};
+            const float dl1 = ggfs_iq1_scale(d, sc[ib / 2] >> sh);
+            const float dl2 = ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3));
+            const int idx[4] = {ggfs_iq1m_index(qs, qh, 0), ggfs_iq1m_index(qs, qh, 1),
+                                ggfs_iq1m_index(qs, qh, 2), ggfs_iq1m_index(qs, qh, 3)};
             const float delta[4] = {qh[0] & 0x08 ? -0.125f : 0.125f,
                                     qh[0] & 0x80 ? -0.125f : 0.125f,
                                     qh[1] & 0x08 ? -0.125f : 0.125f,
@@ -612,15 +582,13 @@ static void deq_iq1_m(const void *src, float *y, size_t nb)
  * value = (d * (scale - 32)) * level. */
 static void deq_iq4_xs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 136) {
-        const float d = ggfs_ld_f16(b);
-        const uint16_t sh = ggfs_le16(b + 2);
-        const uint8_t *qs = b + 8;
+    const struct ggml_block_iq4_xs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint16_t sh = ggfs_le16(x->scales_h);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            const float dl = d * (float)(ls - 32);
+            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
             for (int j = 0; j < 16; j++) {
                 y[j] = dl * (float)ggfs_kvalues_iq4nl[qs[j] & 0x0f];
                 y[j + 16] = dl * (float)ggfs_kvalues_iq4nl[qs[j] >> 4];

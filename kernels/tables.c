@@ -4,10 +4,11 @@
  * Facts derived from ggml (MIT licence, Copyright (c) 2023-2024 The ggml
  * authors): dumped from the read-only data of libggml-base.so (ggml as
  * shipped in @node-llama-cpp/linux-x64 3.22.1) and identical to the tables
- * in ggml/src/ggml-common.h.  Generated, then left alone: do not edit by
- * hand; every entry is checked indirectly by tests/kernels, which compares
- * the decoded output of every code with ggml's.  See tables.h for what each
- * table means.
+ * in ggml/src/ggml-common.h.  Dumped once (the dump script is not kept:
+ * the values are part of the file format and never change); do not edit
+ * by hand.  Every entry is checked indirectly by tests/kernels, which
+ * compares the decoded output of every code with ggml's.  See tables.h
+ * for what each table means.
  */
 #include "tables.h"
 

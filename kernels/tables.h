@@ -41,7 +41,8 @@ extern const int8_t ggfs_kvalues_mxfp4[16];
 
 /* nvfp4's per-16-element scale: an unsigned E4M3 byte (bias 7, 3 mantissa
  * bits, bit 7 ignored) decoded to float and halved, as ggml's
- * ggml_ue4m3_to_fp32 does; codes 0x00 and 0x7F decode to 0. */
+ * ggml_ue4m3_to_fp32 does; codes 0x00 and 0x7F decode to 0, but 0xFF
+ * (0x7F with bit 7 set) decodes to 240, as in ggml. */
 extern const float ggfs_ue4m3_half[256];
 
 #endif

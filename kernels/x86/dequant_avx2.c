@@ -22,6 +22,8 @@
  */
 #include "kernels/dequant_impl.h"
 #include "kernels/tables.h"
+#include "kernels/unpack.h"
+#include "gguf/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -121,12 +123,12 @@ AVX2 static void avx2_bf16(const void *src, float *y, size_t n)
 
 AVX2 static void avx2_q4_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q4_0 *x = src;
     const __m128i eight = _mm_set1_epi8(8);
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         __m128i lo, hi;
-        nibbles(b + 2, &lo, &hi);
+        nibbles(x->qs, &lo, &hi);
         put16_mul(y, _mm_sub_epi8(lo, eight), d);
         put16_mul(y + 16, _mm_sub_epi8(hi, eight), d);
     }
@@ -134,12 +136,12 @@ AVX2 static void avx2_q4_0(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q4_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 20, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
-        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(b + 2));
+    const struct ggml_block_q4_1 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(x->m));
         __m128i lo, hi;
-        nibbles(b + 4, &lo, &hi);
+        nibbles(x->qs, &lo, &hi);
         put16_mul_add(y, lo, d, m);
         put16_mul_add(y + 16, hi, d, m);
     }
@@ -147,13 +149,13 @@ AVX2 static void avx2_q4_1(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q5_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q5_0 *x = src;
     const __m128i sixteen = _mm_set1_epi8(16);
-    for (size_t i = 0; i < nb; i++, b += 22, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
-        const __m256i h = q5_high_bits(ggfs_le32(b + 2));
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256i h = q5_high_bits(ggfs_le32(x->qh));
         __m128i lo, hi;
-        nibbles(b + 6, &lo, &hi);
+        nibbles(x->qs, &lo, &hi);
         lo = _mm_sub_epi8(_mm_or_si128(lo, _mm256_castsi256_si128(h)), sixteen);
         hi = _mm_sub_epi8(_mm_or_si128(hi, _mm256_extracti128_si256(h, 1)), sixteen);
         put16_mul(y, lo, d);
@@ -163,13 +165,13 @@ AVX2 static void avx2_q5_0(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q5_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 24, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
-        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(b + 2));
-        const __m256i h = q5_high_bits(ggfs_le32(b + 4));
+    const struct ggml_block_q5_1 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(x->m));
+        const __m256i h = q5_high_bits(ggfs_le32(x->qh));
         __m128i lo, hi;
-        nibbles(b + 8, &lo, &hi);
+        nibbles(x->qs, &lo, &hi);
         put16_mul_add(y, _mm_or_si128(lo, _mm256_castsi256_si128(h)), d, m);
         put16_mul_add(y + 16, _mm_or_si128(hi, _mm256_extracti128_si256(h, 1)), d, m);
     }
@@ -177,11 +179,11 @@ AVX2 static void avx2_q5_1(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q8_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 34, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
-        put16_mul(y, _mm_loadu_si128((const __m128i *)(b + 2)), d);
-        put16_mul(y + 16, _mm_loadu_si128((const __m128i *)(b + 18)), d);
+    const struct ggml_block_q8_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        put16_mul(y, _mm_loadu_si128((const __m128i *)x->qs), d);
+        put16_mul(y + 16, _mm_loadu_si128((const __m128i *)(x->qs + 16)), d);
     }
 }
 
@@ -196,14 +198,14 @@ AVX2 static inline void lookup16(const uint8_t *p, __m128i table, __m128i *lo,
 
 AVX2 static void avx2_iq4_nl(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_iq4_nl *x = src;
     const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_iq4nl);
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32) {
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: d * level; both orders give the same bits (level is an
          * exact integer, never NaN) */
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         __m128i lo, hi;
-        lookup16(b + 2, table, &lo, &hi);
+        lookup16(x->qs, table, &lo, &hi);
         put16_mul(y, lo, d);
         put16_mul(y + 16, hi, d);
     }
@@ -211,50 +213,45 @@ AVX2 static void avx2_iq4_nl(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_mxfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_mxfp4 *x = src;
     const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_mxfp4);
-    for (size_t i = 0; i < nb; i++, b += 17, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_e8m0_half(b[0]));
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m256 d = _mm256_set1_ps(ggfs_e8m0_half(x->e));
         __m128i lo, hi;
-        lookup16(b + 1, table, &lo, &hi);
+        lookup16(x->qs, table, &lo, &hi);
         put16_mul(y, lo, d);
         put16_mul(y + 16, hi, d);
     }
 }
 
+/* y[0..31]: sub-blocks s and s + 1 of an nvfp4 block (16 elements and
+ * one scale each), whose nibbles are the 16 bytes at x->qs + 8 s: 8 per
+ * sub-block, low nibbles then high nibbles. */
+AVX2 static inline void nvfp4_pair(float *y, const struct ggml_block_nvfp4 *x, int s,
+                                   __m128i table)
+{
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 8 * s));
+    const __m128i lo = _mm_and_si128(v, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+    /* sub-block s: lo[0..7], hi[0..7]; s+1: lo[8..15], hi[8..15] */
+    const __m128i s0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
+    const __m128i s1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
+    put16_mul(y, s0, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s]]));
+    put16_mul(y + 16, s1, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
+}
+
 AVX2 static void avx2_nvfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_nvfp4 *x = src;
     const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_mxfp4);
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    for (size_t i = 0; i < nb; i++, b += 36, y += 64) {
-        /* 32 bytes of nibbles, 8 per 16-element sub-block: sub-block s
-         * is bytes 8s..8s+7, low nibbles then high nibbles */
-        for (int s = 0; s < 4; s += 2) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(b + 4 + 8 * s));
-            const __m128i lo = _mm_and_si128(v, mask);
-            const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-            /* sub-block s: lo[0..7], hi[0..7]; s+1: lo[8..15], hi[8..15] */
-            const __m128i s0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
-            const __m128i s1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
-            put16_mul(y + 16 * s, s0, _mm256_set1_ps(ggfs_ue4m3_half[b[s]]));
-            put16_mul(y + 16 * s + 16, s1, _mm256_set1_ps(ggfs_ue4m3_half[b[s + 1]]));
-        }
+    for (size_t i = 0; i < nb; i++, x++, y += 64) {
+        nvfp4_pair(y, x, 0, table);
+        nvfp4_pair(y + 32, x, 2, table);
     }
 }
 
 /* ---- k-quants ---- */
-
-static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
 
 /* y[0..31] = d1 * v - m1 for the 32 bytes of v. */
 AVX2 static inline void put32_mul_sub(float *y, __m256i v, float d1, float m1)
@@ -266,33 +263,32 @@ AVX2 static inline void put32_mul_sub(float *y, __m256i v, float d1, float m1)
 
 AVX2 static void avx2_q4_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q4_K *x = src;
     const __m256i mask = _mm256_set1_epi8(0x0f);
-    for (size_t i = 0; i < nb; i++, b += 144) {
-        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
-        const uint8_t *q = b + 16;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
-            int sc, mn;
+            float d1, m1, d2, m2;
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-            k4_scale_min(j, b + 4, &sc, &mn);
-            put32_mul_sub(y, _mm256_and_si256(v, mask), d * (float)sc, dmin * (float)mn);
-            k4_scale_min(j + 1, b + 4, &sc, &mn);
-            put32_mul_sub(y + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask),
-                          d * (float)sc, dmin * (float)mn);
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            put32_mul_sub(y, _mm256_and_si256(v, mask), d1, m1);
+            put32_mul_sub(y + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), d2, m2);
         }
     }
 }
 
 AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q5_K *x = src;
     const __m256i mask = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    for (size_t i = 0; i < nb; i++, b += 176) {
-        const float d = ggfs_ld_f16(b), dmin = ggfs_ld_f16(b + 2);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
-        const uint8_t *q = b + 48;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+        const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
-            int sc, mn;
+            float d1, m1, d2, m2;
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
             /* fifth bits: bit j of qh[l] for the low nibbles, bit j+1 for
              * the high ones, moved to bit 4 */
@@ -300,13 +296,11 @@ AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
                 _mm256_srli_epi16(qh, j), one), 4);
             const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(
                 _mm256_srli_epi16(qh, j + 1), one), 4);
-            k4_scale_min(j, b + 4, &sc, &mn);
-            put32_mul_sub(y, _mm256_or_si256(_mm256_and_si256(v, mask), h0),
-                          d * (float)sc, dmin * (float)mn);
-            k4_scale_min(j + 1, b + 4, &sc, &mn);
+            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            put32_mul_sub(y, _mm256_or_si256(_mm256_and_si256(v, mask), h0), d1, m1);
             put32_mul_sub(y + 32, _mm256_or_si256(_mm256_and_si256(
-                              _mm256_srli_epi16(v, 4), mask), h1),
-                          d * (float)sc, dmin * (float)mn);
+                              _mm256_srli_epi16(v, 4), mask), h1), d2, m2);
         }
     }
 }
@@ -320,13 +314,13 @@ AVX2 static inline void put32_two_scales(float *y, __m256i v, float s0, float s1
 
 AVX2 static void avx2_q6_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q6_K *x = src;
     const __m256i mask4 = _mm256_set1_epi8(0x0f), mask2 = _mm256_set1_epi8(3);
     const __m256i bias = _mm256_set1_epi8(32);
-    for (size_t i = 0; i < nb; i++, b += 210) {
-        const float d = ggfs_ld_f16(b + 208);
-        const uint8_t *ql = b, *qh = b + 128;
-        const int8_t *sc = (const int8_t *)(b + 192);
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *ql = x->ql, *qh = x->qh;
+        const int8_t *sc = (const int8_t *)x->scales;
         for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -360,11 +354,11 @@ AVX2 static inline void put32_two_mul_sub(float *y, __m256i v, float dl0,
 
 AVX2 static void avx2_q2_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q2_K *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3);
-    for (size_t i = 0; i < nb; i++, b += 84) {
-        const float d = ggfs_ld_f16(b + 80), dmin = ggfs_ld_f16(b + 82);
-        const uint8_t *sc = b, *q = b + 16;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const uint8_t *sc = x->scales, *q = x->qs;
         for (int half = 0; half < 2; half++, q += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
             for (int shift = 0; shift < 8; shift += 2, sc += 2, y += 32) {
@@ -378,18 +372,15 @@ AVX2 static void avx2_q2_K(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q3_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q3_K *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    for (size_t i = 0; i < nb; i++, b += 110) {
-        const float d_all = ggfs_ld_f16(b + 108);
-        const uint8_t *s = b + 96, *q = b + 32;
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)b);
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d_all = ggfs_ld_f16(x->d);
+        const uint8_t *s = x->scales, *q = x->qs;
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         float dl[16];
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-            const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            dl[j] = d_all * (float)((lo | (hi << 4)) - 32);
-        }
+        for (int j = 0; j < 16; j++)
+            dl[j] = d_all * (float)ggfs_q3k_scale(j, s);
         int is = 0, bit = 0;
         for (int half = 0; half < 2; half++, q += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
@@ -409,16 +400,14 @@ AVX2 static void avx2_q3_K(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_iq4_xs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_iq4_xs *x = src;
     const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_iq4nl);
-    for (size_t i = 0; i < nb; i++, b += 136) {
-        const float d = ggfs_ld_f16(b);
-        const uint16_t sh = ggfs_le16(b + 2);
-        const uint8_t *qs = b + 8;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint16_t sh = ggfs_le16(x->scales_h);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
+            const __m256 dl = _mm256_set1_ps(d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l));
             __m128i lo, hi;
             lookup16(qs, table, &lo, &hi);
             put16_mul(y, lo, dl);
@@ -448,13 +437,13 @@ AVX2 static inline void grid8(float *y, __m256 db, uint64_t grid, unsigned signs
 
 AVX2 static void avx2_iq2_xxs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 66) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_iq2_xxs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *idx = b + 2 + 8 * ib;
+            const uint8_t *idx = x->qs + 8 * ib;
             const uint32_t aux = ggfs_le32(idx + 4);
-            const __m256 db = _mm256_set1_ps(d * (0.5f + (float)(aux >> 28)) * 0.25f);
+            const __m256 db = _mm256_set1_ps(ggfs_iq2_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -464,15 +453,15 @@ AVX2 static void avx2_iq2_xxs(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_iq2_xs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 74) {
-        const float d = ggfs_ld_f16(b);
+    const struct ggml_block_iq2_xs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t s = b[66 + ib];
-            const __m256 db0 = _mm256_set1_ps(d * (0.5f + (float)(s & 0x0f)) * 0.25f);
-            const __m256 db1 = _mm256_set1_ps(d * (0.5f + (float)(s >> 4)) * 0.25f);
+            const uint8_t s = x->scales[ib];
+            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint16_t w = ggfs_le16(b + 2 + 2 * (4 * ib + l));
+                const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
                 grid8(y, l < 2 ? db0 : db1, ggfs_iq2xs_grid[w & 511],
                       ggfs_ksigns_iq2xs[w >> 9]);
             }
@@ -482,17 +471,17 @@ AVX2 static void avx2_iq2_xs(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_iq2_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 82) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66;
+    const struct ggml_block_iq2_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
-            const uint8_t s = b[74 + ib];
-            const __m256 db0 = _mm256_set1_ps(d * (0.5f + (float)(s & 0x0f)) * 0.25f);
-            const __m256 db1 = _mm256_set1_ps(d * (0.5f + (float)(s >> 4)) * 0.25f);
+            const uint8_t s = x->scales[ib];
+            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
-                const int idx = qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
-                grid8(y, l < 2 ? db0 : db1, ggfs_iq2s_grid[idx], signs[l]);
+                grid8(y, l < 2 ? db0 : db1, ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                      signs[l]);
             }
         }
     }
@@ -506,13 +495,13 @@ static inline uint64_t pair(uint32_t a, uint32_t b)
 
 AVX2 static void avx2_iq3_xxs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 98) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2;
+    const struct ggml_block_iq3_xxs *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
-            const uint32_t aux = ggfs_le32(b + 66 + 4 * ib);
-            const __m256 db = _mm256_set1_ps(d * (0.5f + (float)(aux >> 28)) * 0.5f);
+            const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
+            const __m256 db = _mm256_set1_ps(ggfs_iq3xxs_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
                 grid8(y, db, pair(ggfs_iq3xxs_grid[qs[2 * l]], ggfs_iq3xxs_grid[qs[2 * l + 1]]),
                       ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
@@ -522,16 +511,15 @@ AVX2 static void avx2_iq3_xxs(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_iq3_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 110) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74;
+    const struct ggml_block_iq3_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const uint8_t s = b[106 + ib / 2];
-            const __m256 db = _mm256_set1_ps(d * (float)(1 + 2 * (ib % 2 ? s >> 4 : s & 0x0f)));
+            const __m256 db = _mm256_set1_ps(ggfs_iq3s_scale(d, ib, x->scales));
             for (int l = 0; l < 4; l++, y += 8) {
-                const int i1 = qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
-                const int i2 = qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
+                const int i1 = ggfs_iq3s_index(qs, qh[ib], 2 * l);
+                const int i2 = ggfs_iq3s_index(qs, qh[ib], 2 * l + 1);
                 grid8(y, db, pair(ggfs_iq3s_grid[i1], ggfs_iq3s_grid[i2]), signs[l]);
             }
         }
@@ -559,41 +547,38 @@ AVX2 static inline __m256 iq1_delta(uint32_t sign)
 
 AVX2 static void avx2_iq1_s(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 50) {
-        const float d = ggfs_ld_f16(b);
-        const uint8_t *qs = b + 2;
+    const struct ggml_block_iq1_s *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = ggfs_ld_f16(x->d);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
-            const uint16_t qh = ggfs_le16(b + 34 + 2 * ib);
-            const __m256 dl = _mm256_set1_ps(d * (float)(2 * ((qh >> 12) & 7) + 1));
+            const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
+            const __m256 dl = _mm256_set1_ps(ggfs_iq1_scale(d, qh >> 12));
             const __m256 delta = iq1_delta((uint32_t)(qh & 0x8000) << 16);
             for (int l = 0; l < 4; l++, y += 8)
-                grid8_delta(y, dl, ggfs_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
+                grid8_delta(y, dl, ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)], delta);
         }
     }
 }
 
 AVX2 static void avx2_iq1_m(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 56) {
+    const struct ggml_block_iq1_m *x = src;
+    for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        for (int k = 0; k < 4; k++)
-            sc[k] = ggfs_le16(b + 48 + 2 * k);
-        const float d = ggfs_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                                   ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
-        const uint8_t *qs = b, *qh = b + 32;
+        const float d = ggfs_iq1m_scales(x, sc);
+        const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const __m256 dl1 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> sh) & 7) + 1));
-            const __m256 dl2 = _mm256_set1_ps(d * (float)(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1));
-            grid8_delta(y, dl1, ggfs_iq1s_grid[qs[0] | ((qh[0] << 8) & 0x700)],
+            const __m256 dl1 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> sh));
+            const __m256 dl2 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3)));
+            grid8_delta(y, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 0)],
                         iq1_delta((uint32_t)(qh[0] & 0x08) << 28));
-            grid8_delta(y + 8, dl1, ggfs_iq1s_grid[qs[1] | ((qh[0] << 4) & 0x700)],
+            grid8_delta(y + 8, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 1)],
                         iq1_delta((uint32_t)(qh[0] & 0x80) << 24));
-            grid8_delta(y + 16, dl2, ggfs_iq1s_grid[qs[2] | ((qh[1] << 8) & 0x700)],
+            grid8_delta(y + 16, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 2)],
                         iq1_delta((uint32_t)(qh[1] & 0x08) << 28));
-            grid8_delta(y + 24, dl2, ggfs_iq1s_grid[qs[3] | ((qh[1] << 4) & 0x700)],
+            grid8_delta(y + 24, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 3)],
                         iq1_delta((uint32_t)(qh[1] & 0x80) << 24));
             y += 32;
         }
@@ -604,12 +589,12 @@ AVX2 static void avx2_iq1_m(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_tq2_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_tq2_0 *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    for (size_t i = 0; i < nb; i++, b += 66) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b + 64));
+    for (size_t i = 0; i < nb; i++, x++) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         for (int j = 0; j < 64; j += 32) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b + j));
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + j));
             for (int shift = 0; shift < 8; shift += 2, y += 32) {
                 const __m256i q = _mm256_sub_epi8(
                     _mm256_and_si256(_mm256_srli_epi16(v, shift), mask2), one);
@@ -636,22 +621,22 @@ AVX2 static inline __m128i trits16(__m128i bytes, int pow3)
 AVX2 static void avx2_tq1_0(const void *src, float *y, size_t nb)
 {
     static const int pow3[5] = {1, 3, 9, 27, 81};
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 54, y += 256) {
-        const float df = ggfs_ld_f16(b + 52);
+    const struct ggml_block_tq1_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += 256) {
+        const float df = ggfs_ld_f16(x->d);
         const __m256 d = _mm256_set1_ps(df);
-        const __m128i a0 = _mm_loadu_si128((const __m128i *)b);
-        const __m128i a1 = _mm_loadu_si128((const __m128i *)(b + 16));
-        const __m128i a2 = _mm_loadu_si128((const __m128i *)(b + 32));
+        const __m128i a0 = _mm_loadu_si128((const __m128i *)x->qs);
+        const __m128i a1 = _mm_loadu_si128((const __m128i *)(x->qs + 16));
+        const __m128i a2 = _mm_loadu_si128((const __m128i *)(x->qs + 32));
         for (int n = 0; n < 5; n++) {
             put16_mul(y + 32 * n, trits16(a0, pow3[n]), d);
             put16_mul(y + 32 * n + 16, trits16(a1, pow3[n]), d);
             put16_mul(y + 160 + 16 * n, trits16(a2, pow3[n]), d);
         }
-        /* the last 16 elements: 4 trits of each of bytes 48..51 */
+        /* the last 16 elements: 4 trits of each byte of qh */
         for (int n = 0; n < 4; n++)
             for (int m = 0; m < 4; m++) {
-                const uint8_t q = (uint8_t)(b[48 + m] * pow3[n]);
+                const uint8_t q = (uint8_t)(x->qh[m] * pow3[n]);
                 y[240 + 4 * n + m] = (float)(((q * 3) >> 8) - 1) * df;
             }
     }
@@ -659,14 +644,14 @@ AVX2 static void avx2_tq1_0(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q1_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q1_0 *x = src;
     const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    for (size_t i = 0; i < nb; i++, b += 18) {
+    for (size_t i = 0; i < nb; i++, x++) {
         /* ggml: bit ? d : -d, i.e. d with the sign flipped where clear */
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         for (int k = 0; k < 16; k++, y += 8) {
             const __m256i clear = _mm256_cmpeq_epi32(
-                _mm256_and_si256(_mm256_set1_epi32(b[2 + k]), bits), _mm256_setzero_si256());
+                _mm256_and_si256(_mm256_set1_epi32(x->qs[k]), bits), _mm256_setzero_si256());
             _mm256_storeu_ps(y, _mm256_xor_ps(d, _mm256_castsi256_ps(_mm256_slli_epi32(clear, 31))));
         }
     }
@@ -674,15 +659,15 @@ AVX2 static void avx2_q1_0(const void *src, float *y, size_t nb)
 
 AVX2 static void avx2_q2_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q2_0 *x = src;
     const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
     const __m256i mask2 = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
-    for (size_t i = 0; i < nb; i++, b += 18) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(b));
+    for (size_t i = 0; i < nb; i++, x++) {
+        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
         for (int k = 0; k < 16; k += 2, y += 8) {
             /* elements 4k..4k+7: bytes k, k+1, four 2-bit codes each */
-            const __m256i v = _mm256_setr_epi32(b[2 + k], b[2 + k], b[2 + k], b[2 + k],
-                                                b[3 + k], b[3 + k], b[3 + k], b[3 + k]);
+            const int b0 = x->qs[k], b1 = x->qs[k + 1];
+            const __m256i v = _mm256_setr_epi32(b0, b0, b0, b0, b1, b1, b1, b1);
             const __m256i q = _mm256_sub_epi32(
                 _mm256_and_si256(_mm256_srlv_epi32(v, shifts), mask2), one);
             _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));

@@ -30,6 +30,8 @@
  */
 #include "kernels/dequant_impl.h"
 #include "kernels/tables.h"
+#include "kernels/unpack.h"
+#include "gguf/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -136,21 +138,21 @@ AVX512 static void avx512_bf16(const void *src, float *y, size_t n)
 
 AVX512 static void avx512_q4_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q4_0 *x = src;
     const __m512 codes = iota_ps(-8.0f); /* (float)(nibble - 8) */
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32)
+    for (size_t i = 0; i < nb; i++, x++, y += 32)
         /* ggml: (nibble - 8) * d */
-        put32_nibbles(y, b + 2, _mm512_mul_ps(codes, f16_bcast(b)));
+        put32_nibbles(y, x->qs, _mm512_mul_ps(codes, f16_bcast(x->d)));
 }
 
 AVX512 static void avx512_q4_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q4_1 *x = src;
     const __m512 codes = iota_ps(0.0f);
-    for (size_t i = 0; i < nb; i++, b += 20, y += 32)
+    for (size_t i = 0; i < nb; i++, x++, y += 32)
         /* ggml: nibble * d + m, product first */
-        put32_nibbles(y, b + 4, _mm512_add_ps(_mm512_mul_ps(codes, f16_bcast(b)),
-                                              f16_bcast(b + 2)));
+        put32_nibbles(y, x->qs, _mm512_add_ps(_mm512_mul_ps(codes, f16_bcast(x->d)),
+                                              f16_bcast(x->m)));
 }
 
 /* q5_0/q5_1 indices: the 32 five-bit codes of a block as bytes, in
@@ -177,24 +179,24 @@ AVX512 static inline void put32_codes32(float *y, __m256i c, __m512 lo, __m512 h
 
 AVX512 static void avx512_q5_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q5_0 *x = src;
     const __m512 c_lo = iota_ps(-16.0f), c_hi = iota_ps(0.0f);
-    for (size_t i = 0; i < nb; i++, b += 22, y += 32) {
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: (code - 16) * d */
-        const __m512 d = f16_bcast(b);
-        put32_codes32(y, q5_codes(b + 6, ggfs_le32(b + 2)),
+        const __m512 d = f16_bcast(x->d);
+        put32_codes32(y, q5_codes(x->qs, ggfs_le32(x->qh)),
                       _mm512_mul_ps(c_lo, d), _mm512_mul_ps(c_hi, d));
     }
 }
 
 AVX512 static void avx512_q5_1(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q5_1 *x = src;
     const __m512 c_lo = iota_ps(0.0f), c_hi = iota_ps(16.0f);
-    for (size_t i = 0; i < nb; i++, b += 24, y += 32) {
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: code * d + m */
-        const __m512 d = f16_bcast(b), m = f16_bcast(b + 2);
-        put32_codes32(y, q5_codes(b + 8, ggfs_le32(b + 4)),
+        const __m512 d = f16_bcast(x->d), m = f16_bcast(x->m);
+        put32_codes32(y, q5_codes(x->qs, ggfs_le32(x->qh)),
                       _mm512_add_ps(_mm512_mul_ps(c_lo, d), m),
                       _mm512_add_ps(_mm512_mul_ps(c_hi, d), m));
     }
@@ -203,47 +205,47 @@ AVX512 static void avx512_q5_1(const void *src, float *y, size_t nb)
 AVX512 static void avx512_q8_0(const void *src, float *y, size_t nb)
 {
     /* 256 codes: too many for a table; convert and multiply directly */
-    const uint8_t *b = src;
-    for (size_t i = 0; i < nb; i++, b += 34, y += 32) {
-        const __m512 d = f16_bcast(b);
+    const struct ggml_block_q8_0 *x = src;
+    for (size_t i = 0; i < nb; i++, x++, y += 32) {
+        const __m512 d = f16_bcast(x->d);
         _mm512_storeu_ps(y, _mm512_mul_ps(
-            i8x16_to_ps(_mm_loadu_si128((const __m128i *)(b + 2))), d));
+            i8x16_to_ps(_mm_loadu_si128((const __m128i *)x->qs)), d));
         _mm512_storeu_ps(y + 16, _mm512_mul_ps(
-            i8x16_to_ps(_mm_loadu_si128((const __m128i *)(b + 18))), d));
+            i8x16_to_ps(_mm_loadu_si128((const __m128i *)(x->qs + 16))), d));
     }
 }
 
 AVX512 static void avx512_iq4_nl(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_iq4_nl *x = src;
     const __m512 levels = table_ps(ggfs_kvalues_iq4nl);
-    for (size_t i = 0; i < nb; i++, b += 18, y += 32)
+    for (size_t i = 0; i < nb; i++, x++, y += 32)
         /* ggml: d * level (one non-NaN operand: order is immaterial) */
-        put32_nibbles(y, b + 2, _mm512_mul_ps(f16_bcast(b), levels));
+        put32_nibbles(y, x->qs, _mm512_mul_ps(f16_bcast(x->d), levels));
 }
 
 AVX512 static void avx512_mxfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_mxfp4 *x = src;
     const __m512 levels = table_ps(ggfs_kvalues_mxfp4);
-    for (size_t i = 0; i < nb; i++, b += 17, y += 32)
-        put32_nibbles(y, b + 1, _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_e8m0_half(b[0]))));
+    for (size_t i = 0; i < nb; i++, x++, y += 32)
+        put32_nibbles(y, x->qs, _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_e8m0_half(x->e))));
 }
 
 AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_nvfp4 *x = src;
     const __m512 levels = table_ps(ggfs_kvalues_mxfp4);
-    for (size_t i = 0; i < nb; i++, b += 36, y += 64) {
+    for (size_t i = 0; i < nb; i++, x++, y += 64) {
         /* sub-block s (16 elements, own scale) is bytes 8s..8s+7: their
          * low nibbles, then their high nibbles.  Shifting the 16-bit lanes
          * right by 4 puts each high nibble in its byte's low bits (the
          * neighbour's bits above them are ignored by vpermps). */
         for (int s = 0; s < 4; s += 2) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(b + 4 + 8 * s));
+            const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 8 * s));
             const __m128i h = _mm_srli_epi16(v, 4);
-            const __m512 t0 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[b[s]]));
-            const __m512 t1 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[b[s + 1]]));
+            const __m512 t0 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[x->d[s]]));
+            const __m512 t1 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
             _mm512_storeu_ps(y + 16 * s, _mm512_permutexvar_ps(
                 _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(v, h)), t0));
             _mm512_storeu_ps(y + 16 * s + 16, _mm512_permutexvar_ps(
@@ -258,7 +260,8 @@ AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
  * q4_K/q5_K: the 8 six-bit scales and 8 mins packed in the 12 bytes at q,
  * decoded in registers (lanes 0-7 scales, 8-15 mins) and multiplied by
  * d (scales) or dmin (mins): out[j] = d * sc_j, out[8 + j] = dmin * m_j,
- * exact products as in ggml.  The packing (ggml's get_scale_min_k4):
+ * exact products as in ggml.  The packing, lane by lane (the vector
+ * form of ggfs_k4_scale_min in unpack.h, which the tests hold it to):
  *   j < 4:  sc = q[j] & 63,            m = q[j + 4] & 63
  *   j >= 4: sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4,
  *           m  = (q[j + 4] >> 4) | (q[j] >> 6) << 4
@@ -283,21 +286,21 @@ AVX512 static inline void k4_scales(const uint8_t *q, __m512 d_dmin, float out[1
     _mm512_storeu_ps(out, _mm512_mul_ps(d_dmin, _mm512_cvtepi32_ps(v)));
 }
 
-/* [d x 8, dmin x 8] from the two halves at p. */
-AVX512 static inline __m512 d_dmin_at(const uint8_t *p)
+/* [d x 8, dmin x 8] from the halves d and dmin. */
+AVX512 static inline __m512 d_dmin(const uint8_t *d, const uint8_t *dmin)
 {
-    return _mm512_insertf32x8(_mm512_set1_ps(f16_at(p)),
-                              _mm256_set1_ps(f16_at(p + 2)), 1);
+    return _mm512_insertf32x8(_mm512_set1_ps(f16_at(d)),
+                              _mm256_set1_ps(f16_at(dmin)), 1);
 }
 
 AVX512 static void avx512_q4_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q4_K *x = src;
     const __m512 codes = iota_ps(0.0f);
-    for (size_t i = 0; i < nb; i++, b += 144) {
+    for (size_t i = 0; i < nb; i++, x++) {
         float dm[16];
-        k4_scales(b + 4, d_dmin_at(b), dm);
-        const uint8_t *q = b + 16;
+        k4_scales(x->scales, d_dmin(x->d, x->dmin), dm);
+        const uint8_t *q = x->qs;
         /* 32 bytes per pair of sub-blocks: low nibbles are sub-block j,
          * high nibbles sub-block j + 1; a table per sub-block */
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
@@ -317,14 +320,14 @@ AVX512 static void avx512_q4_K(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_q5_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q5_K *x = src;
     const __m512 c_lo = iota_ps(0.0f), c_hi = iota_ps(16.0f);
     const __m256i mask4 = _mm256_set1_epi8(0x0f), sixteen = _mm256_set1_epi8(0x10);
-    for (size_t i = 0; i < nb; i++, b += 176) {
+    for (size_t i = 0; i < nb; i++, x++) {
         float dm[16];
-        k4_scales(b + 4, d_dmin_at(b), dm);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
-        const uint8_t *q = b + 48;
+        k4_scales(x->scales, d_dmin(x->d, x->dmin), dm);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+        const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
             /* fifth bit of code l: bit j (low nibbles) or j + 1 (high
@@ -352,16 +355,16 @@ AVX512 static void avx512_q5_K(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_q6_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q6_K *x = src;
     const __m512i mask4 = _mm512_set1_epi8(0x0f), mask2 = _mm512_set1_epi8(3);
     const __m512i bias = _mm512_set1_epi8(32);
-    for (size_t i = 0; i < nb; i++, b += 210) {
-        const __m512 d = f16_bcast(b + 208);
+    for (size_t i = 0; i < nb; i++, x++) {
+        const __m512 d = f16_bcast(x->d);
         /* the 16 scales at once: (d * sc) is exact, as in ggml */
         float dl[16];
         _mm512_storeu_ps(dl, _mm512_mul_ps(d, i8x16_to_ps(
-                                 _mm_loadu_si128((const __m128i *)(b + 192)))));
-        const uint8_t *ql = b, *qh = b + 128;
+                                 _mm_loadu_si128((const __m128i *)x->scales))));
+        const uint8_t *ql = x->ql, *qh = x->qh;
         for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32) {
             /* planes 0|1 take the low nibbles of ql[0..63] and bits 0-1 |
              * 2-3 of qh; planes 2|3 the high nibbles and bits 4-5 | 6-7.
@@ -385,13 +388,13 @@ AVX512 static void avx512_q6_K(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_q2_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q2_K *x = src;
     const __m512i mask2 = _mm512_set1_epi8(3);
-    for (size_t i = 0; i < nb; i++, b += 84) {
-        const __m512 d = f16_bcast(b + 80), dmin = f16_bcast(b + 82);
+    for (size_t i = 0; i < nb; i++, x++) {
+        const __m512 d = f16_bcast(x->d), dmin = f16_bcast(x->dmin);
         /* 16 scale/min nibble pairs, in output order: d * (sc & 15) and
          * dmin * (sc >> 4), exact products */
-        const __m512i sc = idx16(b);
+        const __m512i sc = idx16(x->scales);
         float dl[16], ml[16];
         _mm512_storeu_ps(dl, _mm512_mul_ps(d, _mm512_cvtepi32_ps(
                                  _mm512_and_si512(sc, _mm512_set1_epi32(15)))));
@@ -400,7 +403,7 @@ AVX512 static void avx512_q2_K(const void *src, float *y, size_t nb)
         /* 64 bytes of codes: half h is bytes 32h..32h+31, and shift 2s of
          * byte l is element 128h + 32s + l.  One 64-byte shift covers both
          * halves; their pieces are then stored 128 floats apart. */
-        const __m512i v = _mm512_loadu_si512(b + 16);
+        const __m512i v = _mm512_loadu_si512(x->qs);
         for (int s = 0; s < 4; s++) {
             const __m512i p = _mm512_and_si512(_mm512_srli_epi16(v, 2 * s), mask2);
             /* lanes 0,1 (half 0) then 2,3 (half 1) */
@@ -425,36 +428,38 @@ AVX512 static void avx512_q2_K(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_q3_K(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_q3_K *x = src;
     const __m512i mask2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-    for (size_t i = 0; i < nb; i++, b += 110) {
-        /* The 16 six-bit scales (12 bytes s at b + 96), one per dword
-         * lane j: low 4 bits from nibble j / 8 of s[j % 8], high 2 bits
-         * from bits 2 (j / 4) of s[8 + j % 4].  Done in registers: the
-         * scalar decode took as long as the rest of the block.  The 16
-         * bytes loaded end at the block's last byte (b + 94 .. b + 109). */
-        const __m128i x = _mm_loadu_si128((const __m128i *)(b + 94));
+    for (size_t i = 0; i < nb; i++, x++) {
+        /* The 16 six-bit scales (the 12 bytes s of x->scales), one per
+         * dword lane j, decoded as ggfs_q3k_scale (unpack.h) does: low 4
+         * bits from nibble j / 8 of s[j % 8], high 2 bits from bits
+         * 2 (j / 4) of s[8 + j % 4].  Done in registers: the scalar
+         * decode took as long as the rest of the block.  The
+         * 16 bytes loaded are the block's last, so the load stays inside
+         * it: s is bytes 2..13 of them (d is 14..15). */
+        const __m128i tail = _mm_loadu_si128((const __m128i *)((const uint8_t *)(x + 1) - 16));
         const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(
-            _mm512_cvtepu8_epi32(_mm_shuffle_epi8(x, _mm_setr_epi8(
+            _mm512_cvtepu8_epi32(_mm_shuffle_epi8(tail, _mm_setr_epi8(
                 2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9))),
             _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4)),
             _mm512_set1_epi32(0x0f));
         const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(
-            _mm512_cvtepu8_epi32(_mm_shuffle_epi8(x, _mm_setr_epi8(
+            _mm512_cvtepu8_epi32(_mm_shuffle_epi8(tail, _mm_setr_epi8(
                 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13))),
             _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
             _mm512_set1_epi32(3));
         /* ggml: d_all * (scale - 32), an exact product */
         float dl[16];
-        _mm512_storeu_ps(dl, _mm512_mul_ps(f16_bcast(b + 108), _mm512_cvtepi32_ps(
+        _mm512_storeu_ps(dl, _mm512_mul_ps(f16_bcast(x->d), _mm512_cvtepi32_ps(
             _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
                              _mm512_set1_epi32(32)))));
         /* Same layout as q2_K: shift 2s of byte l of half h is element
          * 128h + 32s + l; its high bit is bit 4h + s of hmask[l].  With
          * hmask in both halves of a register, one vptestnmb per shift
          * finds the codes to lower by 4 in both halves. */
-        const __m512i v = _mm512_loadu_si512(b + 32);
-        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b));
+        const __m512i v = _mm512_loadu_si512(x->qs);
+        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
         for (int sh = 0; sh < 4; sh++) {
             const __m512i bit = _mm512_inserti64x4(
                 _mm512_set1_epi8((char)(1 << sh)), _mm256_set1_epi8((char)(1 << (4 + sh))), 1);
@@ -478,17 +483,16 @@ AVX512 static void avx512_q3_K(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_iq4_xs(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_iq4_xs *x = src;
     const __m512 levels = table_ps(ggfs_kvalues_iq4nl);
-    for (size_t i = 0; i < nb; i++, b += 136) {
-        const float d = f16_at(b);
-        const uint16_t sh = ggfs_le16(b + 2);
-        const uint8_t *qs = b + 8;
+    for (size_t i = 0; i < nb; i++, x++) {
+        const float d = f16_at(x->d);
+        const uint16_t sh = ggfs_le16(x->scales_h);
+        const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                           (((sh >> (2 * ib)) & 3) << 4);
-            /* ggml: dl * level, dl = d * (ls - 32) (exact) */
-            put32_nibbles(y, qs, _mm512_mul_ps(_mm512_set1_ps(d * (float)(ls - 32)), levels));
+            /* ggml: dl * level, dl = d * scale (exact) */
+            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
+            put32_nibbles(y, qs, _mm512_mul_ps(_mm512_set1_ps(dl), levels));
         }
     }
 }
@@ -497,17 +501,17 @@ AVX512 static void avx512_iq4_xs(const void *src, float *y, size_t nb)
 
 AVX512 static void avx512_tq2_0(const void *src, float *y, size_t nb)
 {
-    const uint8_t *b = src;
+    const struct ggml_block_tq2_0 *x = src;
     /* codes 0..3 mean -1..2; the table repeats every 4 entries, so the
      * shifted byte's bits 2-3 (the next code) do not matter */
     const __m512 codes = _mm512_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2,
                                         -1, 0, 1, 2, -1, 0, 1, 2);
-    for (size_t i = 0; i < nb; i++, b += 66) {
+    for (size_t i = 0; i < nb; i++, x++) {
         /* ggml: (float)(code - 1) * d */
-        const __m512 t = _mm512_mul_ps(codes, f16_bcast(b + 64));
+        const __m512 t = _mm512_mul_ps(codes, f16_bcast(x->d));
         for (int j = 0; j < 64; j += 32, y += 128)
             for (int e = 0; e < 32; e += 16) {
-                const __m512i v = idx16(b + j + e);
+                const __m512i v = idx16(x->qs + j + e);
                 for (int sh = 0; sh < 4; sh++)
                     _mm512_storeu_ps(y + 32 * sh + e, _mm512_permutexvar_ps(
                         _mm512_srli_epi32(v, 2 * sh), t));

@@ -18,8 +18,8 @@
  */
 #include "gguf/types.h"
 #include "kernels/dequant.h"
+#include "tests/kernels/ggml_oracle.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,31 +29,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ggml's declarations (no headers ship with the oracle library). */
-typedef void (*to_float_fn)(const void *x, float *y, int64_t k);
-typedef void (*from_float_fn)(const float *x, void *y, int64_t k);
-struct ggml_type_traits {
-    const char *type_name;
-    int64_t blck_size;
-    int64_t blck_size_interleave;
-    size_t type_size;
-    bool is_quantized;
-    to_float_fn to_float;
-    from_float_fn from_float_ref;
-};
-typedef const struct ggml_type_traits *(*get_traits_fn)(int type);
-typedef size_t (*quantize_chunk_fn)(int type, const float *src, void *dst, int64_t start,
-                                    int64_t nrows, int64_t n_per_row, const float *imatrix);
-typedef void (*quantize_init_fn)(int type);
-typedef bool (*requires_imatrix_fn)(int type);
+/* The rest of ggml's API that this uses besides ggml_oracle.h's. */
 typedef int64_t (*blck_size_fn)(int type);
 typedef size_t (*type_size_fn)(int type);
 typedef const char *(*type_name_fn)(int type);
 
-static get_traits_fn g_traits;
-static quantize_chunk_fn g_quantize;
-static quantize_init_fn g_qinit;
-static requires_imatrix_fn g_needs_imatrix;
+static struct ggml_oracle g;
 
 static double now_s(void)
 {
@@ -161,9 +142,9 @@ static bool make_input(int type, const struct ggml_type_traits *tr, uint8_t *buf
     }
     for (size_t i = 0; i < n_per_row; i++)
         im[i] = 1.0f;
-    g_qinit(type);
-    size_t got = g_quantize(type, x, pool, 0, (int64_t)nrows, (int64_t)n_per_row,
-                            g_needs_imatrix(type) ? im : NULL);
+    g.quantize_init(type);
+    size_t got = g.quantize_chunk(type, x, pool, 0, (int64_t)nrows, (int64_t)n_per_row,
+                            g.requires_imatrix(type) ? im : NULL);
     bool ok = got == pool_blocks * bb;
     if (ok)
         for (size_t b = 0; b < n_blocks; b++)
@@ -184,19 +165,15 @@ int main(int argc, char **argv)
     double mb = argc > 3 ? atof(argv[3]) : 64;
     if (!(mb > 0 && mb < 65536))
         mb = 64;
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "bench_dequant: %s\n", dlerror());
+    const char *why = ggml_oracle_load(argv[1], &g);
+    if (why) {
+        fprintf(stderr, "bench_dequant: %s\n", why);
         return 1;
     }
-    g_traits = (get_traits_fn)dlsym(lib, "ggml_get_type_traits");
-    g_quantize = (quantize_chunk_fn)dlsym(lib, "ggml_quantize_chunk");
-    g_qinit = (quantize_init_fn)dlsym(lib, "ggml_quantize_init");
-    g_needs_imatrix = (requires_imatrix_fn)dlsym(lib, "ggml_quantize_requires_imatrix");
-    blck_size_fn bsize = (blck_size_fn)dlsym(lib, "ggml_blck_size");
-    type_size_fn tsize = (type_size_fn)dlsym(lib, "ggml_type_size");
-    type_name_fn tname = (type_name_fn)dlsym(lib, "ggml_type_name");
-    if (!g_traits || !g_quantize || !g_qinit || !g_needs_imatrix || !bsize || !tsize || !tname) {
+    blck_size_fn bsize = (blck_size_fn)dlsym(g.handle, "ggml_blck_size");
+    type_size_fn tsize = (type_size_fn)dlsym(g.handle, "ggml_type_size");
+    type_name_fn tname = (type_name_fn)dlsym(g.handle, "ggml_type_name");
+    if (!bsize || !tsize || !tname) {
         fprintf(stderr, "bench_dequant: ggml symbols missing\n");
         return 1;
     }
@@ -228,7 +205,7 @@ int main(int argc, char **argv)
             if (!want)
                 continue;
         }
-        const struct ggml_type_traits *tr = g_traits(type);
+        const struct ggml_type_traits *tr = g.traits(type);
         if (!tr || !tr->type_name || strcmp(tr->type_name, ti->name) != 0 ||
             strcmp(tname(type), ti->name) != 0 || tr->blck_size != bsize(type) ||
             tr->type_size != tsize(type) || (uint64_t)tr->blck_size != ti->blck_elems ||
@@ -291,6 +268,6 @@ int main(int argc, char **argv)
     free(y_ggml);
     free(y_ours);
     free(t_g), free(t_1), free(t_n);
-    dlclose(lib);
+    dlclose(g.handle);
     return status;
 }

@@ -31,7 +31,6 @@
  * Without the oracle the test is skipped (exit 77), unless CI is set, when
  * a missing oracle is a failure.
  */
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
@@ -45,30 +44,14 @@
 
 #include <cmocka.h>
 
+#include "gguf/blocks.h"
 #include "gguf/types.h"
 #include "kernels/dequant.h"
 #include "kernels/dequant_impl.h"
+#include "ggml_oracle.h"
 
-/* ggml ships no headers with the library: these are declared here, from
- * ggml.h (MIT, "The ggml authors").  The layout of the traits struct is
- * checked at start-up against known types. */
-typedef void (*ggml_to_float_t)(const void *x, float *y, int64_t k);
-struct ggml_type_traits {
-    const char *type_name;
-    int64_t blck_size;
-    int64_t blck_size_interleave;
-    size_t type_size;
-    bool is_quantized;
-    ggml_to_float_t to_float;
-    void *from_float_ref;
-};
-
-static const struct ggml_type_traits *(*o_traits)(int type);
-static size_t (*o_quantize_chunk)(int type, const float *src, void *dst,
-                                  int64_t start, int64_t nrows,
-                                  int64_t n_per_row, const float *imatrix);
-static void (*o_quantize_init)(int type);
-static bool (*o_requires_imatrix)(int type);
+/* The oracle (libggml-base.so), loaded by load_oracle. */
+static struct ggml_oracle oracle;
 
 static size_t n_blocks_random = 100000, n_blocks_quant = 100000;
 static uint64_t seed = 0x9e3779b97f4a7c15u;
@@ -125,20 +108,25 @@ static void put16(uint8_t *p, uint16_t v)
 /* Overwrites the scale fields of one block with finite values. */
 static void force_finite(uint32_t type, uint8_t *b, uint32_t bs, uint64_t *s)
 {
+#define F1(t, T, f) {GGML_T_##T, {(int)offsetof(struct ggml_block_##t, f), -1}}
+#define F2(t, T, f, g) {GGML_T_##T, {(int)offsetof(struct ggml_block_##t, f), \
+                                     (int)offsetof(struct ggml_block_##t, g)}}
     static const struct { uint32_t type; int off[2]; } f16_fields[] = {
-        {GGML_T_F16, {0, -1}},     {GGML_T_Q4_0, {0, -1}},
-        {GGML_T_Q4_1, {0, 2}},     {GGML_T_Q5_0, {0, -1}},
-        {GGML_T_Q5_1, {0, 2}},     {GGML_T_Q8_0, {0, -1}},
-        {GGML_T_Q2_K, {80, 82}},   {GGML_T_Q3_K, {108, -1}},
-        {GGML_T_Q4_K, {0, 2}},     {GGML_T_Q5_K, {0, 2}},
-        {GGML_T_Q6_K, {208, -1}},  {GGML_T_IQ2_XXS, {0, -1}},
-        {GGML_T_IQ2_XS, {0, -1}},  {GGML_T_IQ2_S, {0, -1}},
-        {GGML_T_IQ3_XXS, {0, -1}}, {GGML_T_IQ3_S, {0, -1}},
-        {GGML_T_IQ1_S, {0, -1}},   {GGML_T_IQ4_NL, {0, -1}},
-        {GGML_T_IQ4_XS, {0, -1}},  {GGML_T_TQ1_0, {52, -1}},
-        {GGML_T_TQ2_0, {64, -1}},  {GGML_T_Q1_0, {0, -1}},
-        {GGML_T_Q2_0, {0, -1}},
+        {GGML_T_F16, {0, -1}},        F1(q4_0, Q4_0, d),
+        F2(q4_1, Q4_1, d, m),         F1(q5_0, Q5_0, d),
+        F2(q5_1, Q5_1, d, m),         F1(q8_0, Q8_0, d),
+        F2(q2_K, Q2_K, d, dmin),      F1(q3_K, Q3_K, d),
+        F2(q4_K, Q4_K, d, dmin),      F2(q5_K, Q5_K, d, dmin),
+        F1(q6_K, Q6_K, d),            F1(iq2_xxs, IQ2_XXS, d),
+        F1(iq2_xs, IQ2_XS, d),        F1(iq2_s, IQ2_S, d),
+        F1(iq3_xxs, IQ3_XXS, d),      F1(iq3_s, IQ3_S, d),
+        F1(iq1_s, IQ1_S, d),          F1(iq4_nl, IQ4_NL, d),
+        F1(iq4_xs, IQ4_XS, d),        F1(tq1_0, TQ1_0, d),
+        F1(tq2_0, TQ2_0, d),          F1(q1_0, Q1_0, d),
+        F1(q2_0, Q2_0, d),
     };
+#undef F1
+#undef F2
     for (size_t i = 0; i < sizeof f16_fields / sizeof f16_fields[0]; i++) {
         if (f16_fields[i].type != type)
             continue;
@@ -157,14 +145,15 @@ static void force_finite(uint32_t type, uint8_t *b, uint32_t bs, uint64_t *s)
             b[3] ^= 0x40;
         break;
     case GGML_T_IQ1_M: { /* the f16 is spread over the top nibbles of the
-                          * four 16-bit scale words (bytes 49, 51, 53, 55) */
+                          * four 16-bit scale words (their odd bytes) */
+        uint8_t *hi = b + offsetof(struct ggml_block_iq1_m, scales) + 1;
         uint16_t h = rng_finite_half(s);
         for (int k = 0; k < 4; k++)
-            b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0f) | (((h >> (4 * k)) & 0xf) << 4));
+            hi[2 * k] = (uint8_t)((hi[2 * k] & 0x0f) | (((h >> (4 * k)) & 0xf) << 4));
         break;
     }
     case GGML_T_MXFP4: /* E8M0 is never NaN; keep 12 * 2^(e-128) finite */
-        b[0] = (uint8_t)(rng_next(s) % 251);
+        b[offsetof(struct ggml_block_mxfp4, e)] = (uint8_t)(rng_next(s) % 251);
         break;
     default: /* nvfp4 scales, integers, f64: nothing to force */
         (void)bs;
@@ -193,7 +182,7 @@ static void expected_by_c(uint32_t type, const uint8_t *src, float *dst, size_t 
 static void expected(uint32_t type, const uint8_t *src, float *dst, size_t nb)
 {
     const struct ggml_type_info *ti = ggml_type_get(type);
-    const struct ggml_type_traits *tr = o_traits((int)type);
+    const struct ggml_type_traits *tr = oracle.traits((int)type);
     if (tr->to_float)
         tr->to_float(src, dst, (int64_t)(nb * ti->blck_elems));
     else
@@ -314,7 +303,7 @@ static void random_row(uint64_t *s, float *x, size_t n)
 
 static bool ggml_can_quantize(uint32_t type)
 {
-    const struct ggml_type_traits *tr = o_traits((int)type);
+    const struct ggml_type_traits *tr = oracle.traits((int)type);
     /* ggml_quantize_chunk handles exactly the types with a to_float, plus
      * f32 (a copy); integers and f64 it does not know. */
     return tr->to_float != NULL || type == GGML_T_F32;
@@ -356,8 +345,8 @@ static void run_quantized(uint32_t type)
     assert_non_null(imatrix);
     for (size_t i = 0; i < ROW; i++)
         imatrix[i] = 1.0f;
-    const float *im = o_requires_imatrix((int)type) ? imatrix : NULL;
-    o_quantize_init((int)type);
+    const float *im = oracle.requires_imatrix((int)type) ? imatrix : NULL;
+    oracle.quantize_init((int)type);
 
     /* Stop early once the time budget is spent: some quantizers do
      * thousands of blocks a second, not millions. */
@@ -370,7 +359,7 @@ static void run_quantized(uint32_t type)
             rows = rows_per_chunk;
         for (size_t r = 0; r < rows; r++)
             random_row(&s, x + r * ROW, ROW);
-        size_t bytes = o_quantize_chunk((int)type, x, q, 0, (int64_t)rows, ROW, im);
+        size_t bytes = oracle.quantize_chunk((int)type, x, q, 0, (int64_t)rows, ROW, im);
         assert_int_equal(bytes, rows * blocks_per_row * ti->blck_bytes);
         check_all(type, "quantized by ggml", q, rows * blocks_per_row, want, got);
         done += rows * blocks_per_row;
@@ -411,7 +400,7 @@ static void test_supported(void **state)
     for (uint32_t t = 0; t < GGML_T_COUNT + 5; t++) {
         bool want = false;
         if (t < GGML_T_COUNT && ggml_type_get(t)) {
-            want = o_traits((int)t)->to_float != NULL;
+            want = oracle.traits((int)t)->to_float != NULL;
             switch (t) {
             case GGML_T_F32: case GGML_T_I8: case GGML_T_I16:
             case GGML_T_I32: case GGML_T_I64: case GGML_T_F64:
@@ -426,6 +415,24 @@ static void test_supported(void **state)
                      !want, want);
     }
     assert_false(ggfs_dequant_supported(UINT32_MAX));
+}
+
+/* What ggfs_dequant_level() said before ggfs_dequant_init (set by main). */
+static const char *level_before_init;
+
+/* ggfs_dequant_level names the table ggfs_dequant uses: "scalar" before
+ * init, then the highest level this run may use (in the meson variants
+ * with GGFS_DISABLE_CPU_FEATURES, the highest one left). */
+static void test_level(void **state)
+{
+    (void)state;
+    assert_string_equal(level_before_init, "scalar");
+    const char *top = ggfs_dequant_level_name(ggfs_dequant_level_count() - 1);
+    assert_string_equal(ggfs_dequant_level(), top);
+    assert_ptr_equal(ggfs_dequant_init(), ggfs_dequant_level());
+    const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
+    if (off && strcmp(off, "all") == 0)
+        assert_string_equal(ggfs_dequant_level(), "scalar");
 }
 
 /* ---- throughput (test_dequant --bench; not part of the test) ---- */
@@ -470,7 +477,7 @@ static int run_bench(void)
     printf("   (GB/s of float output, 4 MiB of floats per call, one thread)\n");
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         const struct ggml_type_info *ti = ggml_type_get(t);
-        if (!ggfs_dequant_supported(t) || !o_traits((int)t)->to_float)
+        if (!ggfs_dequant_supported(t) || !oracle.traits((int)t)->to_float)
             continue;
         size_t nb = ((size_t)1 << 20) / ti->blck_elems;
         uint8_t *src = malloc(nb * ti->blck_bytes);
@@ -509,29 +516,20 @@ static size_t env_size(const char *name, size_t dflt)
 static int load_oracle(void)
 {
     const char *path = getenv("GGUFFS_ORACLE");
-    const char *why = NULL;
-    void *h = NULL;
-    if (!path || !*path)
-        why = "GGUFFS_ORACLE is not set";
-    else if (!(h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        why = dlerror();
+    const char *why = !path || !*path ? "GGUFFS_ORACLE is not set"
+                                      : ggml_oracle_load(path, &oracle);
+    if (why && oracle.handle) { /* loaded, but not the library we know */
+        fprintf(stderr, "test_dequant: %s: %s\n", path, why);
+        return 1;
+    }
     if (why) {
         bool ci = getenv("CI") && *getenv("CI");
         fprintf(stderr, "test_dequant: %s ggml oracle unavailable: %s "
                 "(run scripts/fetch-oracle)\n", ci ? "FAIL:" : "skip:", why);
         return ci ? 1 : 77;
     }
-    o_traits = (const struct ggml_type_traits *(*)(int))dlsym(h, "ggml_get_type_traits");
-    o_quantize_chunk = (size_t (*)(int, const float *, void *, int64_t, int64_t,
-                                   int64_t, const float *))dlsym(h, "ggml_quantize_chunk");
-    o_quantize_init = (void (*)(int))dlsym(h, "ggml_quantize_init");
-    o_requires_imatrix = (bool (*)(int))dlsym(h, "ggml_quantize_requires_imatrix");
-    if (!o_traits || !o_quantize_chunk || !o_quantize_init || !o_requires_imatrix) {
-        fprintf(stderr, "test_dequant: %s lacks a needed symbol\n", path);
-        return 1;
-    }
     /* The traits struct is declared by hand: check it against known facts. */
-    const struct ggml_type_traits *a = o_traits(GGML_T_Q4_0), *b = o_traits(GGML_T_Q6_K);
+    const struct ggml_type_traits *a = oracle.traits(GGML_T_Q4_0), *b = oracle.traits(GGML_T_Q6_K);
     if (strcmp(a->type_name, "q4_0") != 0 || a->blck_size != 32 || a->type_size != 18 ||
         !a->is_quantized || !a->to_float || strcmp(b->type_name, "q6_K") != 0 ||
         b->blck_size != 256 || b->type_size != 210) {
@@ -540,7 +538,7 @@ static int load_oracle(void)
     }
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         const struct ggml_type_info *ti = ggml_type_get(t);
-        const struct ggml_type_traits *tr = o_traits((int)t);
+        const struct ggml_type_traits *tr = oracle.traits((int)t);
         if (ti && (strcmp(ti->name, tr->type_name) != 0 ||
                    ti->blck_elems != tr->blck_size || ti->blck_bytes != tr->type_size)) {
             fprintf(stderr, "test_dequant: type %u differs from ggml's\n", t);
@@ -572,6 +570,7 @@ int main(int argc, char **argv)
     if (getenv("GGUFFS_TEST_QUANT_SECONDS"))
         quant_seconds = strtod(getenv("GGUFFS_TEST_QUANT_SECONDS"), NULL);
 
+    level_before_init = ggfs_dequant_level();
     const char *best = ggfs_dequant_init();
     printf("# kernels: best level %s; levels:", best);
     for (int lv = 0; lv < ggfs_dequant_level_count(); lv++)
@@ -580,8 +579,9 @@ int main(int argc, char **argv)
            n_blocks_random, n_blocks_quant, seed);
 
     static uint32_t ids[GGML_T_COUNT];
-    struct CMUnitTest tests[GGML_T_COUNT + 1];
+    struct CMUnitTest tests[GGML_T_COUNT + 2];
     size_t n = 0;
+    tests[n++] = (struct CMUnitTest){"level", test_level, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"supported", test_supported, NULL, NULL, NULL};
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         if (!ggfs_dequant_supported(t))
