@@ -42,7 +42,8 @@
  *   buf.h     growable buffers              ntab.h    tables of names
  *   types.h   ggml tensor types             value.h   values as text (numfmt.h)
  *   names.h   names as file names           info.h    the summary (gguf-dump)
- *   edit.h    new headers, committed crash-safely
+ *   split.h   split models as one           edit.h    new headers, committed
+ *             (model.gguf's header)                   crash-safely
  *
  * This library includes no FUSE header and performs no printing.
  */
