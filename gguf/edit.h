@@ -3,6 +3,10 @@
  *
  * An edit is a new list of key/values for a model file, applied in steps:
  *
+ *   gguf/kvedit.h   builds the list for one change a user makes (set a
+ *                   value from text, create, delete, rename, retype), with
+ *                   the rules for names and general.alignment, and
+ *                   serializes it;
  *   gguf/header.h   serializes any list (gguf_header_build) in memory,
  *                   checked by parsing it back;
  *   gguf/commit.h   puts the header into the model file, in place under an
@@ -16,5 +20,6 @@
 
 #include "commit.h"
 #include "header.h"
+#include "kvedit.h"
 
 #endif

@@ -42,8 +42,10 @@
  *   buf.h     growable buffers              ntab.h    tables of names
  *   types.h   ggml tensor types             value.h   values as text (numfmt.h)
  *   names.h   names as file names           info.h    the summary (gguf-dump)
- *   split.h   split models as one           edit.h    new headers, committed
- *             (model.gguf's header)                   crash-safely
+ *   split.h   split models as one           edit.h    edits: kvedit.h (one
+ *             (model.gguf's header)                   change), header.h (a new
+ *                                                     header), commit.h (into
+ *                                                     the file, crash-safely)
  *
  * This library includes no FUSE header and performs no printing.
  */
@@ -149,7 +151,7 @@ int64_t gguf_find_key(const struct gguf_file *f, const char *key, size_t len);
 bool gguf_key_int(const struct gguf_file *f, const char *key, int64_t *out);
 
 /* general.alignment decides where tensor data starts; edits never change
- * it (gguf/edit.h). */
+ * it (gguf/header.h, gguf/kvedit.h). */
 #define GGUF_KEY_ALIGNMENT "general.alignment"
 bool gguf_key_is_alignment(const void *key, size_t len);
 

@@ -57,7 +57,7 @@ struct gguf_newkv *gguf_newkv_all(const struct gguf_file *f, size_t extra);
  *     back (gguf_parse) and must give exactly the given records, f's tensor
  *     infos and f's data size.
  * Key names and duplicates are the caller's business (a duplicate present
- * in the file can be kept).
+ * in the file can be kept; gguf/kvedit.h applies the rules for new names).
  * On error out is unchanged.
  */
 enum gguf_err gguf_header_build(const struct gguf_file *f,
