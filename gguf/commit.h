@@ -73,7 +73,8 @@
  * The mtime is that of the write (an edit is a modification).
  *
  * Errors (GGUF_E_IO, or GGUF_E_INVAL for a model that changed since f was
- * indexed, a leftover journal — call gguf_recover — or a malformed hdr):
+ * indexed, an old source of another size, a leftover journal — call
+ * gguf_recover — or a malformed hdr):
  * diag names the step and the errno text; temporary files are removed and
  * the model is the old version.  One exception: if the final fsync of the
  * directory fails, the new version is in place but maybe not durable;

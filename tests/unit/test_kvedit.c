@@ -100,9 +100,31 @@ static char *summary(const struct gguf_file *f)
     return s.data;
 }
 
-static const char *const base_summary =
-    "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|a.arr=array[i32]:1\n2|"
-    "Odd.Name=u32:1|x=u32:1|x=u32:2";
+/* The model's keys as summary() shows them. */
+static const char *const base_keys[N_KEYS] = {
+    "general.alignment=u32:64", "general.name=string:m", "a.u8=u8:7",
+    "a.arr=array[i32]:1\n2", "Odd.Name=u32:1", "x=u32:1", "x=u32:2",
+};
+
+/* The summary of the model's keys with key i shown as with (NULL: i is
+ * gone) and key j gone (j < 0: none).  Static storage. */
+static const char *edited(int i, const char *with, int j)
+{
+    static char buf[1024];
+    size_t k = 0;
+    for (int n = 0; n < N_KEYS; n++) {
+        const char *e = n == i ? with : n == j ? NULL : base_keys[n];
+        if (e)
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", k ? "|" : "", e);
+    }
+    return buf;
+}
+
+/* The summary of the model's keys as they are. */
+static const char *unedited(void)
+{
+    return edited(-1, NULL, -1);
+}
 
 /* The change gave GGUF_OK: the new header's keys are want. */
 static void gives(const struct gguf_file *f, enum gguf_err e, struct gguf_buf *hdr,
@@ -146,21 +168,18 @@ static void test_set(void **state)
         struct gguf_buf h = { 0 };
         struct gguf_diag d;
         char *s0 = summary(f);
-        assert_string_equal(s0, base_summary);
+        assert_string_equal(s0, unedited());
         free(s0);
 
         gives(f, gguf_kvedit_set(f, K_NAME, "hello\n", 6, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:hello|a.u8=u8:7|"
-              "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1|x=u32:2");
+              edited(K_NAME, "general.name=string:hello", -1));
         gives(f, gguf_kvedit_set(f, K_ARR, "3\n-4\n5\n", 7, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-              "a.arr=array[i32]:3\n-4\n5|Odd.Name=u32:1|x=u32:1|x=u32:2");
+              edited(K_ARR, "a.arr=array[i32]:3\n-4\n5", -1));
         /* the second occurrence of a duplicated key, by its index */
         gives(f, gguf_kvedit_set(f, K_X2, "9", 1, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-              "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1|x=u32:9");
+              edited(K_X2, "x=u32:9", -1));
         /* reading a value and writing it back changes nothing */
-        gives(f, gguf_kvedit_set(f, K_U8, "7\n", 2, &h, &d), &h, &d, base_summary);
+        gives(f, gguf_kvedit_set(f, K_U8, "7\n", 2, &h, &d), &h, &d, unedited());
 
         refused(gguf_kvedit_set(f, K_U8, "300\n", 4, &h, &d), GGUF_E_RANGE, &h, &d,
                 "out of range", 0);
@@ -189,7 +208,7 @@ static void creates(const struct gguf_file *f, const char *key,
     struct gguf_buf h = { 0 };
     struct gguf_diag d;
     char exp[512];
-    snprintf(exp, sizeof exp, "%s|%s", base_summary, want);
+    snprintf(exp, sizeof exp, "%s|%s", unedited(), want);
     gives(f, gguf_kvedit_create(f, key, strlen(key), t, text, strlen(text), &h, &d),
           &h, &d, exp);
 }
@@ -250,16 +269,10 @@ static void test_delete(void **state)
         struct gguf_file *f = model(encs[k].version, encs[k].be, &b);
         struct gguf_buf h = { 0 };
         struct gguf_diag d;
-        gives(f, gguf_kvedit_delete(f, K_U8, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:m|"
-              "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1|x=u32:2");
+        gives(f, gguf_kvedit_delete(f, K_U8, &h, &d), &h, &d, edited(K_U8, NULL, -1));
         /* one occurrence of a duplicated key: the other stays */
-        gives(f, gguf_kvedit_delete(f, K_X, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-              "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:2");
-        gives(f, gguf_kvedit_delete(f, K_X2, &h, &d), &h, &d,
-              "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-              "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1");
+        gives(f, gguf_kvedit_delete(f, K_X, &h, &d), &h, &d, edited(K_X, NULL, -1));
+        gives(f, gguf_kvedit_delete(f, K_X2, &h, &d), &h, &d, edited(K_X2, NULL, -1));
         refused(gguf_kvedit_delete(f, K_ALIGN, &h, &d), GGUF_E_PERM, &h, &d,
                 "cannot be deleted", UINT64_MAX);
         refused(gguf_kvedit_delete(f, N_KEYS, &h, &d), GGUF_E_NOENT, &h, &d,
@@ -287,31 +300,19 @@ static void test_rename(void **state)
         struct gguf_buf h = { 0 };
         struct gguf_diag d;
         /* a new name: the key keeps its place, type and value */
-        renames(f, K_U8, "b.u8",
-                "general.alignment=u32:64|general.name=string:m|b.u8=u8:7|"
-                "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1|x=u32:2");
+        renames(f, K_U8, "b.u8", edited(K_U8, "b.u8=u8:7", -1));
         /* an odd existing name can be renamed to a valid one */
-        renames(f, K_ODD, "odd.name",
-                "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-                "a.arr=array[i32]:1\n2|odd.name=u32:1|x=u32:1|x=u32:2");
+        renames(f, K_ODD, "odd.name", edited(K_ODD, "odd.name=u32:1", -1));
         /* over an existing key: that one goes, the renamed one keeps its place */
-        renames(f, K_U8, "general.name",
-                "general.alignment=u32:64|general.name=u8:7|"
-                "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:1|x=u32:2");
-        renames(f, K_NAME, "x",
-                "general.alignment=u32:64|x=string:m|a.u8=u8:7|"
-                "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:2");
+        renames(f, K_U8, "general.name", edited(K_U8, "general.name=u8:7", K_NAME));
+        renames(f, K_NAME, "x", edited(K_NAME, "x=string:m", K_X));
         /* over an existing odd name: allowed (it is not a new name) */
-        renames(f, K_U8, "Odd.Name",
-                "general.alignment=u32:64|general.name=string:m|Odd.Name=u8:7|"
-                "a.arr=array[i32]:1\n2|x=u32:1|x=u32:2");
+        renames(f, K_U8, "Odd.Name", edited(K_U8, "Odd.Name=u8:7", K_ODD));
         /* the second x over the first one */
-        renames(f, K_X2, "x",
-                "general.alignment=u32:64|general.name=string:m|a.u8=u8:7|"
-                "a.arr=array[i32]:1\n2|Odd.Name=u32:1|x=u32:2");
+        renames(f, K_X2, "x", edited(K_X, NULL, -1));
         /* to its own name: nothing changes (general.alignment too) */
-        renames(f, K_U8, "a.u8", base_summary);
-        renames(f, K_ALIGN, "general.alignment", base_summary);
+        renames(f, K_U8, "a.u8", unedited());
+        renames(f, K_ALIGN, "general.alignment", unedited());
         assert_int_equal(gguf_kvedit_rename(f, K_U8, "a.u8", 4, &h, &d), GGUF_OK);
         assert_int_equal(h.len, f->data_off);
         assert_memory_equal(h.data, b.p, h.len);
@@ -347,19 +348,16 @@ static void test_retype(void **state)
         struct gguf_file *f = model(encs[k].version, encs[k].be, &b);
         struct gguf_buf h = { 0 };
         struct gguf_diag d;
-        const char *pre = "general.alignment=u32:64|general.name=string:m|";
-        const char *post = "|Odd.Name=u32:1|x=u32:1|x=u32:2";
-        char want[512];
-        snprintf(want, sizeof want, "%sa.u8=u32:7|a.arr=array[i32]:1\n2%s", pre, post);
-        gives(f, gguf_kvedit_retype(f, K_U8, &u32, &h, &d), &h, &d, want);
-        snprintf(want, sizeof want, "%sa.u8=f32:7|a.arr=array[i32]:1\n2%s", pre, post);
-        gives(f, gguf_kvedit_retype(f, K_U8, &f32, &h, &d), &h, &d, want);
-        snprintf(want, sizeof want, "%sa.u8=string:7|a.arr=array[i32]:1\n2%s", pre, post);
-        gives(f, gguf_kvedit_retype(f, K_U8, &str, &h, &d), &h, &d, want);
-        snprintf(want, sizeof want, "%sa.u8=u8:7|a.arr=array[f32]:1\n2%s", pre, post);
-        gives(f, gguf_kvedit_retype(f, K_ARR, &af32, &h, &d), &h, &d, want);
-        snprintf(want, sizeof want, "%sa.u8=u8:7|a.arr=array[i8]:1\n2%s", pre, post);
-        gives(f, gguf_kvedit_retype(f, K_ARR, &ai8, &h, &d), &h, &d, want);
+        gives(f, gguf_kvedit_retype(f, K_U8, &u32, &h, &d), &h, &d,
+              edited(K_U8, "a.u8=u32:7", -1));
+        gives(f, gguf_kvedit_retype(f, K_U8, &f32, &h, &d), &h, &d,
+              edited(K_U8, "a.u8=f32:7", -1));
+        gives(f, gguf_kvedit_retype(f, K_U8, &str, &h, &d), &h, &d,
+              edited(K_U8, "a.u8=string:7", -1));
+        gives(f, gguf_kvedit_retype(f, K_ARR, &af32, &h, &d), &h, &d,
+              edited(K_ARR, "a.arr=array[f32]:1\n2", -1));
+        gives(f, gguf_kvedit_retype(f, K_ARR, &ai8, &h, &d), &h, &d,
+              edited(K_ARR, "a.arr=array[i8]:1\n2", -1));
 
         refused(gguf_kvedit_retype(f, K_NAME, &u8, &h, &d), GGUF_E_SYNTAX, &h, &d,
                 "\"m\" is not a u8", 0);
