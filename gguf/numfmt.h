@@ -13,8 +13,10 @@
  *     every bit pattern has a text of its own.
  * Integers: optional '-', then decimal digits, no leading zeros.
  *
- * Speed matters: vocabularies carry 100k+ scores per key.  An f32 costs one
- * snprintf of 9 digits and a few strtof calls, not a printf per precision.
+ * Speed matters: vocabularies carry 100k+ scores per key.  A float costs
+ * one snprintf of all its digits, a few strtof/strtod calls and one final
+ * snprintf, not a printf per precision; integers below 2^24 (f32) or 2^53
+ * (f64) are written as integers directly.
  *
  * Formatting and strtod depend on LC_NUMERIC; gguffs never calls
  * setlocale, so both use the "C" locale.

@@ -540,7 +540,9 @@ static enum gguf_err read_preamble(struct cur *c, struct gguf_file *f,
     uint32_t v;
     TRY(rd_u32(c, &v, "version"));
     if (v < 1 || v > 3) {
-        uint32_t sw = __builtin_bswap32(v);
+        /* a big-endian file: the version reads right the other way round */
+        static const struct gguf_enc be = { .big_endian = true };
+        uint32_t sw = gguf_rd32(&be, c->b + 4);
         if (sw < 1 || sw > 3)
             return gguf_diag_set(c->diag, GGUF_E_VERSION, 4,
                                  "unsupported GGUF version %u (supported: 1, 2, 3)", v);

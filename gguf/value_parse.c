@@ -6,9 +6,10 @@
  * the text.  Encodings are appended to the caller's buffer and the buffer
  * is put back as it was on failure.
  *
- * Integers are scanned by hand (strtoll accepts spaces, "0x", and sets
- * errno differently per libc); floats go through strtof/strtod after a
- * check that they start with no blank; NaN payloads are built bit by bit.
+ * Integers are scanned by hand (strtoll would accept leading blanks and
+ * has no unsigned 64-bit range check of its own); floats go through
+ * strtof/strtod after a check that they start with no blank; NaN payloads
+ * are built bit by bit (libc's handling of them varies).
  */
 #include "value.h"
 
