@@ -46,8 +46,8 @@ static int commit(struct ggfs *fs, const struct gguf_newkv *kvs, size_t n, const
         return EINVAL;
     }
     bool in_place;
-    enum gguf_err ce = gguf_commit(fs->model_real, gf, (const uint8_t *)hdr.data,
-                                   hdr.len, &in_place, &d);
+    enum gguf_err ce = gguf_commit(fs->model_real, gf, old->shards[0].src,
+                                   (const uint8_t *)hdr.data, hdr.len, &in_place, &d);
     gguf_buf_free(&hdr);
     if (ce != GGUF_OK)
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);

@@ -137,7 +137,7 @@ static enum gguf_err recover(const char *path, const char *given, bool read_only
         return GGUF_OK;
     }
     char what[256];
-    enum gguf_err e = gguf_recover(path, what, sizeof what, d);
+    enum gguf_err e = gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, d);
     if (!e && what[0])
         fprintf(stderr, "gguffs: %s: %s\n", path, what);
     return e;

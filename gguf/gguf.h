@@ -35,6 +35,18 @@
  * ids unknown to gguffs) opens, and the objections are listed in
  * gguf_file.notes.
  *
+ * The library, one module per header (each documents its promises):
+ *
+ *   gguf.h    this reader and its index     source.h  where bytes come from
+ *   diag.h    error codes, diagnostics      bytes.h   integers in byte order
+ *   buf.h     growable buffers              ntab.h    tables of names
+ *   types.h   ggml tensor types             value.h   values as text (numfmt.h)
+ *   names.h   names as file names           info.h    the summary (gguf-dump)
+ *   split.h   split models as one           edit.h    edits: kvedit.h (one
+ *             (model.gguf's header)                   change), header.h (a new
+ *                                                     header), commit.h (into
+ *                                                     the file, crash-safely)
+ *
  * This library includes no FUSE header and performs no printing.
  */
 #ifndef GGUF_GGUF_H
@@ -44,6 +56,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bytes.h"
+#include "diag.h"
+
 /* Value types as numbered in the GGUF specification. */
 enum gguf_vtype {
     GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4,
@@ -52,40 +67,11 @@ enum gguf_vtype {
     GGUF_VTYPE_COUNT = 13
 };
 
-/* Errors.  Numbers are stable. */
-enum gguf_err {
-    GGUF_OK = 0,
-    GGUF_E_IO = 1,        /* the file could not be read */
-    GGUF_E_MAGIC = 2,     /* not a GGUF file */
-    GGUF_E_VERSION = 3,   /* unsupported version */
-    GGUF_E_TRUNCATED = 4, /* a field runs past the end of the file */
-    GGUF_E_RANGE = 5,     /* a count, length or offset is impossible */
-    GGUF_E_TYPE = 6,      /* unknown value type (tensor types: see above) */
-    GGUF_E_DUP = 7,       /* duplicate tensor name */
-    GGUF_E_NOMEM = 8,     /* out of memory */
-    GGUF_E_SYNTAX = 9,    /* (text parsing) the text does not parse */
-    GGUF_E_INVAL = 10,    /* (text parsing / edits) not allowed */
-};
-
-/* Diagnostics filled by the calls below: a message and where it applies. */
-struct gguf_diag {
-    char msg[256];
-    uint64_t offset;      /* byte offset in the file, or UINT64_MAX */
-};
-
-const char *gguf_strerror(enum gguf_err e);
-
 /* Limits enforced while parsing (beyond "fits in the file"). */
 #define GGUF_MAX_DIMS 4            /* ggml's GGML_MAX_DIMS */
 #define GGUF_MAX_NEST 8            /* nesting depth of arrays of arrays */
 #define GGUF_MAX_NAME 65535        /* longest key or tensor name accepted */
 #define GGML_MAX_NAME_LEN 63       /* longest tensor name ggml accepts */
-
-/* Byte order and version of the encoding, needed to decode values. */
-struct gguf_enc {
-    bool big_endian;
-    bool v1;              /* 32-bit lengths and counts */
-};
 
 /* One key/value.  Offsets point into gguf_file.hdr. */
 struct gguf_kv {
@@ -137,7 +123,8 @@ struct gguf_file {
 enum gguf_err gguf_open(const char *path, struct gguf_file **out,
                         struct gguf_diag *diag);
 
-/* Same, from an open descriptor (read with pread; the offset is unused). */
+/* Same, from an open descriptor (read with pread; the offset is unused).
+ * Any other byte source: gguf_open_source (gguf/source.h). */
 enum gguf_err gguf_open_fd(int fd, struct gguf_file **out,
                            struct gguf_diag *diag);
 
@@ -158,14 +145,27 @@ void gguf_close(struct gguf_file *f);
 /* The index of the key/value named key (first occurrence), or -1. */
 int64_t gguf_find_key(const struct gguf_file *f, const char *key, size_t len);
 
+/* The value of the key named key (a C string; first occurrence) if it is
+ * an integer of any type whose value fits in an int64_t; false if the key
+ * is absent, not an integer, or a u64 above INT64_MAX. */
+bool gguf_key_int(const struct gguf_file *f, const char *key, int64_t *out);
+
+/* general.alignment decides where tensor data starts; edits never change
+ * it (gguf/header.h, gguf/kvedit.h). */
+#define GGUF_KEY_ALIGNMENT "general.alignment"
+bool gguf_key_is_alignment(const void *key, size_t len);
+
+/* true if some tensor of f has bytes.  Only then is the header padded to
+ * the alignment: a file without tensor bytes ends with its header. */
+bool gguf_has_tensor_data(const struct gguf_file *f);
+
 /* Scalar value type names as used in the user.gguf.type attribute:
  * "u8" ... "f64", "bool", "string", "array"; "?" if out of range.
  * (Full names such as "array[array[i32]]" come from gguf/value.h.) */
 const char *gguf_vtype_name(unsigned t);
 
-/* Reads integers from the header in the file's byte order. */
-uint16_t gguf_rd16(const struct gguf_enc *e, const uint8_t *p);
-uint32_t gguf_rd32(const struct gguf_enc *e, const uint8_t *p);
-uint64_t gguf_rd64(const struct gguf_enc *e, const uint8_t *p);
+/* Bytes of a scalar of value type t; 0 for strings, arrays and unknown
+ * types (whose size depends on their contents). */
+unsigned gguf_vtype_size(unsigned t);
 
 #endif

@@ -15,61 +15,21 @@
  * Every field is read through a cursor that fails before reading past the
  * bytes it has.  Counts are checked against the bytes left before anything
  * is sized by them, and the index grows geometrically as entries are
- * actually read, so a hostile count costs nothing.
+ * actually read, so a hostile count costs nothing.  Duplicate names are
+ * found with a name table (ntab.h) over the names read so far.  Where the
+ * tensor bytes lie is checked by layout.c once every record is read.
  */
-#include "gguf.h"
+#include "ntab.h"
+#include "parse_impl.h"
 #include "source.h"
 #include "types.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <fcntl.h>
-#include <unistd.h>
 
-const char *gguf_strerror(enum gguf_err e)
-{
-    switch (e) {
-    case GGUF_OK: return "success";
-    case GGUF_E_IO: return "read error";
-    case GGUF_E_MAGIC: return "not a GGUF file";
-    case GGUF_E_VERSION: return "unsupported GGUF version";
-    case GGUF_E_TRUNCATED: return "file truncated";
-    case GGUF_E_RANGE: return "value out of range";
-    case GGUF_E_TYPE: return "unknown type";
-    case GGUF_E_DUP: return "duplicate name";
-    case GGUF_E_NOMEM: return "out of memory";
-    case GGUF_E_SYNTAX: return "syntax error";
-    case GGUF_E_INVAL: return "invalid argument";
-    }
-    return "unknown error";
-}
-
-uint16_t gguf_rd16(const struct gguf_enc *e, const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return e->big_endian ? __builtin_bswap16(v) : v;
-}
-
-uint32_t gguf_rd32(const struct gguf_enc *e, const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return e->big_endian ? __builtin_bswap32(v) : v;
-}
-
-uint64_t gguf_rd64(const struct gguf_enc *e, const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return e->big_endian ? __builtin_bswap64(v) : v;
-}
-
-/* ---- cursor ------------------------------------------------------------ */
+/* ---- the cursor ----------------------------------------------------------- */
 
 struct cur {
     const uint8_t *b;
@@ -84,23 +44,6 @@ struct cur {
     const char *what;    /* context for messages: "key 'x'" etc. */
 };
 
-static enum gguf_err fail(struct cur *c, enum gguf_err e, uint64_t off,
-                          const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static enum gguf_err fail(struct cur *c, enum gguf_err e, uint64_t off,
-                          const char *fmt, ...)
-{
-    if (c->diag) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->diag->msg, sizeof c->diag->msg, fmt, ap);
-        va_end(ap);
-        c->diag->offset = off;
-    }
-    return e;
-}
-
 /* Reads more of the file into the cursor's own buffer so that at least upto
  * bytes are there; grows geometrically so the total work stays linear. */
 static enum gguf_err refill(struct cur *c, uint64_t upto)
@@ -112,15 +55,15 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
         want = c->size;
     uint8_t *nb = realloc(c->own, want ? want : 1);
     if (!nb)
-        return fail(c, GGUF_E_NOMEM, c->off, "out of memory reading the header");
+        return gguf_diag_set(c->diag, GGUF_E_NOMEM, c->off, "out of memory reading the header");
     c->own = nb;
     c->b = nb;
     while (c->len < want) {
         ssize_t r = c->src->ops->read(c->src, nb + c->len, (size_t)(want - c->len), c->len);
         if (r < 0)
-            return fail(c, GGUF_E_IO, c->len, "read error: %s", strerror((int)-r));
+            return gguf_diag_set(c->diag, GGUF_E_IO, c->len, "read error: %s", strerror((int)-r));
         if (r == 0)
-            return fail(c, GGUF_E_IO, c->len, "file shrank while being read");
+            return gguf_diag_set(c->diag, GGUF_E_IO, c->len, "file shrank while being read");
         c->len += (uint64_t)r;
     }
     return GGUF_OK;
@@ -134,7 +77,7 @@ static enum gguf_err need(struct cur *c, uint64_t n, const char *field)
     if (c->src && n <= c->size - c->off)
         return refill(c, c->off + n);
     if (n > c->size - c->off)
-        return fail(c, GGUF_E_TRUNCATED, c->off,
+        return gguf_diag_set(c->diag, GGUF_E_TRUNCATED, c->off,
                     "%s%s%s runs past the end of the file (%llu bytes needed, "
                     "%llu left)", c->what ? c->what : "", c->what ? ": " : "",
                     field, (unsigned long long)n,
@@ -177,8 +120,6 @@ static enum gguf_err rd_count(struct cur *c, uint64_t *v, const char *field)
     return rd_u64(c, v, field);
 }
 
-static unsigned count_size(const struct cur *c) { return c->enc.v1 ? 4 : 8; }
-
 /* Reads a string: returns where its bytes start and how many. */
 static enum gguf_err rd_str(struct cur *c, uint64_t *str_off, uint64_t *len,
                             const char *field)
@@ -186,7 +127,7 @@ static enum gguf_err rd_str(struct cur *c, uint64_t *str_off, uint64_t *len,
     uint64_t at = c->off;
     TRY(rd_count(c, len, field));
     if (*len > c->size - c->off)
-        return fail(c, GGUF_E_RANGE, at,
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
                     "%s%s%s length %llu exceeds the %llu bytes left in the file",
                     c->what ? c->what : "", c->what ? ": " : "", field,
                     (unsigned long long)*len,
@@ -195,17 +136,6 @@ static enum gguf_err rd_str(struct cur *c, uint64_t *str_off, uint64_t *len,
     *str_off = c->off;
     c->off += *len;
     return GGUF_OK;
-}
-
-static unsigned scalar_size(unsigned t)
-{
-    switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
-    default: return 0;
-    }
 }
 
 /* Skips count elements of vtype t (an array's body), checking everything. */
@@ -218,23 +148,23 @@ static enum gguf_err skip_array(struct cur *c, unsigned depth,
     uint64_t at = c->off;
     TRY(rd_u32(c, elem_type, "array element type"));
     if (*elem_type >= GGUF_VTYPE_COUNT)
-        return fail(c, GGUF_E_TYPE, at, "%s%sunknown array element type %u",
+        return gguf_diag_set(c->diag, GGUF_E_TYPE, at, "%s%sunknown array element type %u",
                     c->what ? c->what : "", c->what ? ": " : "", *elem_type);
     if (*elem_type == GGUF_ARRAY && depth + 1 >= GGUF_MAX_NEST)
-        return fail(c, GGUF_E_RANGE, at,
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
                     "%s%sarrays nested deeper than %d levels",
                     c->what ? c->what : "", c->what ? ": " : "", GGUF_MAX_NEST);
     at = c->off;
     TRY(rd_count(c, count, "array count"));
     /* Every element takes at least min bytes: a count that cannot fit in the
      * rest of the file is refused before anything walks it. */
-    uint64_t min = scalar_size(*elem_type);
+    uint64_t min = gguf_vtype_size(*elem_type);
     if (*elem_type == GGUF_STRING)
-        min = count_size(c);
+        min = gguf_count_size(&c->enc);
     else if (*elem_type == GGUF_ARRAY)
-        min = 4 + count_size(c);
+        min = 4 + gguf_count_size(&c->enc);
     if (*count > (c->size - c->off) / min)
-        return fail(c, GGUF_E_RANGE, at,
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
                     "%s%sarray count %llu does not fit in the %llu bytes left",
                     c->what ? c->what : "", c->what ? ": " : "",
                     (unsigned long long)*count,
@@ -245,7 +175,7 @@ static enum gguf_err skip_array(struct cur *c, unsigned depth,
 static enum gguf_err skip_elems(struct cur *c, unsigned t, uint64_t count,
                                 unsigned depth)
 {
-    unsigned sz = scalar_size(t);
+    unsigned sz = gguf_vtype_size(t);
     if (sz) {
         TRY(need(c, count * sz, "array data"));  /* count*sz <= size: checked */
         c->off += count * sz;
@@ -264,86 +194,9 @@ static enum gguf_err skip_elems(struct cur *c, unsigned t, uint64_t count,
     return GGUF_OK;
 }
 
-/* ---- a small open-addressing hash of names, for duplicate detection ---- */
-
-struct nameset {
-    uint64_t *slot;      /* index+1 of the entry, 0 = empty */
-    uint64_t mask;
-    uint64_t count;
-};
-
-static uint64_t hash_bytes(const uint8_t *p, uint64_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-/* Sized for the declared count (already checked against the bytes left, so
- * at most about the file's size), up to 2^21 slots; beyond that the table
- * doubles at half load as names are actually read. */
-static bool nameset_init(struct nameset *s, uint64_t n)
-{
-    uint64_t cap = 16;
-    while (cap < n * 2 && cap < (1u << 21))
-        cap <<= 1;
-    s->slot = calloc(cap, sizeof *s->slot);
-    s->mask = cap - 1;
-    s->count = 0;
-    return s->slot != NULL;
-}
-
-/* Looks name up; if absent inserts idx and returns UINT64_MAX, else
- * returns the index already there.  names(i) gives entry i's bytes. */
-static uint64_t nameset_add(struct nameset *s, const uint8_t *base,
-                            const uint8_t *p, uint64_t n, uint64_t idx,
-                            const uint64_t *offs, const uint32_t *lens,
-                            size_t stride)
-{
-    if ((s->count + 1) * 2 > s->mask + 1) {
-        /* keep the load at most one half: double and re-insert */
-        uint64_t ncap = (s->mask + 1) * 2;
-        uint64_t *ns = calloc(ncap, sizeof *ns);
-        if (!ns)
-            return UINT64_MAX - 1;
-        for (uint64_t i = 0; i <= s->mask; i++) {
-            uint64_t e = s->slot[i];
-            if (!e)
-                continue;
-            uint64_t eo = *(const uint64_t *)((const char *)offs + (e - 1) * stride);
-            uint32_t el = *(const uint32_t *)((const char *)lens + (e - 1) * stride);
-            uint64_t h = hash_bytes(base + eo, el) & (ncap - 1);
-            while (ns[h])
-                h = (h + 1) & (ncap - 1);
-            ns[h] = e;
-        }
-        free(s->slot);
-        s->slot = ns;
-        s->mask = ncap - 1;
-    }
-    uint64_t h = hash_bytes(p, n) & s->mask;
-    for (;; h = (h + 1) & s->mask) {
-        uint64_t e = s->slot[h];
-        if (e == 0) {
-            s->slot[h] = idx + 1;
-            s->count++;
-            return UINT64_MAX;
-        }
-        e--;
-        uint64_t eo = *(const uint64_t *)((const char *)offs + e * stride);
-        uint32_t el = *(const uint32_t *)((const char *)lens + e * stride);
-        if (el == n && memcmp(base + eo, p, n) == 0)
-            return e;
-    }
-}
-
 /* ---- notes: objections ggml would raise --------------------------------- */
 
-static void note(char **notes, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void note(char **notes, const char *fmt, ...)
+void gguf_note(char **notes, const char *fmt, ...)
 {
     char line[400];
     size_t lines = 0;
@@ -386,31 +239,117 @@ static bool grow(void **arr, uint64_t *cap, uint64_t n, size_t elem)
     return true;
 }
 
-/* Prints a name for a message: at most 60 bytes, non-printables as '?'. */
-static const char *shown(const uint8_t *p, uint64_t n, char buf[72])
+/* The names of the entries read so far, for the duplicate tables: looked
+ * up in the cursor's bytes at the time of the call (they move when the
+ * cursor refills). */
+struct names {
+    const struct cur *c;
+    const struct gguf_file *f;
+};
+
+static const void *kv_name(const void *ctx, uint64_t i, size_t *len)
 {
-    uint64_t k = n > 60 ? 60 : n, i;
-    for (i = 0; i < k; i++)
-        buf[i] = (p[i] >= 0x20 && p[i] < 0x7f) ? (char)p[i] : '?';
-    if (n > k) {
-        memcpy(buf + k, "...", 3);
-        k += 3;
-    }
-    buf[k] = '\0';
-    return buf;
+    const struct names *n = ctx;
+    *len = n->f->kv[i].key_len;
+    return n->c->b + n->f->kv[i].key_off;
 }
 
-/* ---- the parser ---------------------------------------------------------- */
-
-/* Orders tensor indices by data offset, then by index (deterministic). */
-static int cmp_by_offset(const void *a, const void *b, void *arg)
+static const void *tensor_name(const void *ctx, uint64_t i, size_t *len)
 {
-    const struct gguf_tensor *t = arg;
-    uint64_t i = *(const uint64_t *)a, j = *(const uint64_t *)b;
-    uint64_t x = t[i].offset, y = t[j].offset;
-    if (x != y)
-        return x < y ? -1 : 1;
-    return i < j ? -1 : i > j;
+    const struct names *n = ctx;
+    *len = n->f->tensors[i].name_len;
+    return n->c->b + n->f->tensors[i].name_off;
+}
+
+/* ---- key/values ----------------------------------------------------------- */
+
+/* A record's name (a key or a tensor name) as messages show it. */
+struct shown {
+    char name[GGUF_DIAG_NAME_MAX];     /* the name */
+    char what[96];                     /* "key 'NAME'" or "tensor 'NAME'" */
+};
+
+/* The value of a key/value record, after its type field, into kv. */
+static enum gguf_err read_value(struct cur *c, struct gguf_kv *kv)
+{
+    kv->val_off = c->off;
+    if (kv->type == GGUF_ARRAY) {
+        uint32_t et;
+        TRY(skip_array(c, 0, &et, &kv->count));
+        kv->elem_type = (uint8_t)et;
+        kv->val_off += 4 + gguf_count_size(&c->enc);
+    } else if (kv->type == GGUF_STRING) {
+        uint64_t so, len;
+        TRY(rd_str(c, &so, &len, "string value"));
+    } else {
+        TRY(need(c, gguf_vtype_size(kv->type), "value"));
+        c->off += gguf_vtype_size(kv->type);
+    }
+    kv->val_size = c->off - kv->val_off;
+    return GGUF_OK;
+}
+
+/* The name that starts record #i (at rec_off; a key, or with tensor the
+ * name of a tensor info): its place in the header, at most GGUF_MAX_NAME
+ * bytes; from here on messages say which record they are about. */
+static enum gguf_err read_name(struct cur *c, bool tensor, uint64_t i, uint64_t rec_off,
+                               uint64_t *off, uint32_t *len, struct shown *sh)
+{
+    const char *kind = tensor ? "tensor" : "key", *sfx = tensor ? " name" : "";
+    char field[48];
+    uint64_t n;
+    c->what = NULL;
+    snprintf(field, sizeof field, "%s #%llu%s", kind, (unsigned long long)i, sfx);
+    TRY(rd_str(c, off, &n, field));
+    if (n > GGUF_MAX_NAME)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, rec_off, "%s is %llu bytes long "
+                             "(the limit is %d)", field, (unsigned long long)n,
+                             GGUF_MAX_NAME);
+    *len = (uint32_t)n;
+    snprintf(sh->what, sizeof sh->what, "%s '%s'", kind,
+             gguf_diag_name(c->b + *off, n, sh->name));
+    c->what = sh->what;
+    return GGUF_OK;
+}
+
+/* Key/value record #i at the cursor into kv. */
+static enum gguf_err read_kv(struct cur *c, uint64_t i, struct gguf_kv *kv,
+                             struct shown *sh)
+{
+    *kv = (struct gguf_kv){ .rec_off = c->off, .count = 1, .dup = 1 };
+    TRY(read_name(c, false, i, kv->rec_off, &kv->key_off, &kv->key_len, sh));
+
+    uint64_t at = c->off;
+    uint32_t vt;
+    TRY(rd_u32(c, &vt, "value type"));
+    if (vt >= GGUF_VTYPE_COUNT)
+        return gguf_diag_set(c->diag, GGUF_E_TYPE, at, "%s: unknown value type %u",
+                             sh->what, vt);
+    kv->type = (uint8_t)vt;
+    return read_value(c, kv);
+}
+
+/* general.alignment decides where tensor data starts: it must be a u32
+ * power of two, and the same wherever it occurs. */
+static enum gguf_err take_alignment(struct cur *c, struct gguf_file *f,
+                                    const struct gguf_kv *kv, bool *have)
+{
+    if (kv->type != GGUF_U32)
+        return gguf_diag_set(c->diag, GGUF_E_TYPE, kv->rec_off,
+                             "general.alignment has type %s, expected u32",
+                             gguf_vtype_name(kv->type));
+    uint32_t a = gguf_rd32(&c->enc, c->b + kv->val_off);
+    if (a == 0 || (a & (a - 1)))
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, kv->val_off,
+                             "general.alignment %u is not a power of two", a);
+    if (*have && a != f->alignment)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, kv->rec_off,
+                             "general.alignment occurs twice with different "
+                             "values (%llu and %u)",
+                             (unsigned long long)f->alignment, a);
+    *have = true;
+    f->alignment = a;
+    return GGUF_OK;
 }
 
 static enum gguf_err parse_kvs(struct cur *c, struct gguf_file *f,
@@ -418,531 +357,286 @@ static enum gguf_err parse_kvs(struct cur *c, struct gguf_file *f,
 {
     uint64_t cap = 0, occ_cap = 0;
     uint32_t *occ = NULL;    /* per first occurrence: how many so far */
-    struct nameset seen;
-    if (!nameset_init(&seen, n_kv < 1u << 20 ? n_kv : 1u << 20))
-        return GGUF_E_NOMEM;
-    enum gguf_err err = GGUF_OK;
+    struct names nm = { c, f };
+    struct gguf_ntab seen;
+    enum gguf_err err = gguf_ntab_init(&seen, n_kv, kv_name, &nm);
     bool have_align = false;
-    char nb[72];
+    struct shown sh;
 
-    for (uint64_t i = 0; i < n_kv; i++) {
-        struct gguf_kv kv = { .rec_off = c->off, .count = 1, .dup = 1 };
-        uint64_t key_off, key_len;
-        c->what = NULL;
-        char field[48];
-        snprintf(field, sizeof field, "key #%llu", (unsigned long long)i);
-        if ((err = rd_str(c, &key_off, &key_len, field)))
+    for (uint64_t i = 0; !err && i < n_kv; i++) {
+        struct gguf_kv kv;
+        if ((err = read_kv(c, i, &kv, &sh)))
             break;
-        if (key_len > GGUF_MAX_NAME) {
-            err = fail(c, GGUF_E_RANGE, kv.rec_off,
-                       "key #%llu is %llu bytes long (the limit is %d)",
-                       (unsigned long long)i, (unsigned long long)key_len,
-                       GGUF_MAX_NAME);
+        if (gguf_key_is_alignment(c->b + kv.key_off, kv.key_len) &&
+            (err = take_alignment(c, f, &kv, &have_align)))
             break;
-        }
-        kv.key_off = key_off;
-        kv.key_len = (uint32_t)key_len;
-        char what[96];
-        snprintf(what, sizeof what, "key '%s'",
-                 shown(c->b + key_off, key_len, nb));
-        c->what = what;
-
-        uint64_t at = c->off;
-        uint32_t vt;
-        if ((err = rd_u32(c, &vt, "value type")))
-            break;
-        if (vt >= GGUF_VTYPE_COUNT) {
-            err = fail(c, GGUF_E_TYPE, at, "%s: unknown value type %u", what, vt);
-            break;
-        }
-        kv.type = (uint8_t)vt;
-        kv.val_off = c->off;
-        if (vt == GGUF_ARRAY) {
-            uint32_t et;
-            if ((err = skip_array(c, 0, &et, &kv.count)))
-                break;
-            kv.elem_type = (uint8_t)et;
-            kv.val_off += 4 + count_size(c);
-        } else if (vt == GGUF_STRING) {
-            uint64_t so, len;
-            if ((err = rd_str(c, &so, &len, "string value")))
-                break;
-        } else {
-            if ((err = need(c, scalar_size(vt), "value")))
-                break;
-            c->off += scalar_size(vt);
-        }
-        kv.val_size = c->off - kv.val_off;
-
-        /* general.alignment decides where tensor data starts: it must be
-         * unambiguous. */
-        if (key_len == 17 && memcmp(c->b + key_off, "general.alignment", 17) == 0) {
-            if (vt != GGUF_U32) {
-                err = fail(c, GGUF_E_TYPE, kv.rec_off,
-                           "general.alignment has type %s, expected u32",
-                           gguf_vtype_name(vt));
-                break;
-            }
-            uint32_t a = gguf_rd32(&c->enc, c->b + kv.val_off);
-            if (a == 0 || (a & (a - 1))) {
-                err = fail(c, GGUF_E_RANGE, kv.val_off,
-                           "general.alignment %u is not a power of two", a);
-                break;
-            }
-            if (have_align && a != f->alignment) {
-                err = fail(c, GGUF_E_RANGE, kv.rec_off,
-                           "general.alignment occurs twice with different "
-                           "values (%llu and %u)",
-                           (unsigned long long)f->alignment, a);
-                break;
-            }
-            have_align = true;
-            f->alignment = a;
-        }
-
-        if (!grow((void **)&f->kv, &cap, f->n_kv, sizeof *f->kv)) {
+        if (!grow((void **)&f->kv, &cap, f->n_kv, sizeof *f->kv) ||
+            !grow((void **)&occ, &occ_cap, f->n_kv, sizeof *occ)) {
             err = GGUF_E_NOMEM;
             break;
         }
-        uint64_t prev = nameset_add(&seen, c->b, c->b + key_off, key_len,
-                                    f->n_kv, &f->kv[0].key_off,
-                                    &f->kv[0].key_len, sizeof *f->kv);
-        if (prev == UINT64_MAX - 1) {
-            err = GGUF_E_NOMEM;
-            break;
-        }
-        if (!grow((void **)&occ, &occ_cap, f->n_kv, sizeof *occ)) {
-            err = GGUF_E_NOMEM;
-            break;
-        }
+        f->kv[f->n_kv] = kv;
         occ[f->n_kv] = 1;
-        if (prev != UINT64_MAX) {
+        uint64_t first;
+        err = gguf_ntab_add(&seen, f->n_kv, &first);
+        if (err == GGUF_E_EXIST) {
             /* occ[first] counts the occurrences of that key so far. */
-            if (occ[prev] == UINT16_MAX) {
-                err = fail(c, GGUF_E_RANGE, kv.rec_off,
-                           "%s occurs more than %u times", what, UINT16_MAX);
+            if (occ[first] == UINT16_MAX) {
+                err = gguf_diag_set(c->diag, GGUF_E_RANGE, kv.rec_off,
+                                    "%s occurs more than %u times", sh.what,
+                                    UINT16_MAX);
                 break;
             }
-            kv.dup = (uint16_t)++occ[prev];
-            note(notes, "key '%s' occurs more than once (occurrence %u shown as "
-                 "'%s#%u'): ggml refuses duplicate keys", nb, kv.dup, nb, kv.dup);
+            err = GGUF_OK;
+            f->kv[f->n_kv].dup = (uint16_t)++occ[first];
+            gguf_note(notes, "key '%s' occurs more than once (occurrence %u shown "
+                      "as '%s#%u'): ggml refuses duplicate keys", sh.name,
+                      occ[first], sh.name, occ[first]);
         }
-        f->kv[f->n_kv++] = kv;
+        if (!err)
+            f->n_kv++;
     }
     c->what = NULL;
-    free(seen.slot);
+    gguf_ntab_free(&seen);
     free(occ);
     return err;
+}
+
+/* ---- tensor infos ---------------------------------------------------------- */
+
+/* Reads ne[] (n_dims of them, the rest 1) and their product. */
+static enum gguf_err read_dims(struct cur *c, struct gguf_tensor *t, const char *what)
+{
+    uint64_t n = 1;
+    bool overflow = false;
+    for (unsigned d = 0; d < GGUF_MAX_DIMS; d++) {
+        uint64_t ne = 1, at = c->off;
+        if (d < t->n_dims) {
+            TRY(rd_count(c, &ne, "ne"));   /* u32 in v1 */
+            if (ne > INT64_MAX)
+                return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
+                                     "%s: ne[%u] = %lld is negative", what, d,
+                                     (long long)ne);
+        }
+        t->ne[d] = ne;
+        if (ne && n > INT64_MAX / ne)
+            overflow = true;
+        n *= ne;
+    }
+    if (overflow)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, t->info_off,
+                             "%s: element count overflows (ne = %llu x %llu x "
+                             "%llu x %llu)", what, (unsigned long long)t->ne[0],
+                             (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                             (unsigned long long)t->ne[3]);
+    t->n_elems = n;
+    return GGUF_OK;
+}
+
+/* nbytes from the type (0 for a type gguffs does not know: the layout
+ * gives it, gguf_layout_check); a row not a multiple of the block is
+ * noted once (*row_noted). */
+static enum gguf_err size_by_type(struct cur *c, struct gguf_tensor *t,
+                                  const char *what, bool *row_noted, char **notes)
+{
+    const struct ggml_type_info *ti = ggml_type_get(t->type);
+    t->nbytes = 0;
+    if (!ti)
+        return GGUF_OK;   /* newer than gguffs, or removed from ggml */
+    if (t->n_elems % ti->blck_elems)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, t->info_off,
+                             "%s: %llu elements is not a whole number of %s "
+                             "blocks of %u", what, (unsigned long long)t->n_elems,
+                             ti->name, ti->blck_elems);
+    if (t->ne[0] % ti->blck_elems && !*row_noted) {
+        gguf_note(notes, "%s: row length %llu is not a multiple of the %s block "
+                  "size %u: ggml refuses it", what, (unsigned long long)t->ne[0],
+                  ti->name, ti->blck_elems);
+        *row_noted = true;
+    }
+    /* n/blck <= INT64_MAX and blck_bytes <= 292: check the product. */
+    uint64_t blocks = t->n_elems / ti->blck_elems;
+    if (blocks > UINT64_MAX / ti->blck_bytes)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, t->info_off,
+                             "%s: byte size overflows", what);
+    t->nbytes = blocks * ti->blck_bytes;
+    return GGUF_OK;
+}
+
+/* Tensor info #i at the cursor into t. */
+static enum gguf_err read_tensor(struct cur *c, uint64_t i, struct gguf_tensor *t,
+                                 struct shown *sh, bool *row_noted, char **notes)
+{
+    *t = (struct gguf_tensor){ .info_off = c->off };
+    TRY(read_name(c, true, i, t->info_off, &t->name_off, &t->name_len, sh));
+
+    uint64_t at = c->off;
+    TRY(rd_u32(c, &t->n_dims, "n_dims"));
+    if (t->n_dims > GGUF_MAX_DIMS)
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at, "%s: %u dimensions (at most %d)",
+                             sh->what, t->n_dims, GGUF_MAX_DIMS);
+    TRY(read_dims(c, t, sh->what));
+    TRY(rd_u32(c, &t->type, "type"));
+    TRY(size_by_type(c, t, sh->what, row_noted, notes));
+    return rd_u64(c, &t->offset, "offset");
 }
 
 static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
                                    uint64_t n_tensors, char **notes)
 {
     uint64_t cap = 0;
-    struct nameset seen;
-    if (!nameset_init(&seen, n_tensors < 1u << 20 ? n_tensors : 1u << 20))
-        return GGUF_E_NOMEM;
-    enum gguf_err err = GGUF_OK;
-    char nb[72], what[96];
+    struct names nm = { c, f };
+    struct gguf_ntab seen;
+    enum gguf_err err = gguf_ntab_init(&seen, n_tensors, tensor_name, &nm);
     bool long_noted = false, row_noted = false;
+    struct shown sh;
 
-    for (uint64_t i = 0; i < n_tensors; i++) {
-        struct gguf_tensor t = { .info_off = c->off };
-        uint64_t name_off, name_len;
-        char field[48];
-        snprintf(field, sizeof field, "tensor #%llu name", (unsigned long long)i);
-        if ((err = rd_str(c, &name_off, &name_len, field)))
+    for (uint64_t i = 0; !err && i < n_tensors; i++) {
+        struct gguf_tensor t;
+        if ((err = read_tensor(c, i, &t, &sh, &row_noted, notes)))
             break;
-        if (name_len > GGUF_MAX_NAME) {
-            err = fail(c, GGUF_E_RANGE, t.info_off,
-                       "tensor #%llu name is %llu bytes long (the limit is %d)",
-                       (unsigned long long)i, (unsigned long long)name_len,
-                       GGUF_MAX_NAME);
-            break;
-        }
-        t.name_off = name_off;
-        t.name_len = (uint32_t)name_len;
-        snprintf(what, sizeof what, "tensor '%s'",
-                 shown(c->b + name_off, name_len, nb));
-        c->what = what;
-        if (name_len > GGML_MAX_NAME_LEN && !long_noted) {
-            note(notes, "tensor '%s' has a name longer than %d bytes: ggml "
-                 "refuses it", nb, GGML_MAX_NAME_LEN);
+        if (t.name_len > GGML_MAX_NAME_LEN && !long_noted) {
+            gguf_note(notes, "tensor '%s' has a name longer than %d bytes: ggml "
+                      "refuses it", sh.name, GGML_MAX_NAME_LEN);
             long_noted = true;
         }
-
-        uint64_t at = c->off;
-        if ((err = rd_u32(c, &t.n_dims, "n_dims")))
-            break;
-        if (t.n_dims > GGUF_MAX_DIMS) {
-            err = fail(c, GGUF_E_RANGE, at, "%s: %u dimensions (at most %d)",
-                       what, t.n_dims, GGUF_MAX_DIMS);
-            break;
-        }
-        uint64_t n = 1;
-        bool overflow = false;
-        for (unsigned d = 0; d < GGUF_MAX_DIMS; d++) {
-            uint64_t ne = 1;
-            at = c->off;
-            if (d < t.n_dims) {
-                if ((err = rd_count(c, &ne, "ne")))   /* u32 in v1 */
-                    break;
-                if (ne > INT64_MAX) {
-                    err = fail(c, GGUF_E_RANGE, at, "%s: ne[%u] = %lld is negative",
-                               what, d, (long long)ne);
-                    break;
-                }
-            }
-            t.ne[d] = ne;
-            if (ne && n > INT64_MAX / ne)
-                overflow = true;
-            n *= ne;
-        }
-        if (err)
-            break;
-        if (overflow) {
-            err = fail(c, GGUF_E_RANGE, t.info_off,
-                       "%s: element count overflows (ne = %llu x %llu x %llu x %llu)",
-                       what, (unsigned long long)t.ne[0], (unsigned long long)t.ne[1],
-                       (unsigned long long)t.ne[2], (unsigned long long)t.ne[3]);
-            break;
-        }
-        t.n_elems = n;
-
-        at = c->off;
-        if ((err = rd_u32(c, &t.type, "type")))
-            break;
-        const struct ggml_type_info *ti = ggml_type_get(t.type);
-        if (!ti) {
-            /* A type gguffs does not know (newer than gguffs, or removed
-             * from ggml): its size comes from the layout (check_ranges). */
-            t.nbytes = 0;
-        } else if (n % ti->blck_elems) {
-            err = fail(c, GGUF_E_RANGE, t.info_off,
-                       "%s: %llu elements is not a whole number of %s blocks "
-                       "of %u", what, (unsigned long long)n, ti->name,
-                       ti->blck_elems);
-            break;
-        }
-        if (ti && t.ne[0] % ti->blck_elems && !row_noted) {
-            note(notes, "%s: row length %llu is not a multiple of the %s block "
-                 "size %u: ggml refuses it", what, (unsigned long long)t.ne[0],
-                 ti->name, ti->blck_elems);
-            row_noted = true;
-        }
-        if (ti) {
-            /* n/blck <= INT64_MAX and blck_bytes <= 292: check the product. */
-            uint64_t nb_blocks = n / ti->blck_elems;
-            if (nb_blocks > UINT64_MAX / ti->blck_bytes) {
-                err = fail(c, GGUF_E_RANGE, t.info_off, "%s: byte size overflows",
-                           what);
-                break;
-            }
-            t.nbytes = nb_blocks * ti->blck_bytes;
-        }
-        if ((err = rd_u64(c, &t.offset, "offset")))
-            break;
-
         if (!grow((void **)&f->tensors, &cap, f->n_tensors, sizeof *f->tensors)) {
             err = GGUF_E_NOMEM;
             break;
         }
-        uint64_t prev = nameset_add(&seen, c->b, c->b + name_off, name_len,
-                                    f->n_tensors, &f->tensors[0].name_off,
-                                    &f->tensors[0].name_len, sizeof *f->tensors);
-        if (prev == UINT64_MAX - 1) {
-            err = GGUF_E_NOMEM;
-            break;
-        }
-        if (prev != UINT64_MAX) {
-            err = fail(c, GGUF_E_DUP, t.info_off,
-                       "tensor name '%s' occurs twice (tensors #%llu and #%llu)",
-                       nb, (unsigned long long)prev, (unsigned long long)i);
-            break;
-        }
-        f->tensors[f->n_tensors++] = t;
+        f->tensors[f->n_tensors] = t;
+        uint64_t prev;
+        err = gguf_ntab_add(&seen, f->n_tensors, &prev);
+        if (err == GGUF_E_EXIST)
+            err = gguf_diag_set(c->diag, GGUF_E_DUP, t.info_off,
+                                "tensor name '%s' occurs twice (tensors #%llu and "
+                                "#%llu)", sh.name, (unsigned long long)prev,
+                                (unsigned long long)i);
+        if (!err)
+            f->n_tensors++;
     }
     c->what = NULL;
-    free(seen.slot);
+    gguf_ntab_free(&seen);
     return err;
 }
 
-/*
- * Sizes of tensors whose type gguffs does not know (ggml_type_get() NULL:
- * newer than gguffs, or removed from ggml).  ord lists the tensors by
- * offset.  Such a tensor with no elements has no bytes, as ggml would
- * compute for any type.  Otherwise its bytes run from its offset to the
- * next offset where another tensor starts, or to the end of the data (the
- * end of the file), whichever comes first: in a file ggml wrote, that is
- * its data plus the padding up to the next tensor (the padding is part of
- * the range; nothing else can be).  The usual checks then apply to the
- * range (inside the file, no overlap).  Refused: such a tensor that starts
- * at or past the end of the data (no bytes for its elements), and two of
- * them at the same offset (which one ends where cannot be told).
- */
-static enum gguf_err size_unknown(struct cur *c, struct gguf_file *f,
-                                  const uint64_t *ord, uint64_t data_room,
-                                  char **notes)
+/* ---- the header ------------------------------------------------------------ */
+
+/* Magic, version (and from it the byte order) and the two counts, each
+ * checked against what the file can hold. */
+static enum gguf_err read_preamble(struct cur *c, struct gguf_file *f,
+                                   uint64_t *n_tensors, uint64_t *n_kv, char **notes)
 {
-    char nb[72], nb2[72];
-    uint64_t n = f->n_tensors;
-    for (uint64_t k = 0, g; k < n; k = g) {
-        uint64_t o = f->tensors[ord[k]].offset;
-        for (g = k; g < n && f->tensors[ord[g]].offset == o; g++)
-            ;
-        bool to_end = g == n || f->tensors[ord[g]].offset > data_room;
-        uint64_t bound = to_end ? data_room : f->tensors[ord[g]].offset;
-        struct gguf_tensor *u = NULL;
-        for (uint64_t j = k; j < g; j++) {
-            struct gguf_tensor *t = &f->tensors[ord[j]];
-            if (ggml_type_get(t->type) || t->n_elems == 0)
-                continue;
-            if (u)
-                return fail(c, GGUF_E_RANGE, t->info_off,
-                            "tensors '%s' and '%s' (type ids %u and %u, unknown "
-                            "to gguffs) both start at offset %llu: their sizes "
-                            "are ambiguous",
-                            shown(f->hdr + u->name_off, u->name_len, nb),
-                            shown(f->hdr + t->name_off, t->name_len, nb2),
-                            u->type, t->type, (unsigned long long)o);
-            u = t;
-            shown(f->hdr + t->name_off, t->name_len, nb);
-            if (o >= data_room)
-                return fail(c, GGUF_E_RANGE, t->info_off,
-                            "tensor '%s': type id %u is unknown to gguffs and "
-                            "its offset %llu leaves no bytes for its %llu "
-                            "elements (%llu bytes of tensor data from offset "
-                            "%llu)", nb, t->type, (unsigned long long)o,
-                            (unsigned long long)t->n_elems,
-                            (unsigned long long)data_room,
-                            (unsigned long long)f->data_off);
-            t->nbytes = bound - o;
-            note(notes, "tensor '%s': type id %u %s (raw bytes only, size %llu "
-                 "taken from %s)", nb, t->type,
-                 t->type < GGML_T_COUNT ? "removed from ggml" : "unknown to gguffs",
-                 (unsigned long long)t->nbytes,
-                 to_end ? "the end of the file" : "the next tensor's offset");
-        }
+    TRY(need(c, 4, "magic"));
+    if (memcmp(c->b, "GGUF", 4) != 0) {
+        char m[8];
+        for (int i = 0; i < 4; i++)
+            m[i] = (c->b[i] >= 0x20 && c->b[i] < 0x7f) ? (char)c->b[i] : '?';
+        m[4] = '\0';
+        return gguf_diag_set(c->diag, GGUF_E_MAGIC, 0,
+                             "not a GGUF file (magic \"%s\", expected \"GGUF\")", m);
     }
+    c->off = 4;
+    uint32_t v;
+    TRY(rd_u32(c, &v, "version"));
+    if (v < 1 || v > 3) {
+        /* a big-endian file: the version reads right the other way round */
+        static const struct gguf_enc be = { .big_endian = true };
+        uint32_t sw = gguf_rd32(&be, c->b + 4);
+        if (sw < 1 || sw > 3)
+            return gguf_diag_set(c->diag, GGUF_E_VERSION, 4,
+                                 "unsupported GGUF version %u (supported: 1, 2, 3)", v);
+        c->enc.big_endian = true;
+        v = sw;
+    }
+    f->version = v;
+    c->enc.v1 = v == 1;
+    f->enc = c->enc;
+    if (v == 1)
+        gguf_note(notes, "GGUF version 1 (32-bit counts): ggml no longer reads it");
+    if (c->enc.big_endian)
+        gguf_note(notes, "big-endian file: ggml on a little-endian machine refuses it");
+
+    uint64_t at = c->off;
+    TRY(rd_count(c, n_tensors, "tensor count"));
+    /* the smallest tensor info: empty name, no dims: len, n_dims, type, offset */
+    if (*n_tensors > INT64_MAX || *n_tensors > (c->size - c->off) / (c->enc.v1 ? 20 : 24))
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
+                             "tensor count %llu cannot fit in a file of %llu bytes",
+                             (unsigned long long)*n_tensors, (unsigned long long)c->size);
+    at = c->off;
+    TRY(rd_count(c, n_kv, "key/value count"));
+    if (*n_kv > INT64_MAX || *n_kv > (c->size - c->off) / (c->enc.v1 ? 9 : 13))
+        return gguf_diag_set(c->diag, GGUF_E_RANGE, at,
+                             "key/value count %llu cannot fit in a file of %llu bytes",
+                             (unsigned long long)*n_kv, (unsigned long long)c->size);
     return GGUF_OK;
 }
 
-/* Checks tensor byte ranges: inside the file, not overlapping; notes what
- * ggml would object to (alignment, gaps/order). */
-static enum gguf_err check_ranges(struct cur *c, struct gguf_file *f, char **notes)
+/* Parses the whole header through c; on success *out owns a copy of the
+ * header bytes (or the cursor's own buffer, trimmed). */
+static enum gguf_err parse_all(struct cur *c, struct gguf_file **out)
 {
-    char nb[72];
-    uint64_t data_room = f->data_off <= f->file_size ? f->file_size - f->data_off : 0;
-    bool misaligned = false;
-    uint64_t *ord = NULL;
-    enum gguf_err e = GGUF_OK;
-    if (f->n_tensors == 0)
-        return GGUF_OK;
-
-    ord = malloc(f->n_tensors * sizeof *ord);
-    if (!ord)
+    c->diag->msg[0] = '\0';
+    c->diag->offset = UINT64_MAX;
+    struct gguf_file *f = calloc(1, sizeof *f);
+    if (!f)
         return GGUF_E_NOMEM;
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        ord[i] = i;
-    qsort_r(ord, f->n_tensors, sizeof *ord, cmp_by_offset, f->tensors);
-    if ((e = size_unknown(c, f, ord, data_room, notes)))
+    f->file_size = c->size;
+    f->alignment = 32;
+    char *notes = NULL;
+    uint64_t n_tensors, n_kv;
+    enum gguf_err err = read_preamble(c, f, &n_tensors, &n_kv, &notes);
+    if (!err)
+        err = parse_kvs(c, f, n_kv, &notes);
+    if (!err)
+        err = parse_tensors(c, f, n_tensors, &notes);
+    if (err)
         goto out;
 
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const struct gguf_tensor *t = &f->tensors[i];
-        if (t->nbytes == 0)
-            continue;
-        if (t->offset > data_room || t->nbytes > data_room - t->offset) {
-            e = fail(c, GGUF_E_RANGE, t->info_off,
-                     "tensor '%s': data [%llu, +%llu) lies outside the file "
-                     "(%llu bytes of tensor data from offset %llu)",
-                     shown(f->hdr + t->name_off, t->name_len, nb),
-                     (unsigned long long)t->offset,
-                     (unsigned long long)t->nbytes,
-                     (unsigned long long)data_room,
-                     (unsigned long long)f->data_off);
-            goto out;
-        }
-        if (t->offset % f->alignment && !misaligned) {
-            note(notes, "tensor '%s': offset %llu is not a multiple of the "
-                 "alignment %llu: ggml refuses it",
-                 shown(f->hdr + t->name_off, t->name_len, nb),
-                 (unsigned long long)t->offset, (unsigned long long)f->alignment);
-            misaligned = true;
-        }
+    f->hdr_size = c->off;
+    f->data_off = c->off + (f->alignment - c->off % f->alignment) % f->alignment;
+    if (c->own) {
+        uint8_t *h = realloc(c->own, f->hdr_size ? f->hdr_size : 1);
+        f->hdr = h ? h : c->own;
+        c->own = NULL;
+    } else if ((f->hdr = malloc(f->hdr_size ? f->hdr_size : 1))) {
+        memcpy(f->hdr, c->b, f->hdr_size);
+    } else {
+        err = GGUF_E_NOMEM;
+        goto out;
     }
+    if ((err = gguf_layout_check(f, c->diag, &notes)))
+        goto out;
+    f->notes = notes;
+    *out = f;
+    return GGUF_OK;
 
-    uint64_t end = 0, last = UINT64_MAX;
-    for (uint64_t k = 0; k < f->n_tensors; k++) {
-        const struct gguf_tensor *t = &f->tensors[ord[k]];
-        if (t->nbytes == 0)
-            continue;
-        if (last != UINT64_MAX && t->offset < end) {
-            const struct gguf_tensor *p = &f->tensors[last];
-            char nb2[72];
-            e = fail(c, GGUF_E_RANGE, t->info_off,
-                "tensor '%s' [%llu, +%llu) overlaps tensor '%s' [%llu, +%llu)",
-                shown(f->hdr + t->name_off, t->name_len, nb),
-                (unsigned long long)t->offset, (unsigned long long)t->nbytes,
-                shown(f->hdr + p->name_off, p->name_len, nb2),
-                (unsigned long long)p->offset, (unsigned long long)p->nbytes);
-            goto out;
-        }
-        end = t->offset + t->nbytes;
-        last = ord[k];
-    }
-
-    /* ggml expects tensor i at the padded end of tensor i-1. */
-    {
-        uint64_t expect = 0;
-        for (uint64_t i = 0; i < f->n_tensors; i++) {
-            const struct gguf_tensor *t = &f->tensors[i];
-            if (t->offset != expect) {
-                note(notes, "tensor '%s' is at offset %llu where ggml expects "
-                     "%llu (tensors not stored contiguously in order): ggml "
-                     "refuses it", shown(f->hdr + t->name_off, t->name_len, nb),
-                     (unsigned long long)t->offset, (unsigned long long)expect);
-                break;
-            }
-            expect = t->offset + t->nbytes;
-            expect += (f->alignment - expect % f->alignment) % f->alignment;
-        }
-    }
 out:
-    free(ord);
-    return e;
+    free(notes);
+    free(c->own);
+    c->own = NULL;
+    if (err == GGUF_E_NOMEM && c->diag->msg[0] == '\0') {
+        snprintf(c->diag->msg, sizeof c->diag->msg, "out of memory while indexing");
+        c->diag->offset = c->off;
+    }
+    gguf_close(f);
+    return err;
 }
-
-static enum gguf_err parse_all(struct cur *c, struct gguf_file **out);
 
 enum gguf_err gguf_parse(const uint8_t *buf, uint64_t len, uint64_t file_size,
                          struct gguf_file **out, struct gguf_diag *diag,
                          bool *need_more)
 {
     struct gguf_diag scratch;
-    if (!diag)
-        diag = &scratch;
-    diag->msg[0] = '\0';
-    diag->offset = UINT64_MAX;
     *out = NULL;
     if (need_more)
         *need_more = false;
     if (len > file_size)
         len = file_size;
-
-    struct cur c = { .b = buf, .len = len, .size = file_size, .diag = diag,
-                     .need_more = need_more };
+    struct cur c = { .b = buf, .len = len, .size = file_size,
+                     .diag = diag ? diag : &scratch, .need_more = need_more };
     return parse_all(&c, out);
-}
-
-/* Parses the whole header through c; on success *out owns a copy of the
- * header bytes (or c->own itself, which is then taken). */
-static enum gguf_err parse_all(struct cur *c_, struct gguf_file **out)
-{
-    struct cur c = *c_;
-    struct gguf_diag *diag = c.diag;
-    uint64_t file_size = c.size;
-    diag->msg[0] = '\0';
-    diag->offset = UINT64_MAX;
-    struct gguf_file *f = calloc(1, sizeof *f);
-    if (!f)
-        return GGUF_E_NOMEM;
-    f->file_size = file_size;
-    f->alignment = 32;
-    char *notes = NULL;
-    enum gguf_err err;
-
-    if ((err = need(&c, 4, "magic")))
-        goto out;
-    if (memcmp(c.b, "GGUF", 4) != 0) {
-        char m[8];
-        for (int i = 0; i < 4; i++)
-            m[i] = (c.b[i] >= 0x20 && c.b[i] < 0x7f) ? (char)c.b[i] : '?';
-        m[4] = '\0';
-        err = fail(&c, GGUF_E_MAGIC, 0,
-                   "not a GGUF file (magic \"%s\", expected \"GGUF\")", m);
-        goto out;
-    }
-    c.off = 4;
-    uint32_t v;
-    if ((err = rd_u32(&c, &v, "version")))
-        goto out;
-    if (v < 1 || v > 3) {
-        uint32_t sw = __builtin_bswap32(v);
-        if (sw >= 1 && sw <= 3) {
-            c.enc.big_endian = true;
-            v = sw;
-        } else {
-            err = fail(&c, GGUF_E_VERSION, 4,
-                       "unsupported GGUF version %u (supported: 1, 2, 3)", v);
-            goto out;
-        }
-    }
-    f->version = v;
-    c.enc.v1 = v == 1;
-    f->enc = c.enc;
-    if (v == 1)
-        note(&notes, "GGUF version 1 (32-bit counts): ggml no longer reads it");
-    if (c.enc.big_endian)
-        note(&notes, "big-endian file: ggml on a little-endian machine refuses it");
-
-    uint64_t n_tensors, n_kv, at = c.off;
-    if ((err = rd_count(&c, &n_tensors, "tensor count")))
-        goto out;
-    /* the smallest tensor info: empty name, no dims: len, n_dims, type, offset */
-    if (n_tensors > INT64_MAX || n_tensors > (file_size - c.off) / (c.enc.v1 ? 20 : 24)) {
-        err = fail(&c, GGUF_E_RANGE, at,
-                   "tensor count %llu cannot fit in a file of %llu bytes",
-                   (unsigned long long)n_tensors, (unsigned long long)file_size);
-        goto out;
-    }
-    at = c.off;
-    if ((err = rd_count(&c, &n_kv, "key/value count")))
-        goto out;
-    if (n_kv > INT64_MAX || n_kv > (file_size - c.off) / (c.enc.v1 ? 9 : 13)) {
-        err = fail(&c, GGUF_E_RANGE, at,
-                   "key/value count %llu cannot fit in a file of %llu bytes",
-                   (unsigned long long)n_kv, (unsigned long long)file_size);
-        goto out;
-    }
-    if ((err = parse_kvs(&c, f, n_kv, &notes)))
-        goto out;
-    if ((err = parse_tensors(&c, f, n_tensors, &notes)))
-        goto out;
-
-    f->hdr_size = c.off;
-    f->data_off = c.off + (f->alignment - c.off % f->alignment) % f->alignment;
-    if (c.own) {
-        /* take the buffer we read into, trimmed to the header */
-        uint8_t *h = realloc(c.own, f->hdr_size ? f->hdr_size : 1);
-        f->hdr = h ? h : c.own;
-        c.own = NULL;
-    } else {
-        f->hdr = malloc(f->hdr_size ? f->hdr_size : 1);
-        if (!f->hdr) {
-            err = GGUF_E_NOMEM;
-            goto out;
-        }
-        memcpy(f->hdr, c.b, f->hdr_size);
-    }
-    if ((err = check_ranges(&c, f, &notes)))
-        goto out;
-    f->notes = notes;
-    notes = NULL;
-    *out = f;
-    c_->own = NULL;
-    return GGUF_OK;
-
-out:
-    free(notes);
-    free(c.own);
-    c_->own = NULL;
-    if (err == GGUF_E_NOMEM && diag->msg[0] == '\0') {
-        snprintf(diag->msg, sizeof diag->msg, "out of memory while indexing");
-        diag->offset = c.off;
-    }
-    gguf_close(f);
-    return err;
 }
 
 void gguf_close(struct gguf_file *f)
@@ -1000,4 +694,43 @@ int64_t gguf_find_key(const struct gguf_file *f, const char *key, size_t len)
         if (f->kv[i].key_len == len && memcmp(f->hdr + f->kv[i].key_off, key, len) == 0)
             return (int64_t)i;
     return -1;
+}
+
+bool gguf_key_int(const struct gguf_file *f, const char *key, int64_t *out)
+{
+    int64_t i = gguf_find_key(f, key, strlen(key));
+    if (i < 0)
+        return false;
+    const struct gguf_kv *kv = &f->kv[i];
+    const uint8_t *p = f->hdr + kv->val_off;
+    switch (kv->type) {
+    case GGUF_U8: *out = p[0]; return true;
+    case GGUF_I8: *out = (int8_t)p[0]; return true;
+    case GGUF_U16: *out = gguf_rd16(&f->enc, p); return true;
+    case GGUF_I16: *out = (int16_t)gguf_rd16(&f->enc, p); return true;
+    case GGUF_U32: *out = gguf_rd32(&f->enc, p); return true;
+    case GGUF_I32: *out = (int32_t)gguf_rd32(&f->enc, p); return true;
+    case GGUF_I64: *out = (int64_t)gguf_rd64(&f->enc, p); return true;
+    case GGUF_U64: {
+        uint64_t v = gguf_rd64(&f->enc, p);
+        if (v > INT64_MAX)
+            return false;
+        *out = (int64_t)v;
+        return true;
+    }
+    default: return false;
+    }
+}
+
+bool gguf_key_is_alignment(const void *key, size_t len)
+{
+    return len == 17 && memcmp(key, GGUF_KEY_ALIGNMENT, 17) == 0;
+}
+
+bool gguf_has_tensor_data(const struct gguf_file *f)
+{
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].nbytes)
+            return true;
+    return false;
 }

@@ -47,11 +47,7 @@ static char *dup_str(const char *s)
 
 static enum gguf_err io_fail(struct gguf_diag *d, const char *what)
 {
-    if (d) {
-        snprintf(d->msg, sizeof d->msg, "%s", what);
-        d->offset = UINT64_MAX;
-    }
-    return GGUF_E_IO;
+    return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s", what);
 }
 
 static enum gguf_err wrap(int fd, bool own, const char *name, struct gguf_source **out,

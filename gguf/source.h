@@ -51,7 +51,7 @@ struct gguf_source {
 };
 
 /* Opens the regular file (or block device) at path, read-only.  GGUF_E_IO
- * with diag (offset UINT64_MAX) when it cannot. */
+ * with diag (the errno text, offset UINT64_MAX) when it cannot. */
 enum gguf_err gguf_source_file(const char *path, struct gguf_source **out,
                                struct gguf_diag *diag);
 

@@ -25,24 +25,17 @@
  * a GGUF key/value record, in the byte order and count width of a given
  * struct gguf_enc: for a scalar its bytes; for a string its length then
  * bytes; for an array its element type (u32), count, then the elements.
+ *
+ * Implemented by value_type.c (type names and descriptions),
+ * value_render.c (value -> text) and value_parse.c (text -> value), with
+ * numbers formatted by numfmt.h.
  */
 #ifndef GGUF_VALUE_H
 #define GGUF_VALUE_H
 
+#include "buf.h"
 #include "gguf.h"
-
-/* A growable byte buffer.  Zero-initialise; free with gguf_buf_free.
- * After an allocation failure, oom is set and further appends are no-ops. */
-struct gguf_buf {
-    char *data;
-    size_t len, cap;
-    bool oom;
-};
-void gguf_buf_free(struct gguf_buf *b);
-bool gguf_buf_put(struct gguf_buf *b, const void *p, size_t n);
-bool gguf_buf_putc(struct gguf_buf *b, char c);
-bool gguf_buf_printf(struct gguf_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+#include "numfmt.h"
 
 /*
  * A value type, possibly nested: levels[0] is the outer type; for each
@@ -54,6 +47,9 @@ struct gguf_typedesc {
     uint8_t levels[GGUF_MAX_NEST + 1];
 };
 
+/* true if t is well formed: depth 1 to GGUF_MAX_NEST + 1, every level but
+ * the last GGUF_ARRAY, the last a known non-array type. */
+bool gguf_typedesc_valid(const struct gguf_typedesc *t);
 /* "array[array[i32]]" -> typedesc; false if the text is not a type name. */
 bool gguf_typedesc_parse(const char *s, size_t len, struct gguf_typedesc *t);
 /* typedesc -> "array[array[i32]]" (appends, no NUL). */
@@ -75,7 +71,9 @@ enum gguf_err gguf_render_kv(const struct gguf_file *f,
  * Renders an encoded value: type/elem_type as in struct gguf_kv, val points
  * at the value (for arrays at the first element), count elements (1 for a
  * scalar), size bytes available from val.  Used for values that are not in
- * a gguf_file (edits).
+ * a gguf_file (edits).  Every read stays within size: a value that does
+ * not fit gives GGUF_E_TRUNCATED, an unknown type GGUF_E_TYPE, arrays
+ * nested deeper than GGUF_MAX_NEST GGUF_E_RANGE; out is then unchanged.
  */
 enum gguf_err gguf_render_value(const struct gguf_enc *e, uint8_t type,
                                 uint8_t elem_type, const uint8_t *val,
@@ -101,9 +99,13 @@ enum gguf_err gguf_parse_value(const struct gguf_enc *e,
                                const char *text, size_t len,
                                struct gguf_buf *out, struct gguf_diag *diag);
 
-/* Writes the shortest decimal text that strtof/strtod reads back to the same
- * bits, NUL-terminated, into buf (cap >= 48).  Returns the length. */
-size_t gguf_fmt_f32(float v, char *buf, size_t cap);
-size_t gguf_fmt_f64(double v, char *buf, size_t cap);
+/*
+ * UTF-8 as string values must be: the length of the longest prefix of
+ * s[0..n) made of whole valid sequences (no overlongs, no surrogates,
+ * nothing above U+10FFFF), n if s is valid.  If truncated is not NULL it
+ * tells whether what ends the prefix is a sequence cut off by the end of s
+ * and valid so far (more bytes may complete it: a write in progress).
+ */
+size_t gguf_utf8_valid(const char *s, size_t n, bool *truncated);
 
 #endif

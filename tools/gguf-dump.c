@@ -15,11 +15,9 @@ int main(int argc, char **argv)
     struct gguf_file *f;
     struct gguf_diag d;
     if (gguf_open(argv[1], &f, &d) != GGUF_OK) {
-        if (d.offset != UINT64_MAX)
-            fprintf(stderr, "gguf-dump: %s: %s (at byte offset %llu)\n", argv[1],
-                    d.msg, (unsigned long long)d.offset);
-        else
-            fprintf(stderr, "gguf-dump: %s: %s\n", argv[1], d.msg);
+        char line[512];
+        gguf_diag_format(&d, argv[1], line, sizeof line);
+        fprintf(stderr, "gguf-dump: %s\n", line);
         return 1;
     }
     struct gguf_buf b = { 0 };

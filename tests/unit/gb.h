@@ -69,6 +69,32 @@ static inline void gb_tensor(struct gb *b, const char *name, uint32_t n_dims,
     gb_u64(b, offset);
 }
 
+/* "GGUF", version (v1 counts are u32 from here on), the two counts. */
+static inline void gb_header(struct gb *b, uint32_t version, uint64_t n_tensors,
+                             uint64_t n_kv)
+{
+    b->v1 = version == 1;
+    gb_put(b, "GGUF", 4);
+    gb_u32(b, version);
+    gb_count(b, n_tensors);
+    gb_count(b, n_kv);
+}
+
+/* Key/value records: key, type (GGUF_U32 = 4, GGUF_STRING = 8), value. */
+static inline void gb_kv_u32(struct gb *b, const char *k, uint32_t v)
+{
+    gb_str(b, k);
+    gb_u32(b, 4);
+    gb_u32(b, v);
+}
+
+static inline void gb_kv_str(struct gb *b, const char *k, const char *v)
+{
+    gb_str(b, k);
+    gb_u32(b, 8);
+    gb_str(b, v);
+}
+
 /* Zero bytes up to a multiple of align. */
 static inline void gb_pad(struct gb *b, size_t align)
 {

@@ -39,6 +39,7 @@
 
 #include "gguf/edit.h"
 #include "gguf/gguf.h"
+#include "gguf/source.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
 
@@ -51,6 +52,57 @@ static bool has_data(const struct gguf_file *f)
         if (f->tensors[i].nbytes)
             return true;
     return false;
+}
+
+/* A source that hides its descriptor (fd -1), so that gguf_commit must read
+ * the tensor data through it; counts the reads. */
+struct nofd_source {
+    struct gguf_source s;
+    struct gguf_source *inner;
+    unsigned reads;
+};
+
+static ssize_t nofd_read(struct gguf_source *s, void *buf, size_t len, uint64_t off)
+{
+    struct nofd_source *n = (struct nofd_source *)s;
+    n->reads++;
+    return n->inner->ops->read(n->inner, buf, len, off);
+}
+
+static void nofd_close(struct gguf_source *s)
+{
+    gguf_source_close(((struct nofd_source *)s)->inner);
+    free(s);
+}
+
+static const struct gguf_source_ops nofd_ops = { nofd_read, nofd_close };
+static bool hide_fd;             /* commit_file wraps the source in a nofd_source */
+static unsigned nofd_reads;      /* reads through the last one */
+
+/* gguf_commit with the model's source opened now: the version f indexes,
+ * unless the test changed the file behind its back. */
+static enum gguf_err commit_file(const char *path, const struct gguf_file *f,
+                                 const uint8_t *hdr, size_t len, bool *ip,
+                                 struct gguf_diag *d)
+{
+    struct gguf_source *src;
+    enum gguf_err e = gguf_source_file(path, &src, d);
+    if (e)
+        return e;
+    if (hide_fd) {
+        struct nofd_source *n = calloc(1, sizeof *n);
+        assert_non_null(n);
+        n->s = *src;
+        n->s.ops = &nofd_ops;
+        n->s.fd = -1;
+        n->inner = src;
+        src = &n->s;
+    }
+    e = gguf_commit(path, f, src, hdr, len, ip, d);
+    if (hide_fd)
+        nofd_reads = ((struct nofd_source *)src)->reads;
+    gguf_source_close(src);
+    return e;
 }
 
 static char tmpdir[4096];
@@ -559,7 +611,7 @@ static void apply(const char *path, const struct kvl *l, int expect)
     else
         assert_true(h.len < (1u << 30));
     bool ip = false;
-    e = gguf_commit(path, f, (const uint8_t *)h.data, h.len, &ip, &d);
+    e = commit_file(path, f, (const uint8_t *)h.data, h.len, &ip, &d);
     if (e)
         fail_msg("gguf_commit: %s", d.msg);
     uint64_t room = has_data(f) ? f->data_off : f->file_size;
@@ -574,7 +626,7 @@ static void apply(const char *path, const struct kvl *l, int expect)
     gguf_close(f);
     check_model(path, l, ti, ti_len, dh, dl, version, be);
     char what[200];
-    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
     assert_string_equal(what, "");
     free(ti);
     free(v);
@@ -764,6 +816,29 @@ static void hook_exit(unsigned n, const char *what, void *arg)
         _exit(77);
 }
 
+/* Commits h for f in a child that crashes (_exit) before the step named
+ * step. */
+static void crash_before(const char *path, const struct gguf_file *f,
+                         const struct gguf_buf *h, const char *step)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        static struct gguf_edit_hooks hk;
+        struct gguf_diag d;
+        hk.step = hook_exit;
+        crash_at = UINT32_MAX;
+        crash_name = step;
+        gguf_edit_hooks = &hk;
+        bool x;
+        commit_file(path, f, (const uint8_t *)h->data, h->len, &x, &d);
+        _exit(1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 77);
+}
+
 /* ---- refusals ------------------------------------------------------------------- */
 
 static enum gguf_err build(const struct gguf_file *f, const struct kvl *l,
@@ -885,16 +960,16 @@ static void test_commit_refusals(void **state)
         uint8_t *orig = slurp(path, &n);
         orig[30] ^= 1;
         spit(path, orig, n);
-        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        assert_int_equal(commit_file(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
         assert_non_null(strstr(d.msg, "changed since it was indexed"));
         orig[30] ^= 1;
         /* the size changed */
         spit(path, orig, n - 1);
-        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        assert_int_equal(commit_file(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
         spit(path, orig, n);
         /* a leftover journal */
         spit(jr, "junk", 4);
-        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
+        assert_int_equal(commit_file(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_E_INVAL);
         assert_non_null(strstr(d.msg, "gguf_recover"));
         size_t n2;
         uint8_t *now = slurp(path, &n2);
@@ -902,15 +977,15 @@ static void test_commit_refusals(void **state)
         assert_memory_equal(now, orig, n);
         free(now);
         /* recovery removes the incomplete journal, then the commit works */
-        assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+        assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
         assert_non_null(strstr(what, "incomplete journal"));
         assert_false(exists(jr));
         /* a malformed header */
-        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len - 1, &ip, &d), GGUF_E_INVAL);
+        assert_int_equal(commit_file(path, f, (uint8_t *)h.data, h.len - 1, &ip, &d), GGUF_E_INVAL);
         /* a leftover new file is replaced by a rewrite (and ignored by an
          * in-place edit) */
         spit(tpath("m.gguf.gguffs-new"), "junk", 4);
-        assert_int_equal(gguf_commit(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_OK);
+        assert_int_equal(commit_file(path, f, (uint8_t *)h.data, h.len, &ip, &d), GGUF_OK);
         assert_int_equal(ip, !grow);
         assert_int_equal(exists(tpath("m.gguf.gguffs-new")), !grow);
         unlink(tpath("m.gguf.gguffs-new"));
@@ -930,30 +1005,16 @@ static void test_commit_refusals(void **state)
     struct gguf_buf h = { 0 };
     assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
     /* crash right after the journal is durable */
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        static struct gguf_edit_hooks hk;
-        hk.step = hook_exit;
-        crash_at = UINT32_MAX;
-        crash_name = "writing the header in place";
-        gguf_edit_hooks = &hk;
-        bool x;
-        gguf_commit(path, f, (uint8_t *)h.data, h.len, &x, &d);
-        _exit(1);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 77);
+    crash_before(path, f, &h, "writing the header in place");
     assert_true(exists(jr));
     size_t n;
     uint8_t *orig = slurp(path, &n);
     spit(path, orig, n + 1);
-    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_E_INVAL);
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_E_INVAL);
     assert_non_null(strstr(d.msg, "does not belong to the model"));
     assert_true(exists(jr));
     spit(path, orig, n);
-    assert_int_equal(gguf_recover(path, what, sizeof what, &d), GGUF_OK);
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
     assert_non_null(strstr(what, "had not been modified"));
     assert_false(exists(jr));
     free(orig);
@@ -961,7 +1022,7 @@ static void test_commit_refusals(void **state)
     free(v);
     gguf_buf_free(&h);
     kvl_free(&l);
-    assert_int_equal(gguf_recover(tpath("missing.gguf"), what, sizeof what, &d), GGUF_OK);
+    assert_int_equal(gguf_recover(tpath("missing.gguf"), GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
     assert_string_equal(what, "");
 }
 
@@ -1011,6 +1072,136 @@ static void test_preserve(void **state)
     unlink(link);
 }
 
+/* A rewrite reads the old tensor data through the source given: with
+ * copy_file_range from its descriptor, or through its read when it has
+ * none; a source of another size is refused. */
+static void test_commit_source(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf");
+    struct spec s = { .version = 3, .data_floats = { 300000, 10, 7 } };
+    char big[300];
+    memset(big, 'q', sizeof big);
+    for (int hide = 0; hide <= 1; hide++) {
+        make_model(path, &s);
+        struct gguf_file *f = open_ok(path);
+        struct kvl l;
+        kvl_of_file(&l, f);
+        gguf_close(f);
+        kvl_set(&l, "general.description", v_str(&(struct gguf_enc){ 0 }, big, sizeof big));
+        hide_fd = hide;
+        nofd_reads = 0;
+        apply(path, &l, 0);     /* a rewrite, checked byte for byte */
+        hide_fd = false;
+        if (hide)
+            assert_true(nofd_reads >= 2);    /* 1.2 MB through 1 MiB reads */
+        kvl_free(&l);
+    }
+    /* the source must be the version indexed */
+    make_model(path, &s);
+    struct gguf_file *f = open_ok(path);
+    struct kvl l;
+    kvl_of_file(&l, f);
+    kvl_set(&l, "general.description", v_str(&f->enc, big, sizeof big));
+    struct gguf_newkv *v = kvl_view(&l);
+    struct gguf_buf h = { 0 };
+    struct gguf_diag d;
+    assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+    size_t n;
+    uint8_t *orig = slurp(path, &n);
+    spit(tpath("other.gguf"), orig, n - 1);
+    struct gguf_source *src;
+    assert_int_equal(gguf_source_file(tpath("other.gguf"), &src, &d), GGUF_OK);
+    bool ip;
+    assert_int_equal(gguf_commit(path, f, src, (uint8_t *)h.data, h.len, &ip, &d),
+                     GGUF_E_INVAL);
+    assert_non_null(strstr(d.msg, "source"));
+    assert_int_equal(gguf_commit(path, f, NULL, (uint8_t *)h.data, h.len, &ip, &d),
+                     GGUF_E_INVAL);
+    gguf_source_close(src);
+    assert_int_equal(hash_file(path, 0), fnv(FNV0, orig, n));
+    unlink(tpath("other.gguf"));
+    free(orig);
+    free(v);
+    gguf_buf_free(&h);
+    kvl_free(&l);
+    gguf_close(f);
+}
+
+/* GGUF_RECOVER_CHECK says what there is and touches nothing. */
+static void test_recover_check(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf"), *jr = tpath("m.gguf.gguffs-journal"),
+               *nw = tpath("m.gguf.gguffs-new");
+    struct spec s = { .version = 3, .data_floats = { 64, 64 } };
+    struct gguf_diag d;
+    char what[300];
+    make_model(path, &s);
+    uint64_t h0 = hash_file(path, 0);
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d), GGUF_OK);
+    assert_string_equal(what, "");
+    /* an incomplete journal and a leftover new file: the model is intact */
+    spit(jr, "junk", 4);
+    spit(nw, "junk", 4);
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d), GGUF_OK);
+    assert_non_null(strstr(what, "incomplete journal"));
+    assert_non_null(strstr(what, "unfinished new file"));
+    assert_true(exists(jr) && exists(nw));
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+    assert_false(exists(jr) || exists(nw));
+
+    /* a complete journal: after a crash before the in-place write, and
+     * after it (the new bytes written, not yet fsync'd) */
+    for (int written = 0; written <= 1; written++) {
+        struct gguf_file *f = open_ok(path);
+        struct kvl l;
+        kvl_of_file(&l, f);
+        kvl_set(&l, "llama.context_length", v_u32(&f->enc, 77));
+        struct gguf_newkv *v = kvl_view(&l);
+        struct gguf_buf h = { 0 };
+        assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+        assert_int_equal(h.len, f->data_off);
+        crash_before(path, f, &h, written ? "fsync of the model"
+                                          : "writing the header in place");
+        assert_true(exists(jr));
+        uint64_t h1 = hash_file(path, 0);
+        assert_int_equal(h1 == h0, !written);
+        for (int again = 0; again < 2; again++) {
+            what[0] = 'x';
+            assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d),
+                             GGUF_E_INTERRUPTED);
+            assert_non_null(strstr(d.msg, "interrupted"));
+            assert_non_null(strstr(d.msg, jr));
+            assert_non_null(strstr(what, "interrupted"));
+            assert_true(exists(jr));
+            assert_true(hash_file(path, 0) == h1);
+        }
+        /* a journal that belongs to another file: as FIX would answer */
+        size_t n;
+        uint8_t *now = slurp(path, &n);
+        spit(path, now, n + 1);
+        assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d),
+                         GGUF_E_INVAL);
+        assert_non_null(strstr(d.msg, "does not belong to the model"));
+        spit(path, now, n);
+        free(now);
+        /* FIX rolls it back; then CHECK finds nothing */
+        assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+        assert_true(hash_file(path, 0) == h0);
+        assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d),
+                         GGUF_OK);
+        assert_string_equal(what, "");
+        free(v);
+        gguf_buf_free(&h);
+        kvl_free(&l);
+        gguf_close(f);
+    }
+    assert_int_equal(gguf_recover(tpath("missing.gguf"), GGUF_RECOVER_CHECK, what,
+                                  sizeof what, &d), GGUF_OK);
+    assert_string_equal(what, "");
+}
+
 /* ---- crash injection ----------------------------------------------------------- */
 
 struct crash_case {
@@ -1049,14 +1240,14 @@ static int child_run(const struct crash_case *c, bool recover, unsigned n)
         struct gguf_diag d;
         if (recover) {
             gguf_edit_hooks = &hk;
-            _exit(gguf_recover(mpath(), NULL, 0, &d) == GGUF_OK ? 0 : 1);
+            _exit(gguf_recover(mpath(), GGUF_RECOVER_FIX, NULL, 0, &d) == GGUF_OK ? 0 : 1);
         }
         struct gguf_file *f;
         if (gguf_open(mpath(), &f, &d))
             _exit(2);
         gguf_edit_hooks = &hk;
         bool ip;
-        enum gguf_err e = gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+        enum gguf_err e = commit_file(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
         _exit(e == GGUF_OK && ip == c->in_place ? 0 : 1);
     }
     int st;
@@ -1070,7 +1261,7 @@ static int verify_after(const struct crash_case *c)
 {
     struct gguf_diag d;
     char what[300];
-    if (gguf_recover(mpath(), what, sizeof what, &d))
+    if (gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d))
         fail_msg("%s: gguf_recover: %s", c->name, d.msg);
     assert_false(exists(tpath("c.gguf.gguffs-journal")));
     assert_false(exists(tpath("c.gguf.gguffs-new")));
@@ -1144,7 +1335,7 @@ static void crash_every_step(const struct crash_case *c)
             if (gguf_open(mpath(), &f, &d))
                 _exit(255);
             bool ip;
-            gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+            commit_file(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
             _exit((int)steps_seen);
         }
         int st;
@@ -1225,7 +1416,7 @@ static pid_t start_commit(const struct crash_case *c, int *rfd)
             _exit(3);
         bool ip;
         double t0 = now_s();
-        enum gguf_err e = gguf_commit(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
+        enum gguf_err e = commit_file(mpath(), f, c->hdr, c->hdr_len, &ip, &d);
         double t = now_s() - t0;
         if (rfd && write(fds[1], &t, sizeof t) != sizeof t)
             _exit(4);
@@ -1387,7 +1578,7 @@ static int reset_hooks(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    static const char *names[] = { "m.gguf", "c.gguf", "link.gguf",
+    static const char *names[] = { "m.gguf", "c.gguf", "link.gguf", "other.gguf",
         "m.gguf.gguffs-journal", "m.gguf.gguffs-new", "c.gguf.gguffs-journal",
         "c.gguf.gguffs-new" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
@@ -1408,6 +1599,8 @@ int main(void)
         cmocka_unit_test_teardown(test_malformed_refused, reset_hooks),
         cmocka_unit_test_teardown(test_commit_refusals, reset_hooks),
         cmocka_unit_test_teardown(test_preserve, reset_hooks),
+        cmocka_unit_test_teardown(test_commit_source, reset_hooks),
+        cmocka_unit_test_teardown(test_recover_check, reset_hooks),
         cmocka_unit_test_teardown(test_crash_steps, reset_hooks),
         cmocka_unit_test_teardown(test_kill9, reset_hooks),
     };

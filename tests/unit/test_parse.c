@@ -22,29 +22,6 @@
 
 #include "gb.h"
 
-static void gb_header(struct gb *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
-{
-    b->v1 = version == 1;
-    gb_put(b, "GGUF", 4);
-    gb_u32(b, version);
-    gb_count(b, n_tensors);
-    gb_count(b, n_kv);
-}
-
-static void gb_kv_u32(struct gb *b, const char *k, uint32_t v)
-{
-    gb_str(b, k);
-    gb_u32(b, GGUF_U32);
-    gb_u32(b, v);
-}
-
-static void gb_kv_str(struct gb *b, const char *k, const char *v)
-{
-    gb_str(b, k);
-    gb_u32(b, GGUF_STRING);
-    gb_str(b, v);
-}
-
 static void gb_zeros(struct gb *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)

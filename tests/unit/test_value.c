@@ -231,29 +231,7 @@ static void fails(const char *tdesc, const char *text, enum gguf_err code,
 
 static const struct gguf_enc *const ALL_ENC[] = { &LE, &BE, &V1, &BE1 };
 
-/* ---- buffer, names of types ---------------------------------------------------- */
-
-static void test_buf(void **state)
-{
-    (void)state;
-    struct gguf_buf b = { 0 };
-    for (int i = 0; i < 10000; i++)
-        assert_true(gguf_buf_printf(&b, "%d,", i));
-    assert_true(b.len > 10000 * 2);
-    assert_memory_equal(b.data, "0,1,2,", 6);
-    assert_memory_equal(b.data + b.len - 5, "9999,", 5);
-    /* a long printf that does not fit the first try */
-    char big[1000];
-    memset(big, 'x', sizeof big - 1);
-    big[sizeof big - 1] = '\0';
-    size_t l0 = b.len;
-    assert_true(gguf_buf_printf(&b, "<%s>", big));
-    assert_int_equal(b.len, l0 + 1001);
-    assert_true(gguf_buf_put(&b, "", 0));
-    gguf_buf_free(&b);
-    assert_null(b.data);
-    assert_int_equal(b.len, 0);
-}
+/* ---- names of types ---------------------------------------------------- */
 
 static void test_vtype_name(void **state)
 {
@@ -1304,7 +1282,6 @@ static void test_vocab_work(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf),
         cmocka_unit_test(test_vtype_name),
         cmocka_unit_test(test_typedesc),
         cmocka_unit_test(test_integers),

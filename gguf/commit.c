@@ -1,0 +1,356 @@
+/*
+ * gguf/commit.c — putting a new header into the model, crash-safely (see
+ * commit.h; the journal's format is in journal.h).
+ *
+ * The argument for crash safety (a crash may be a kill -9 between any two
+ * system calls, or a power loss that keeps only what was fsync'd):
+ *
+ * In place.  The model's bytes [lo, hi) are overwritten only after the
+ * journal holding their old value is durable (fsync of the journal, then of
+ * the directory that names it).  The journal is verifiable: its record and
+ * its payload carry checksums and its length is exact, so a journal torn by
+ * a crash while it was written reads as incomplete, and an incomplete
+ * journal proves that its fsync had not returned, hence that the model had
+ * not been touched: gguf_recover just removes it.  A complete journal may
+ * guard a model that is old, torn or new: gguf_recover writes the old bytes
+ * back, fsyncs the model (even when the bytes already match: they may be
+ * in the page cache only), and only then removes the journal.  The new
+ * header is fsync'd before the journal is unlinked, so the journal's
+ * removal (made durable by a directory fsync before gguf_commit returns)
+ * can never be seen with a model that is not fully new.
+ *
+ * Rewrite.  The model is not written at all: the new file is written and
+ * fsync'd (data, mode, owner) before rename() atomically replaces the
+ * model's name, and the directory is fsync'd before gguf_commit returns.
+ * Before the rename a crash leaves the old model plus a MODEL.gguffs-new
+ * that gguf_recover removes; after it, the new model.
+ */
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define COPY_BUF (1u << 20)
+#define CFR_CHUNK ((size_t)1 << 30)
+
+/* The last step of both paths: the directory's fsync makes the new
+ * version durable; if it fails, the new version is in place but might be
+ * lost (what) on a power loss. */
+static enum gguf_err sync_dir_last(const struct gguf_jpaths *p, struct gguf_steps *s,
+                                   const char *what, struct gguf_diag *d)
+{
+    gguf_step(s, "fsync of the directory");
+    if (gguf_fsync_dir(p->dir) == 0)
+        return GGUF_OK;
+    return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "new version in place, but the "
+                         "fsync of the directory failed (%s): %s", what,
+                         strerror(errno));
+}
+
+/* ---- rewrite ------------------------------------------------------------------- */
+
+/* Copies [in_off, in_off + len) of src to out at out_off: copy_file_range
+ * from src's descriptor when it has one (a reflink where the file system
+ * can), else through a 1 MiB buffer read through src. */
+static enum gguf_err copy_data(struct gguf_steps *s, struct gguf_source *src,
+                               uint64_t in_off, int out, uint64_t out_off,
+                               uint64_t len, struct gguf_diag *d)
+{
+    const char *what = "copying the tensor data";
+    bool cfr = src->fd >= 0 && !(gguf_edit_hooks && gguf_edit_hooks->no_copy_file_range);
+    uint64_t half = gguf_edit_hooks ? len / 2 : 0, end = in_off + len;
+    uint8_t *buf = NULL;
+    enum gguf_err err = GGUF_OK;
+    gguf_step(s, what);
+    while (!err && in_off < end) {
+        uint64_t want = end - in_off;
+        if (half) {
+            /* under test hooks: a step in the middle (a torn copy) */
+            uint64_t mid = end - len + half;
+            if (in_off < mid) {
+                want = mid - in_off;
+            } else if (in_off == mid) {
+                gguf_step(s, what);
+                half = 0;
+            }
+        }
+        if (cfr) {
+            loff_t io = (loff_t)in_off, oo = (loff_t)out_off;
+            ssize_t r = copy_file_range(src->fd, &io, out, &oo,
+                                        want < CFR_CHUNK ? (size_t)want : CFR_CHUNK, 0);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP ||
+                          errno == EINVAL || errno == EBADF || errno == ETXTBSY)) {
+                cfr = false;    /* not supported here: copy through a buffer */
+                continue;
+            }
+            if (r < 0)
+                err = gguf_io_fail(d, what, errno);
+            else if (r == 0)
+                err = gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: the model ended "
+                                    "early (it shrank?)", what);
+            in_off += r > 0 ? (uint64_t)r : 0;
+            out_off += r > 0 ? (uint64_t)r : 0;
+            continue;
+        }
+        if (!buf && !(buf = malloc(COPY_BUF))) {
+            err = gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+            break;
+        }
+        size_t k = want < COPY_BUF ? (size_t)want : COPY_BUF;
+        int re = gguf_source_read_all(src, buf, k, in_off);
+        if (re)
+            err = gguf_io_fail(d, what, re);
+        else if (!gguf_pwrite_all(out, buf, k, out_off))
+            err = gguf_io_fail(d, what, errno);
+        in_off += k;
+        out_off += k;
+    }
+    free(buf);
+    return err;
+}
+
+/* Gives the new file the model's owner, group and mode: a failure is an
+ * error (ownership never silently changes).  errno on false. */
+static bool same_owner_and_mode(struct gguf_steps *s, int nfd, const struct stat *st,
+                                const char **what)
+{
+    struct stat ns;
+    *what = "setting the new file's owner";
+    if (fstat(nfd, &ns) != 0)
+        return false;
+    if (ns.st_uid != st->st_uid || ns.st_gid != st->st_gid) {
+        gguf_step(s, *what);
+        if (fchown(nfd, st->st_uid, st->st_gid) != 0)
+            return false;
+    }
+    gguf_step(s, *what = "setting the new file's mode");
+    return fchmod(nfd, st->st_mode & 07777) == 0;
+}
+
+static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct stat *st,
+                                    const struct gguf_file *f, struct gguf_source *old,
+                                    const uint8_t *hdr, size_t hdr_len,
+                                    struct gguf_diag *d)
+{
+    struct gguf_steps s = { 0 };
+    struct stat ns;
+    uint64_t data_len = f->file_size > f->data_off ? f->file_size - f->data_off : 0;
+    enum gguf_err err;
+    const char *what;
+
+    if (lstat(p->newf, &ns) == 0) {
+        gguf_step(&s, "removing a leftover new file");
+        if (unlink(p->newf) != 0)
+            return gguf_io_fail(d, "removing a leftover new file", errno);
+    }
+    gguf_step(&s, "creating the new file");
+    int nfd = open(p->newf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (nfd < 0)
+        return gguf_io_fail(d, "creating the new file", errno);
+    if (!gguf_write_step(&s, what = "writing the new header", nfd, hdr, hdr_len, 0))
+        goto io;
+    if ((err = copy_data(&s, old, f->data_off, nfd, hdr_len, data_len, d)))
+        goto fail;
+    if (!same_owner_and_mode(&s, nfd, st, &what))
+        goto io;
+    gguf_step(&s, what = "fsync of the new file");
+    if (fsync(nfd) != 0)
+        goto io;
+    if (close(nfd) != 0) {
+        nfd = -1;
+        what = "closing the new file";
+        goto io;
+    }
+    nfd = -1;
+    gguf_step(&s, what = "renaming the new file over the model");
+    if (rename(p->newf, p->model) != 0)
+        goto io;
+    return sync_dir_last(p, &s, "it may not survive a power loss", d);
+
+io:
+    err = gguf_io_fail(d, what, errno);
+fail:
+    if (nfd >= 0)
+        close(nfd);
+    unlink(p->newf);
+    return err;
+}
+
+/* ---- in place --------------------------------------------------------------------- */
+
+/* Creates the journal j (n bytes) and makes it durable; on failure nothing
+ * is left (the model was not touched). */
+static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_steps *s,
+                                   const uint8_t *j, size_t n, struct gguf_diag *d)
+{
+    const char *what;
+    gguf_step(s, what = "creating the journal");
+    int jfd = open(p->journal, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (jfd < 0) {
+        if (errno == EEXIST)
+            return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s exists (an "
+                                 "interrupted edit): gguf_recover must run first",
+                                 p->journal);
+        return gguf_io_fail(d, what, errno);
+    }
+    bool ok = gguf_write_step(s, what = "writing the journal", jfd, j, n, 0);
+    if (ok) {
+        gguf_step(s, what = "fsync of the journal");
+        ok = fsync(jfd) == 0;
+    }
+    int er = errno;
+    if (close(jfd) != 0 && ok) {
+        ok = false;
+        er = errno;
+        what = "closing the journal";
+    }
+    if (ok) {
+        gguf_step(s, what = "fsync of the directory (journal)");
+        ok = gguf_fsync_dir(p->dir) == 0;
+        er = errno;
+    }
+    if (ok)
+        return GGUF_OK;
+    unlink(p->journal);     /* the model was not touched */
+    return gguf_io_fail(d, what, er);
+}
+
+static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
+                                     const struct gguf_file *f,
+                                     const uint8_t *old, const uint8_t *hdr,
+                                     size_t hdr_len, struct gguf_diag *d)
+{
+    struct gguf_steps s = { 0 };
+    size_t lo = 0, hi = hdr_len;
+    while (lo < hdr_len && old[lo] == hdr[lo])
+        lo++;
+    if (lo == hdr_len)
+        return GGUF_OK;     /* nothing changes */
+    while (old[hi - 1] == hdr[hi - 1])
+        hi--;
+    size_t len = hi - lo;
+
+    uint8_t *j = gguf_journal_make(f->file_size, lo, old + lo, len);
+    if (!j)
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    enum gguf_err err = write_journal(p, &s, j, GGUF_JREC + len, d);
+    free(j);
+    if (err)
+        return err;
+
+    /* The journal is durable: the model may be written. */
+    const char *what;
+    if (!gguf_write_step(&s, what = "writing the header in place", fd, hdr + lo, len, lo))
+        goto undo;
+    gguf_step(&s, what = "fsync of the model");
+    if (fsync(fd) != 0)
+        goto undo;
+    gguf_step(&s, what = "removing the journal");
+    if (unlink(p->journal) != 0)
+        goto undo;
+    return sync_dir_last(p, &s, "it may be rolled back after a power loss", d);
+
+undo: {
+        /* write the old bytes back; if that is durable the journal can go */
+        int er = errno;
+        if (gguf_pwrite_all(fd, old + lo, len, lo) && fsync(fd) == 0) {
+            if (unlink(p->journal) == 0)
+                gguf_fsync_dir(p->dir);
+            return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s (the old header "
+                                 "was restored)", what, strerror(er));
+        }
+        return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s (the old header could "
+                             "not be restored: %s keeps it for gguf_recover)", what,
+                             strerror(er), p->journal);
+    }
+}
+
+/* ---- gguf_commit -------------------------------------------------------------------- */
+
+/* Is the model open at fd still the one f describes (regular, same size,
+ * same header bytes), with no interrupted edit?  Its first cmp bytes are
+ * read into *old (to be freed). */
+static enum gguf_err check_unchanged(const struct gguf_jpaths *p, int fd,
+                                     const struct gguf_file *f, size_t cmp,
+                                     struct stat *st, uint8_t **old,
+                                     struct gguf_diag *d)
+{
+    if (fstat(fd, st) != 0)
+        return gguf_io_fail(d, "stat of the model", errno);
+    if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != f->file_size)
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the model changed since "
+                             "it was indexed (size %llu, was %llu)",
+                             (unsigned long long)st->st_size,
+                             (unsigned long long)f->file_size);
+    if (!(*old = malloc(cmp ? cmp : 1)))
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    if (!gguf_pread_all(fd, *old, cmp, 0))
+        return gguf_io_fail(d, "reading the model's header", errno);
+    if (memcmp(*old, f->hdr, f->hdr_size) != 0)
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the model changed since "
+                             "it was indexed (its header differs)");
+    if (access(p->journal, F_OK) == 0)
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s exists (an interrupted "
+                             "edit): gguf_recover must run first", p->journal);
+    return GGUF_OK;
+}
+
+enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
+                          struct gguf_source *old_src, const uint8_t *hdr,
+                          size_t hdr_len, bool *in_place, struct gguf_diag *d)
+{
+    struct gguf_diag scratch;
+    bool ip_scratch;
+    if (!d)
+        d = &scratch;
+    if (!in_place)
+        in_place = &ip_scratch;
+    gguf_diag_set(d, GGUF_OK, UINT64_MAX, "%s", "");
+    *in_place = false;
+    if (hdr_len < 24 || memcmp(hdr, "GGUF", 4) != 0 ||
+        (gguf_has_tensor_data(f) && hdr_len % f->alignment))
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the new header is malformed "
+                             "(no magic, or its size %zu is not a multiple of the "
+                             "alignment %llu)", hdr_len, (unsigned long long)f->alignment);
+    if (!old_src || old_src->size != f->file_size)
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the model's source is not "
+                             "the version indexed (%llu bytes, the index is for %llu)",
+                             (unsigned long long)(old_src ? old_src->size : 0),
+                             (unsigned long long)f->file_size);
+
+    struct gguf_jpaths p;
+    enum gguf_err err = gguf_jpaths_init(path, &p, d);
+    if (err)
+        return err;
+    /* In place when the new header takes exactly the room of the old one:
+     * up to the data start, or, in a file without tensor bytes (headers
+     * not padded), the whole file. */
+    uint64_t room = gguf_has_tensor_data(f) ? f->data_off : f->file_size;
+    bool ip = hdr_len == room && f->file_size >= room;
+    uint8_t *old = NULL;
+    struct stat st;
+    int fd = open(p.model, (ip ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        err = gguf_io_fail(d, "opening the model", errno);
+    else
+        err = check_unchanged(&p, fd, f, ip ? (size_t)room : (size_t)f->hdr_size,
+                              &st, &old, d);
+    if (!err && ip) {
+        err = commit_in_place(&p, fd, f, old, hdr, hdr_len, d);
+        *in_place = err == GGUF_OK;
+    } else if (!err) {
+        err = commit_rewrite(&p, &st, f, old_src, hdr, hdr_len, d);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(old);
+    gguf_jpaths_free(&p);
+    return err;
+}

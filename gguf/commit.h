@@ -1,0 +1,141 @@
+/*
+ * gguf/commit.h — putting a new header into a model file, crash-safely,
+ * and finishing what a crash interrupted.
+ *
+ * gguf_commit writes a header built by gguf_header_build (gguf/header.h)
+ * into the model, either in place (guarded by an undo journal) or by
+ * writing a new file beside it and renaming it over the model.
+ * gguf_recover is called before a model is opened (at mount) to finish
+ * what a crash interrupted.  Together they guarantee: whatever happens
+ * during gguf_commit (an error, kill -9, power loss at any point), after
+ * gguf_recover the model is bit for bit either the old or the new version.
+ * Once gguf_commit has returned GGUF_OK the new version is durable.  Tensor
+ * data is never held in memory: the rewrite streams it (copy_file_range,
+ * else through a 1 MiB buffer), and memory use is proportional to the
+ * header only.
+ *
+ * Files beside the model (MODEL is the model's path with symbolic links
+ * resolved, so a link to a model keeps pointing at it):
+ *
+ *   MODEL.gguffs-journal  undo journal of an in-place edit: the old bytes
+ *                         of the header range being overwritten.
+ *   MODEL.gguffs-new      the new file of a rewrite, before its rename.
+ *
+ * The directory holding the model must therefore be writable.  Calls for
+ * the same model must not run concurrently (the caller serializes them);
+ * nothing else may write the model meanwhile (gguf_commit checks that the
+ * header on disk is still the one indexed, and refuses otherwise).
+ *
+ * This library includes no FUSE header and performs no printing.
+ */
+#ifndef GGUF_COMMIT_H
+#define GGUF_COMMIT_H
+
+#include "gguf.h"
+#include "source.h"
+
+#define GGUF_JOURNAL_SUFFIX ".gguffs-journal"
+#define GGUF_NEW_SUFFIX ".gguffs-new"
+
+/*
+ * Writes a new header hdr (hdr_len bytes, from gguf_header_build for f)
+ * into the model at path, whose current index is f.  old holds the bytes
+ * of that version (the source f was opened from): a rewrite copies the
+ * tensor data from it, with copy_file_range from old->fd when it has a
+ * descriptor, else through old's read.  First checks that the file at
+ * path is still the one f describes (same size, same header bytes) and
+ * that old has f's size.
+ *
+ * In place, when hdr_len == f->data_off (*in_place = true; for a file
+ * without tensor bytes, whose header is not padded: hdr_len == the file's
+ * size): only the range [lo, hi) where the new header differs from the old
+ * is written.
+ *   1. MODEL.gguffs-journal is created (O_EXCL) and written: a 64-byte
+ *      record (magic, model size, lo, hi - lo, checksum of the payload,
+ *      checksum of the record) and the old bytes [lo, hi) as payload;
+ *   2. fsync(journal), fsync(directory): the journal is durable;
+ *   3. pwrite of the new bytes [lo, hi) into the model, fsync(model);
+ *   4. unlink(journal), fsync(directory): the edit is committed.
+ *   An identical header writes nothing.  The model is opened O_RDWR here
+ *   only; its inode, mode, owner and links stay as they are.
+ *
+ * Otherwise by rewrite (*in_place = false):
+ *   1. MODEL.gguffs-new is created (O_EXCL, a leftover is removed first)
+ *      and written: the new header, then the tensor data [f->data_off,
+ *      file end) copied from old;
+ *   2. fchmod to the model's mode, fchown to its owner and group when they
+ *      differ (failure is an error: ownership never silently changes);
+ *   3. fsync(new file), rename over MODEL, fsync(directory).
+ *   The model gets a new inode: readers holding the old one keep reading
+ *   the old version; other hard links to it keep the old version; extended
+ *   attributes and ACLs are not copied.
+ *
+ * The mtime is that of the write (an edit is a modification).
+ *
+ * Errors (GGUF_E_IO, or GGUF_E_INVAL for a model that changed since f was
+ * indexed, an old source of another size, a leftover journal — call
+ * gguf_recover — or a malformed hdr):
+ * diag names the step and the errno text; temporary files are removed and
+ * the model is the old version.  One exception: if the final fsync of the
+ * directory fails, the new version is in place but maybe not durable;
+ * diag then says "new version in place".  Callers re-open the model after
+ * every gguf_commit, whatever it returned.
+ */
+enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
+                          struct gguf_source *old, const uint8_t *hdr,
+                          size_t hdr_len, bool *in_place, struct gguf_diag *d);
+
+enum gguf_recover_mode {
+    GGUF_RECOVER_FIX = 0,      /* finish what a crash interrupted */
+    GGUF_RECOVER_CHECK = 1,    /* only say what there is; touch nothing */
+};
+
+/*
+ * Run before opening the model at path, never while an edit of it is
+ * running.  In GGUF_RECOVER_FIX mode (a writable mount):
+ *   - MODEL.gguffs-journal complete (record and payload checksums match,
+ *     its length is exact): the edit it guards may have been partly
+ *     written, so the old bytes are written back, fsync, then the journal
+ *     is removed (+ directory fsync): the model is the old version.  If the
+ *     model's size is not the one the journal records, the journal belongs
+ *     to another file: nothing is done, GGUF_E_INVAL.
+ *   - journal incomplete: it was never made durable, so the model was not
+ *     touched: it is removed.
+ *   - MODEL.gguffs-new: a rewrite that did not reach its rename; the model
+ *     is the old version: it is removed.
+ * Idempotent: a crash during gguf_recover is recovered by the next call.
+ *
+ * In GGUF_RECOVER_CHECK mode (a read-only mount) nothing is written,
+ * created or removed.  The answer says whether the model can be read as
+ * it is: GGUF_E_INTERRUPTED (diag says why) when a complete journal is
+ * there (the model may be partly written until a FIX run rolls it back);
+ * GGUF_E_INVAL when that journal belongs to another file, as FIX would
+ * answer; otherwise GGUF_OK — an incomplete journal or a leftover new
+ * file do not affect the model.
+ *
+ * *what (cap bytes, may be NULL) is set to a short description of what was
+ * done (FIX) or found (CHECK), "" if nothing.  A model that does not exist
+ * is not an error here (nothing is done).
+ */
+enum gguf_err gguf_recover(const char *path, enum gguf_recover_mode mode,
+                           char *what, size_t cap, struct gguf_diag *d);
+
+/*
+ * Testing.  When gguf_edit_hooks is non-NULL (it is NULL unless a test
+ * sets it), step() is called before every action of gguf_commit and
+ * gguf_recover that changes what is on disk (each create, write, fsync,
+ * rename, unlink), with a step number counting from 0 in each call and a
+ * short name.  A test's step() may _exit() to simulate a crash there.
+ * While hooks are set, writes of the journal, header and copied data are
+ * split in two with a step between, so that torn writes are simulated too.
+ * no_copy_file_range forces the buffered copy.  Production code pays one
+ * pointer test per step.
+ */
+struct gguf_edit_hooks {
+    void (*step)(unsigned n, const char *what, void *arg);
+    void *arg;
+    bool no_copy_file_range;
+};
+extern struct gguf_edit_hooks *gguf_edit_hooks;
+
+#endif

@@ -1,0 +1,224 @@
+/* gguf/journal.c — files beside the model, the journal, steps (journal.h). */
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct gguf_edit_hooks *gguf_edit_hooks;
+
+static const char jmagic[8] = { 'G', 'G', 'U', 'F', 'F', 'S', 'J', '1' };
+
+/* The journal is little-endian whatever the model's byte order. */
+static const struct gguf_enc jenc = { .big_endian = false, .v1 = false };
+
+enum gguf_err gguf_io_fail(struct gguf_diag *d, const char *what, int err)
+{
+    return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s", what, strerror(err));
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+void gguf_jpaths_free(struct gguf_jpaths *p)
+{
+    free(p->model);
+    free(p->dir);
+    free(p->journal);
+    free(p->newf);
+}
+
+static char *concat(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+    }
+    return s;
+}
+
+enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
+                               struct gguf_diag *d)
+{
+    memset(p, 0, sizeof *p);
+    p->model = realpath(path, NULL);
+    if (!p->model) {
+        int e = errno;
+        gguf_io_fail(d, "resolving the model's path", e);
+        errno = e;
+        return GGUF_E_IO;
+    }
+    const char *slash = strrchr(p->model, '/');
+    size_t dl = slash == p->model ? 1 : (size_t)(slash - p->model);
+    p->dir = malloc(dl + 1);
+    if (p->dir) {
+        memcpy(p->dir, p->model, dl);
+        p->dir[dl] = '\0';
+    }
+    p->journal = concat(p->model, GGUF_JOURNAL_SUFFIX);
+    p->newf = concat(p->model, GGUF_NEW_SUFFIX);
+    if (!p->dir || !p->journal || !p->newf) {
+        gguf_jpaths_free(p);
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
+    return GGUF_OK;
+}
+
+/* ---- the journal ----------------------------------------------------------------- */
+
+static uint64_t cksum(const uint8_t *p, size_t n)
+{
+    const uint64_t mul = 0x9e3779b97f4a7c15ull;
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        h = (h ^ gguf_rd64(&jenc, p + i)) * mul;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) {
+        h = (h ^ p[i]) * mul;
+        h ^= h >> 29;
+    }
+    h = (h ^ (h >> 32)) * mul;
+    return h ^ (h >> 29);
+}
+
+uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
+                           size_t len)
+{
+    if (len > SIZE_MAX - GGUF_JREC)
+        return NULL;
+    uint8_t *j = calloc(1, GGUF_JREC + len);
+    if (!j)
+        return NULL;
+    memcpy(j, jmagic, 8);
+    gguf_wr64(&jenc, j + 8, model_size);
+    gguf_wr64(&jenc, j + 16, lo);
+    gguf_wr64(&jenc, j + 24, len);
+    memcpy(j + GGUF_JREC, old, len);
+    gguf_wr64(&jenc, j + 32, cksum(j + GGUF_JREC, len));
+    gguf_wr64(&jenc, j + 56, cksum(j, 56));
+    return j;
+}
+
+int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload)
+{
+    *payload = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    uint8_t rec[GGUF_JREC], *pl = NULL;
+    int res = -1;
+    if (fstat(fd, &st) != 0)
+        goto out;
+    res = 0;
+    if (st.st_size < GGUF_JREC)
+        goto out;     /* incomplete */
+    if (!gguf_pread_all(fd, rec, GGUF_JREC, 0)) {
+        res = -1;
+        goto out;
+    }
+    r->model_size = gguf_rd64(&jenc, rec + 8);
+    r->lo = gguf_rd64(&jenc, rec + 16);
+    r->len = gguf_rd64(&jenc, rec + 24);
+    if (memcmp(rec, jmagic, 8) != 0 || gguf_rd64(&jenc, rec + 56) != cksum(rec, 56) ||
+        r->len != (uint64_t)st.st_size - GGUF_JREC)
+        goto out;     /* incomplete */
+    /* the length is the file's: bounded by what the disk holds */
+    if (!(pl = malloc(r->len ? (size_t)r->len : 1))) {
+        errno = ENOMEM;
+        res = -1;
+        goto out;
+    }
+    if (!gguf_pread_all(fd, pl, (size_t)r->len, GGUF_JREC)) {
+        res = -1;
+        goto out;
+    }
+    if (cksum(pl, (size_t)r->len) != gguf_rd64(&jenc, rec + 32))
+        goto out;     /* incomplete */
+    *payload = pl;
+    pl = NULL;
+    res = 1;
+out:
+    {
+        int e = errno;
+        free(pl);
+        close(fd);
+        errno = e;
+    }
+    return res;
+}
+
+/* ---- steps and durable I/O ---------------------------------------------------------- */
+
+void gguf_step(struct gguf_steps *s, const char *what)
+{
+    struct gguf_edit_hooks *h = gguf_edit_hooks;
+    if (h && h->step)
+        h->step(s->n, what, h->arg);
+    s->n++;
+}
+
+/* pwrite (wr) or pread of exactly n bytes at off. */
+static bool xfer_all(int fd, void *buf, size_t n, uint64_t off, bool wr)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = wr ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return false;
+        if (r == 0) {
+            errno = EIO;
+            return false;
+        }
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return true;
+}
+
+bool gguf_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+    return xfer_all(fd, (void *)buf, n, off, true);
+}
+
+bool gguf_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    return xfer_all(fd, buf, n, off, false);
+}
+
+bool gguf_write_step(struct gguf_steps *s, const char *what, int fd,
+                     const void *buf, size_t n, uint64_t off)
+{
+    const uint8_t *p = buf;
+    gguf_step(s, what);
+    if (gguf_edit_hooks && n > 1) {
+        size_t half = n / 2;
+        if (!gguf_pwrite_all(fd, p, half, off))
+            return false;
+        gguf_step(s, what);
+        return gguf_pwrite_all(fd, p + half, n - half, off + half);
+    }
+    return gguf_pwrite_all(fd, p, n, off);
+}
+
+int gguf_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}

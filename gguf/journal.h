@@ -1,0 +1,79 @@
+/*
+ * gguf/journal.h — what commit.c and recover.c share: the names of the
+ * files beside the model, the undo journal's format, and writes that are
+ * steps (counted for the test hooks of gguf/commit.h).  Not for users of
+ * the library: they call gguf_commit and gguf_recover.
+ *
+ * Journal format (all integers little-endian):
+ *
+ *   0  "GGUFFSJ1"        8  model size       16 lo (offset in the model)
+ *   24 len (= hi - lo)   32 payload checksum  40..55 zero
+ *   56 checksum of bytes [0, 56)
+ *   64 payload: the model's old bytes [lo, lo + len)
+ *
+ * The journal file is exactly 64 + len bytes long, so a journal torn by a
+ * crash while it was written reads as incomplete: a wrong length, or a
+ * checksum that does not match.  The checksum is an FNV-1a style hash
+ * taking 8 bytes per step, with a multiplier and shift that spread every
+ * input bit over the whole state.
+ */
+#ifndef GGUF_JOURNAL_H
+#define GGUF_JOURNAL_H
+
+#include "commit.h"
+
+#define GGUF_JREC 64
+
+/* The model's real path (symbolic links resolved), its directory and the
+ * names beside it.  All allocated. */
+struct gguf_jpaths {
+    char *model, *dir, *journal, *newf;
+};
+
+/* GGUF_OK; GGUF_E_IO with errno kept (ENOENT: no model); GGUF_E_NOMEM. */
+enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
+                               struct gguf_diag *d);
+void gguf_jpaths_free(struct gguf_jpaths *p);
+
+/* The journal of an edit of the model's bytes [lo, lo + len) whose old
+ * value is old: GGUF_JREC + len bytes, or NULL when out of memory. */
+uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
+                           size_t len);
+
+/* A complete journal's record. */
+struct gguf_jrec {
+    uint64_t model_size, lo, len;
+};
+
+/* Reads the journal at path: 1 if complete (record in *r, the payload in
+ * *payload, to be freed), 0 if incomplete, -1 on error (errno). */
+int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload);
+
+/* ---- steps ------------------------------------------------------------------ */
+
+/* Steps of one gguf_commit / gguf_recover call, for the test hooks. */
+struct gguf_steps {
+    unsigned n;
+};
+
+/* Announces the next step to the hooks (gguf_edit_hooks), if any. */
+void gguf_step(struct gguf_steps *s, const char *what);
+
+/* Writes / reads exactly n bytes at off, retrying short transfers; false
+ * with errno on failure (EIO for a file that ends early). */
+bool gguf_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+bool gguf_pread_all(int fd, void *p, size_t n, uint64_t off);
+
+/* A write that is one step; split in two (a torn write) under test hooks. */
+bool gguf_write_step(struct gguf_steps *s, const char *what, int fd,
+                     const void *p, size_t n, uint64_t off);
+
+/* fsync of a directory (making a create, rename or unlink durable); -1
+ * with errno on failure. */
+int gguf_fsync_dir(const char *dir);
+
+/* Records an I/O failure of step ("what: strerror(err)") and returns
+ * GGUF_E_IO. */
+enum gguf_err gguf_io_fail(struct gguf_diag *d, const char *what, int err);
+
+#endif
