@@ -4,14 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a, then a shift to bring the high bits into the masked low ones. */
+/* FNV-1a, then MurmurHash3's finalizer, so that every bit of the name
+ * reaches the masked low bits (names that differ in a few bytes, like
+ * blk.N.ffn_up.weight, would otherwise cluster). */
 static uint64_t hash_bytes(const void *name, size_t n)
 {
     const unsigned char *p = name;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
 }
 
 static uint64_t hash_of(const struct gguf_ntab *t, uint64_t value)

@@ -47,7 +47,7 @@ struct gguf_ntab {
     const void *ctx;
 };
 
-#define GGUF_NTAB_EXPECT_MAX (1u << 16)
+#define GGUF_NTAB_EXPECT_MAX (1u << 20)
 
 /* An empty table for about expect names (capped, see above). */
 enum gguf_err gguf_ntab_init(struct gguf_ntab *t, uint64_t expect,
