@@ -1,7 +1,8 @@
 /*
- * fs/commit.c — applying an edit of meta/ to MODEL.gguf: the new list of
- * key/values, the new header (gguf/edit: the one writer of the file), the
- * commit, a new state swapped in, and the kernel told what changed.
+ * fs/commit.c — applying an edit of meta/ to MODEL.gguf: the change turned
+ * into a new header (gguf/kvedit.h), the commit (gguf/commit.h: the one
+ * writer of the file), a new state swapped in, and the kernel told what
+ * changed.
  *
  * Every function here runs with commit_mu held: nobody else can swap the
  * state meanwhile, so fs->st is stable without the state lock; the swap
@@ -11,59 +12,66 @@
  */
 #include "whandle.h"
 
-#include "gguf/edit.h"
-#include "gguf/names.h"
+#include "gguf/commit.h"
+#include "gguf/kvedit.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The one place gguf/'s codes become errno (the table is in gguf/diag.h). */
 int ggfs_errno(enum gguf_err e)
 {
     switch (e) {
     case GGUF_OK: return 0;
+    case GGUF_E_IO: case GGUF_E_INTERRUPTED: return EIO;
     case GGUF_E_NOMEM: return ENOMEM;
-    case GGUF_E_IO: return EIO;
+    case GGUF_E_PERM: return EPERM;
+    case GGUF_E_NOENT: return ENOENT;
+    case GGUF_E_EXIST: return EEXIST;
     default: return EINVAL;
     }
 }
 
-/* Writes the header for kvs into the model, re-opens it and swaps the new
- * state in.  Returns 0 or an errno; on error the model and the state are
+/* Logs why an edit of meta/NAME was refused, and gives its errno. */
+static int refused(struct ggfs *fs, const char *fname, enum gguf_err e, const struct gguf_diag *d)
+{
+    if (e == GGUF_E_SYNTAX || e == GGUF_E_RANGE || e == GGUF_E_INVAL) {
+        char line[1024];
+        char name[300];
+        snprintf(name, sizeof name, "meta/%s", fname);
+        gguf_diag_format(d, name, line, sizeof line);
+        fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s\n", fs->model_path, line);
+    }
+    return ggfs_errno(e);
+}
+
+/* Writes the new header into the model, re-opens it and swaps the new state
+ * in.  Returns 0 or an errno; on error the model and the state are
  * unchanged. */
-static int commit(struct ggfs *fs, const struct gguf_newkv *kvs, size_t n, const char *why)
+static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
 {
     struct state *old = fs->st;
-    const struct gguf_file *gf = st_meta(old);
-    struct gguf_buf hdr = { 0 };
     struct gguf_diag d;
-    if (gguf_header_build(gf, kvs, n, &hdr, &d) != GGUF_OK) {
-        gguf_buf_free(&hdr);
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
-        return EINVAL;
-    }
     bool in_place;
-    enum gguf_err ce = gguf_commit(fs->model_real, gf, old->shards[0].src,
-                                   (const uint8_t *)hdr.data, hdr.len, &in_place, &d);
-    gguf_buf_free(&hdr);
+    enum gguf_err ce = gguf_commit(fs->model_real, st_meta(old), old->model->shards[0].src,
+                                   (const uint8_t *)hdr->data, hdr->len, &in_place, &d);
     if (ce != GGUF_OK)
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
 
     /* Re-open whatever the commit returned: the file on disk is the truth.
      * (Other shards of a split model are re-opened too: cheap, headers.) */
-    struct shard *shards;
-    unsigned n_shards;
-    if (ggfs_open_model(fs->model_real, fs->read_only, &shards, &n_shards, &d) != GGUF_OK) {
+    struct gguf_split *model;
+    if (ggfs_open_model(fs->model_real, fs->read_only, &model, &d) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         return EIO;
     }
     struct state *ns;
-    int e = ggfs_state_new(fs, shards, n_shards, old->gen + 1, &ns);
+    int e = ggfs_state_new(fs, model, old->gen + 1, &ns);
     if (e) {
-        ggfs_shards_free(shards, n_shards);
+        gguf_split_close(model);
         return e;
     }
     pthread_rwlock_wrlock(&fs->lock);
@@ -94,156 +102,33 @@ static int commit(struct ggfs *fs, const struct gguf_newkv *kvs, size_t n, const
     return ce == GGUF_OK ? 0 : EIO;
 }
 
-/* All keys of the current file as a new list (the caller edits it). */
-static struct gguf_newkv *current_kvs(const struct gguf_file *gf, size_t extra)
+/* Commits the header an edit built: 0, or its refusal as an errno. */
+static int apply(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
+                 const struct gguf_diag *d, const char *fname, const char *why)
 {
-    struct gguf_newkv *kvs = calloc(gf->n_kv + extra + 1, sizeof *kvs);
-    if (!kvs)
-        return NULL;
-    for (uint64_t i = 0; i < gf->n_kv; i++)
-        kvs[i] = gguf_newkv_of(gf, i);
-    return kvs;
+    int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, why);
+    gguf_buf_free(hdr);
+    return r;
 }
 
 bool wh_is_alignment(const struct gguf_file *gf, uint64_t i)
 {
-    const struct gguf_kv *kv = &gf->kv[i];
-    return kv->key_len == 17 && memcmp(gf->hdr + kv->key_off, "general.alignment", 17) == 0;
-}
-
-/* Type inference for a new key, as gguf-py does: true/false -> bool, an
- * integer -> i32 (i64 if it does not fit), a number -> f32, else string. */
-static void infer_type(const char *s, size_t len, struct gguf_typedesc *t)
-{
-    char buf[64];
-    t->depth = 1;
-    t->levels[0] = GGUF_STRING;
-    if (len && s[len - 1] == '\n')
-        len--;
-    if (len == 0 || len >= sizeof buf || memchr(s, '\n', len))
-        return;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    if (strcmp(buf, "true") == 0 || strcmp(buf, "false") == 0) {
-        t->levels[0] = GGUF_BOOL;
-        return;
-    }
-    char *end;
-    const char *digits = buf[0] == '-' || buf[0] == '+' ? buf + 1 : buf;
-    if (*digits >= '0' && *digits <= '9') {
-        errno = 0;
-        long long v = strtoll(buf, &end, 10);
-        if (*end == '\0' && errno == 0) {
-            t->levels[0] = v >= INT32_MIN && v <= INT32_MAX ? GGUF_I32 : GGUF_I64;
-            return;
-        }
-    }
-    if (buf[0] == ' ' || buf[0] == '\t')
-        return;
-    errno = 0;
-    double d = strtod(buf, &end);
-    if (*end == '\0' && end != buf && (errno == 0 || d == 0 || isinf(d)))
-        t->levels[0] = GGUF_F32;
-}
-
-bool wh_utf8_prefix_ok(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t k = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
-                 : c >= 0xf0 && c <= 0xf4 ? 3 : 9;
-        if (k == 9)
-            return false;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n)
-                return true;           /* may be completed by the next write */
-            unsigned d = p[i + j];
-            if ((d & 0xc0) != 0x80)
-                return false;
-            if (j == 1 && ((c == 0xe0 && d < 0xa0) || (c == 0xed && d > 0x9f) ||
-                           (c == 0xf0 && d < 0x90) || (c == 0xf4 && d > 0x8f)))
-                return false;          /* overlong, surrogate, > U+10FFFF */
-        }
-        i += k + 1;
-    }
-    return true;
-}
-
-/* Parses text for type t into bin (appended); EINVAL with a log line when
- * it does not parse. */
-static int parse_text(const struct state *st, const struct gguf_typedesc *t, const char *text,
-                      size_t len, struct gguf_buf *bin, const char *fname)
-{
-    struct gguf_diag d;
-    if (gguf_parse_value(&st_meta(st)->enc, t, text, len, bin, &d) != GGUF_OK) {
-        fuse_log(FUSE_LOG_ERR, "gguffs: meta/%s: %s (at byte %llu of the text)\n",
-                 fname, d.msg, (unsigned long long)d.offset);
-        return EINVAL;
-    }
-    return 0;
-}
-
-/* Decodes fname; the raw key name goes to out.  EINVAL for a name that is
- * not one meta/ could show, or (when need_valid) not a valid new key name. */
-static int decode_key(const char *fname, struct gguf_buf *out, bool need_valid)
-{
-    unsigned dup;
-    if (!gguf_name_decode(fname, strlen(fname), out, &dup) || dup != 1)
-        return EINVAL;
-    if (need_valid && !gguf_key_name_valid(out->data ? out->data : "", out->len))
-        return EINVAL;
-    return 0;
+    return gguf_key_is_alignment(gf->hdr + gf->kv[i].key_off, gf->kv[i].key_len);
 }
 
 bool wh_new_key_name(const char *fname, size_t len)
 {
-    (void)len;
     struct gguf_buf key = { 0 };
-    bool ok = decode_key(fname, &key, true) == 0;
+    struct gguf_diag d;
+    bool ok = gguf_kvedit_decode_name(fname, len, true, &key, &d) == GGUF_OK;
     gguf_buf_free(&key);
     return ok;
 }
 
-/* The new key/value of a created key: name, type (set or inferred), value. */
-static int new_kv(const struct state *st, struct whandle *h, struct gguf_buf *key,
-                  struct gguf_buf *bin, struct gguf_newkv *out)
+/* The index of key id in st, or -1 when it is gone. */
+static int64_t key_index(const struct state *st, uint64_t id)
 {
-    struct gguf_typedesc td;
-    if (h->typed)
-        td = h->type;
-    else
-        infer_type(h->text.data, h->text.len, &td);
-    int e = decode_key(h->fname, key, true);
-    if (!e && h->id < st->n_ids && st->id_kv[h->id] >= 0)
-        e = EEXIST;     /* someone committed the same name meanwhile */
-    if (!e)
-        e = parse_text(st, &td, h->text.data, h->text.len, bin, h->fname);
-    if (!e)
-        *out = (struct gguf_newkv){ key->data, key->len, td.levels[0],
-                                    (const uint8_t *)bin->data, bin->len };
-    return e;
-}
-
-/* The new value of an existing key. */
-static int set_kv(const struct state *st, struct whandle *h, struct gguf_buf *bin,
-                  struct gguf_newkv *kvs)
-{
-    if (h->id >= st->n_ids || st->id_kv[h->id] < 0)
-        return ENOENT;  /* the key was deleted while this was open */
-    uint64_t i = (uint64_t)st->id_kv[h->id];
-    const struct gguf_file *gf = st_meta(st);
-    if (wh_is_alignment(gf, i))
-        return EPERM;
-    struct gguf_typedesc td;
-    gguf_kv_typedesc(gf, &gf->kv[i], &td);
-    int e = parse_text(st, &td, h->text.data, h->text.len, bin, h->fname);
-    if (!e) {
-        kvs[i].val = (const uint8_t *)bin->data;
-        kvs[i].val_len = bin->len;
-    }
-    return e;
+    return id < st->n_ids ? st->id_kv[id] : -1;
 }
 
 int wh_apply(struct whandle *h)
@@ -253,23 +138,29 @@ int wh_apply(struct whandle *h)
     if (h->bad)
         return EINVAL;
     struct ggfs *fs = h->fs;
-    const struct state *st = fs->st;
-    struct gguf_buf bin = { 0 }, key = { 0 };
-    struct gguf_newkv *kvs = current_kvs(st_meta(st), 1);
-    if (!kvs)
-        return ENOMEM;
-    size_t n = st_meta(st)->n_kv;
-    int e = h->kind == WH_NEW ? new_kv(st, h, &key, &bin, &kvs[n++]) : set_kv(st, h, &bin, kvs);
-    if (!e)
-        e = commit(fs, kvs, n, "edit");
-    if (!e) {
+    const struct gguf_file *gf = st_meta(fs->st);
+    struct gguf_buf hdr = { 0 }, key = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e;
+    if (h->kind == WH_NEW) {
+        e = gguf_kvedit_decode_name(h->fname, strlen(h->fname), true, &key, &d);
+        if (!e && key_index(fs->st, h->id) >= 0)
+            e = GGUF_E_EXIST;   /* someone committed the same name meanwhile */
+        if (!e)
+            e = gguf_kvedit_create(gf, key.data, key.len, h->typed ? &h->type : NULL,
+                                   h->text.data, h->text.len, &hdr, &d);
+    } else {
+        int64_t i = key_index(fs->st, h->id);   /* < 0: deleted while open */
+        e = i < 0 ? GGUF_E_NOENT
+                  : gguf_kvedit_set(gf, (uint64_t)i, h->text.data, h->text.len, &hdr, &d);
+    }
+    gguf_buf_free(&key);
+    int r = apply(fs, e, &hdr, &d, h->fname, "edit");
+    if (!r) {
         h->dirty = false;
         h->kind = WH_KEY;
     }
-    free(kvs);
-    gguf_buf_free(&bin);
-    gguf_buf_free(&key);
-    return e;
+    return r;
 }
 
 /* ---- unlink, rename, setxattr ------------------------------------------------ */
@@ -290,20 +181,13 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name)
             p->kind = WH_DROPPED;  /* its release frees it, applying nothing */
         return 0;
     }
-    const struct state *st = fs->st;
-    int64_t i = ntab_find(&st->meta_names, name);
+    int64_t i = ntab_find(&fs->st->meta_names, name);
     if (i < 0)
         return ENOENT;
-    if (wh_is_alignment(st_meta(st), (uint64_t)i))
-        return EPERM;
-    struct gguf_newkv *kvs = current_kvs(st_meta(st), 0);
-    if (!kvs)
-        return ENOMEM;
-    size_t n = st_meta(st)->n_kv;
-    memmove(&kvs[i], &kvs[i + 1], (n - (size_t)i - 1) * sizeof *kvs);
-    int e = commit(fs, kvs, n - 1, "delete");
-    free(kvs);
-    return e;
+    struct gguf_buf hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_delete(st_meta(fs->st), (uint64_t)i, &hdr, &d);
+    return apply(fs, e, &hdr, &d, name, "delete");
 }
 
 /* rename(scratch, key): the way sed -i and editors save.  The scratch's
@@ -357,36 +241,21 @@ int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
     if (p && p->kind == WH_SCRATCH)
         return rename_scratch(fs, p, to);
     const struct state *st = fs->st;
-    const struct gguf_file *gf = st_meta(st);
     int64_t i = ntab_find(&st->meta_names, from);
     if (i < 0)
         return p ? EBUSY : ENOENT;
     if (strcmp(from, to) == 0)
         return 0;
-    if (wh_is_alignment(gf, (uint64_t)i))
-        return EPERM;
-    struct gguf_buf key = { 0 };
-    int64_t j = ntab_find(&st->meta_names, to);
     /* a new name must follow the rule; an existing one is kept as it is */
-    int e = decode_key(to, &key, j < 0);
-    if (!e && j >= 0 && wh_is_alignment(gf, (uint64_t)j))
-        e = EPERM;
-    struct gguf_newkv *kvs = e ? NULL : current_kvs(gf, 0);
-    if (!e && !kvs)
-        e = ENOMEM;
-    if (!e) {
-        size_t n = gf->n_kv;
-        kvs[i].key = key.data;
-        kvs[i].key_len = key.len;
-        if (j >= 0) {       /* over an existing key: that one goes */
-            memmove(&kvs[j], &kvs[j + 1], (n - (size_t)j - 1) * sizeof *kvs);
-            n--;
-        }
-        e = commit(fs, kvs, n, "rename");
-    }
-    free(kvs);
+    bool exists = ntab_find(&st->meta_names, to) >= 0;
+    struct gguf_buf key = { 0 }, hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_decode_name(to, strlen(to), !exists, &key, &d);
+    if (!e)
+        e = gguf_kvedit_rename(st_meta(st), (uint64_t)i, key.data ? key.data : "", key.len,
+                               &hdr, &d);
     gguf_buf_free(&key);
-    return e;
+    return apply(fs, e, &hdr, &d, from, "rename");
 }
 
 int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size)
@@ -402,29 +271,11 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
         p->typed = true;
         return 0;
     }
-    const struct state *st = fs->st;
-    const struct gguf_file *gf = st_meta(st);
-    if (id >= st->n_ids || st->id_kv[id] < 0)
+    int64_t i = key_index(fs->st, id);
+    if (i < 0)
         return ENOENT;
-    uint64_t i = (uint64_t)st->id_kv[id];
-    if (wh_is_alignment(gf, i))
-        return EPERM;
-    /* Convert: the value's text, parsed as the new type. */
-    struct gguf_buf text = { 0 }, bin = { 0 };
-    int e = gguf_render_kv(gf, &gf->kv[i], &text) == GGUF_OK ? 0 : ENOMEM;
-    if (!e)
-        e = parse_text(st, &td, text.data, text.len, &bin, st->meta_names.names[i]);
-    struct gguf_newkv *kvs = e ? NULL : current_kvs(gf, 0);
-    if (!e && !kvs)
-        e = ENOMEM;
-    if (!e) {
-        kvs[i].type = td.levels[0];
-        kvs[i].val = (const uint8_t *)bin.data;
-        kvs[i].val_len = bin.len;
-        e = commit(fs, kvs, gf->n_kv, "set type");
-    }
-    free(kvs);
-    gguf_buf_free(&text);
-    gguf_buf_free(&bin);
-    return e;
+    struct gguf_buf hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_retype(st_meta(fs->st), (uint64_t)i, &td, &hdr, &d);
+    return apply(fs, e, &hdr, &d, fs->st->meta_names.names[i], "set type");
 }

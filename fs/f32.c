@@ -93,7 +93,7 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     uint8_t *buf = thread_buffer(bytes);
     if (!buf)
         return ENOMEM;
-    const struct shard *sh = &st->shards[r->shard];
+    const struct gguf_shard *sh = &st->model->shards[r->shard];
     uint64_t pos = sh->gf->data_off + r->t->offset + first_block * ti->blck_bytes;
     /* a read error, or the file shrank underneath */
     if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0)

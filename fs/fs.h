@@ -77,6 +77,8 @@
 
 #include "gguf/gguf.h"
 #include "gguf/source.h"
+#include "gguf/split.h"
+#include "gguf/ntab.h"
 #include "gguf/value.h"
 #include "cache.h"
 
@@ -97,12 +99,11 @@ enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 
 struct ggfs;
 
-/* A name table: file name (escaped) -> index, open addressing. */
+/* A name table: file name (escaped) -> index. */
 struct ntab {
     char **names;        /* names[i]: NUL-terminated file name of entry i */
-    uint32_t *slot;      /* index+1, 0 = empty */
-    uint64_t mask;
-    uint64_t n;
+    uint64_t n, cap;
+    struct gguf_ntab t;  /* file name -> i */
 };
 
 /* Index of name in t, or -1. */
@@ -112,12 +113,6 @@ int64_t ntab_find(const struct ntab *t, const char *name);
 struct text {
     char *data;
     size_t len;
-};
-
-/* One file of the model (a split model has several). */
-struct shard {
-    struct gguf_source *src;     /* its bytes; src->name is its path */
-    struct gguf_file *gf;
 };
 
 /* Tensor j of the model: which shard holds it, and its info there. */
@@ -133,19 +128,18 @@ struct tref {
  * the lock for reading sees one consistent version from start to end.
  * States are counted: fs->st holds one reference, and every open info or
  * model.gguf holds one, so a version lives until its last reader is done.
- * Metadata lives in the first shard: shards[0].
+ * Metadata lives in the first shard: model->shards[0].
  */
 struct state {
     struct ggfs *fs;
     unsigned refs;               /* under fs->states_mu */
     uint64_t gen;                /* version: 0 at mount, +1 per commit */
     struct state *lprev, *lnext; /* live states, under fs->states_mu */
-    struct shard *shards;
-    unsigned n_shards;
+    struct gguf_split *model;    /* its files (one, or every shard) */
     struct tref *tens;           /* every tensor, shard by shard */
     uint64_t n_tensors;
-    struct text model_hdr;       /* model.gguf's header (split models only) */
-    uint64_t *vt_off;            /* tensor offsets in model.gguf's data */
+    struct gguf_merged merged;   /* model.gguf's header and layout (split
+                                    models only; merged.hdr.len 0 otherwise) */
     uint64_t model_size;         /* model.gguf's size */
     /* A single file: model.gguf's bytes [hdr_size, hdr_end) (the padding
      * after the header), kept so that an in-place edit of the file cannot
@@ -167,16 +161,8 @@ struct state {
 /* The file that holds the metadata (the first shard's index). */
 static inline const struct gguf_file *st_meta(const struct state *st)
 {
-    return st->shards[0].gf;
+    return st->model->shards[0].gf;
 }
-
-/* The registry of key ids: a meta/ file name -> a number that stays the
- * same for the life of the mount (state.c). */
-struct key_ids {
-    char **names;
-    uint64_t *slot;              /* id+1, 0 = empty */
-    uint64_t mask, n, cap;
-};
 
 struct workers;                  /* f32.c */
 struct notify;                   /* notify.c */
@@ -199,7 +185,9 @@ struct ggfs {
     pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
     struct state *st;            /* the current version: under lock, or commit_mu */
-    struct key_ids ids;          /* under commit_mu (or before the session) */
+    struct ntab ids;             /* key ids: a meta/ file name -> a number for
+                                    the life of the mount (state.c); under
+                                    commit_mu (or before the session) */
 
     pthread_mutex_t states_mu;
     struct state *states;        /* every live state, under states_mu */
@@ -228,18 +216,15 @@ int ggfs_errno(enum gguf_err e);
  * every shard.  Recovers an interrupted edit of the first shard first, or,
  * read-only, refuses the model while one is there.  The diag's message
  * names the file concerned when it is not path. */
-enum gguf_err ggfs_open_model(const char *path, bool read_only, struct shard **out,
-                              unsigned *n, struct gguf_diag *d);
-void ggfs_shards_free(struct shard *s, unsigned n);
-/* model.gguf of a split model: header and layout. */
-int ggfs_build_merged(struct state *st);
+enum gguf_err ggfs_open_model(const char *path, bool read_only, struct gguf_split **out,
+                              struct gguf_diag *d);
 
 /* ---- state.c ---- */
 
 /* Builds the state (version gen) for an opened model, with one reference
- * (takes the shards on success); 0 or an errno (EEXIST: a tensor name
- * occurs in two shards).  Under commit_mu, or before the session. */
-int ggfs_state_new(struct ggfs *fs, struct shard *shards, unsigned n, uint64_t gen,
+ * (takes model on success); 0 or an errno.  Under commit_mu, or before
+ * the session. */
+int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out);
 struct state *ggfs_state_ref(struct state *st);
 /* Drops a reference; the last one frees the state (on a notify thread
@@ -251,7 +236,7 @@ void ggfs_state_free(struct state *st);
 /* The stable id of a key file name (registered on first use); -1 on ENOMEM.
  * Under commit_mu, or before the session. */
 int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
-void ggfs_key_ids_free(struct key_ids *ids);
+void ggfs_key_ids_free(struct ntab *ids);
 
 /* ---- nodes.c: the inode layout ---- */
 

@@ -24,11 +24,9 @@
 /* The one-line refusal: "gguffs: MODEL: what (at byte offset N)". */
 static int refuse(const char *model, const struct gguf_diag *d)
 {
-    if (d->offset != UINT64_MAX)
-        fprintf(stderr, "gguffs: %s: %s (at byte offset %llu)\n", model, d->msg,
-                (unsigned long long)d->offset);
-    else
-        fprintf(stderr, "gguffs: %s: %s\n", model, d->msg);
+    char line[1024];
+    gguf_diag_format(d, model, line, sizeof line);
+    fprintf(stderr, "gguffs: %s\n", line);
     return 1;
 }
 
@@ -106,23 +104,21 @@ static bool open_model(struct ggfs *fs, const struct options *o)
         fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(errno));
         return false;
     }
-    struct shard *shards;
-    unsigned n_shards;
+    struct gguf_split *model;
     struct gguf_diag d;
-    enum gguf_err ge = ggfs_open_model(real, o->ro, &shards, &n_shards, &d);
+    enum gguf_err ge = ggfs_open_model(real, o->ro, &model, &d);
     free(real);
     if (ge) {
         refuse(o->model, &d);
         return false;
     }
     /* edits go to the first shard, wherever the user pointed */
-    char *first = strdup(shards[0].src->name);
-    int e = first ? ggfs_state_new(fs, shards, n_shards, 0, &fs->st) : ENOMEM;
+    char *first = strdup(model->shards[0].name);
+    int e = first ? ggfs_state_new(fs, model, 0, &fs->st) : ENOMEM;
     if (e) {
         free(first);
-        ggfs_shards_free(shards, n_shards);
-        fprintf(stderr, "gguffs: %s: %s\n", o->model,
-                e == EEXIST ? "a tensor name occurs in two shards" : strerror(e));
+        gguf_split_close(model);
+        fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(e));
         return false;
     }
     fs->model_real = first;

@@ -59,7 +59,7 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
     const struct tref *r = &st->tens[idx];
     if (!ggfs_dequant_supported(r->t->type))
         return false;
-    return !st->shards[r->shard].gf->enc.big_endian || plain_type(r->t->type);
+    return !st->model->shards[r->shard].gf->enc.big_endian || plain_type(r->t->type);
 }
 
 struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
@@ -145,11 +145,12 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
     int n = snprintf(buf, cap,
                      "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
                      "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
-                     "chunk_bytes %u\n",
+                     "chunk_bytes %u\nkernel_level %s\n",
                      (unsigned long long)cs.hits, (unsigned long long)cs.misses,
                      (unsigned long long)cs.evictions, (unsigned long long)cs.fill_errors,
                      (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
-                     (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES);
+                     (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES,
+                     ggfs_dequant_level());
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 

@@ -46,7 +46,7 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
         return (void)fuse_reply_buf(req, NULL, 0);
     if (size > t->nbytes - (uint64_t)off)
         size = (size_t)(t->nbytes - (uint64_t)off);
-    const struct shard *sh = &st->shards[st->tens[idx].shard];
+    const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
     reply_source(req, sh->src, sh->gf->data_off + t->offset + (uint64_t)off, size);
 }
 
@@ -185,7 +185,7 @@ static void pieces_reply(fuse_req_t req, struct pieces *p)
 static void model_single(struct pieces *p, const struct state *st, uint64_t a, uint64_t end)
 {
     const struct gguf_file *gf = st_meta(st);
-    struct gguf_source *src = st->shards[0].src;
+    struct gguf_source *src = st->model->shards[0].src;
     while (a < end && !p->err) {
         uint64_t to;
         if (a < gf->hdr_size) {
@@ -212,13 +212,13 @@ static void model_single(struct pieces *p, const struct state *st, uint64_t a, u
  * from its shard, zeros in the padding. */
 static void model_merged(struct pieces *p, const struct state *st, uint64_t a, uint64_t end)
 {
-    uint64_t hl = st->model_hdr.len;
+    uint64_t hl = st->merged.hdr.len;
     /* first tensor whose data may overlap [a, end) */
     uint64_t lo = 0, hi = st->n_tensors;
     uint64_t da = a > hl ? a - hl : 0;
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
-        if (st->vt_off[mid] + st->tens[mid].t->nbytes <= da)
+        if (st->merged.offset[mid] + st->tens[mid].t->nbytes <= da)
             lo = mid + 1;
         else
             hi = mid;
@@ -228,22 +228,22 @@ static void model_merged(struct pieces *p, const struct state *st, uint64_t a, u
         uint64_t len;
         if (a < hl) {
             len = (end < hl ? end : hl) - a;
-            piece_mem(p, st->model_hdr.data + a, (size_t)len);
+            piece_mem(p, st->merged.hdr.data + a, (size_t)len);
             a += len;
             continue;
         }
         uint64_t d = a - hl;
-        while (j < st->n_tensors && st->vt_off[j] + st->tens[j].t->nbytes <= d)
+        while (j < st->n_tensors && st->merged.offset[j] + st->tens[j].t->nbytes <= d)
             j++;
-        if (j < st->n_tensors && d >= st->vt_off[j]) {
+        if (j < st->n_tensors && d >= st->merged.offset[j]) {
             const struct gguf_tensor *t = st->tens[j].t;
-            const struct shard *s = &st->shards[st->tens[j].shard];
-            uint64_t in = d - st->vt_off[j];
+            const struct gguf_shard *s = &st->model->shards[st->tens[j].shard];
+            uint64_t in = d - st->merged.offset[j];
             len = t->nbytes - in < end - a ? t->nbytes - in : end - a;
             piece_source(p, s->src, s->gf->data_off + t->offset + in, (size_t)len);
         } else {
             /* padding up to the next tensor (or the end) */
-            uint64_t next = j < st->n_tensors ? st->vt_off[j] : st->model_size - hl;
+            uint64_t next = j < st->n_tensors ? st->merged.offset[j] : st->model_size - hl;
             len = next - d < end - a ? next - d : end - a;
             if (len > sizeof zeros)
                 len = sizeof zeros;
@@ -260,7 +260,7 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
         return (void)fuse_reply_buf(req, NULL, 0);
     uint64_t end = size < st->model_size - a ? a + size : st->model_size;
     struct pieces p = { 0 };
-    if (st->model_hdr.data)
+    if (st->merged.hdr.len)
         model_merged(&p, st, a, end);
     else
         model_single(&p, st, a, end);

@@ -10,25 +10,19 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t hash_str(const char *s)
+/* ---- name tables: file names (NUL-terminated, owned) in a gguf_ntab ---- */
+
+static const void *name_of(const void *ctx, uint64_t i, size_t *len)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h ^ (h >> 31);
+    char *const *names = *(char **const *)ctx;
+    *len = strlen(names[i]);
+    return names[i];
 }
 
 int64_t ntab_find(const struct ntab *t, const char *name)
 {
-    if (!t->slot)
-        return -1;
-    for (uint64_t h = hash_str(name) & t->mask;; h = (h + 1) & t->mask) {
-        uint32_t e = t->slot[h];
-        if (e == 0)
-            return -1;
-        if (strcmp(t->names[e - 1], name) == 0)
-            return e - 1;
-    }
+    uint64_t v;
+    return t->names && gguf_ntab_find(&t->t, name, strlen(name), &v) ? (int64_t)v : -1;
 }
 
 static void ntab_free(struct ntab *t)
@@ -36,7 +30,7 @@ static void ntab_free(struct ntab *t)
     for (uint64_t i = 0; i < t->n; i++)
         free(t->names[i]);
     free(t->names);
-    free(t->slot);
+    gguf_ntab_free(&t->t);
     memset(t, 0, sizeof *t);
 }
 
@@ -47,32 +41,23 @@ typedef bool (*name_fn)(const struct state *st, uint64_t i, struct gguf_buf *out
  * same file name: a key literally named "x#2" next to a duplicated "x")
  * keeps the first and hides the later one from lookups (readdir still
  * lists it). */
-static int ntab_build(struct ntab *t, const struct state *st, uint64_t n, name_fn name_of)
+static int ntab_build(struct ntab *t, const struct state *st, uint64_t n, name_fn make)
 {
-    uint64_t cap = 16;
-    while (cap < n * 2)
-        cap <<= 1;
     t->names = calloc(n ? n : 1, sizeof *t->names);
-    t->slot = calloc(cap, sizeof *t->slot);
-    t->mask = cap - 1;
-    if (!t->names || !t->slot)
+    if (!t->names || gguf_ntab_init(&t->t, n, name_of, &t->names) != GGUF_OK)
         return ENOMEM;
     struct gguf_buf b = { 0 };
     int e = 0;
     for (uint64_t i = 0; i < n && !e; i++) {
         b.len = 0;
-        if (!name_of(st, i, &b) || !gguf_buf_putc(&b, '\0') ||
-            !(t->names[i] = strdup(b.data))) {
+        if (!make(st, i, &b) || !gguf_buf_putc(&b, '\0') || !(t->names[i] = strdup(b.data))) {
             e = ENOMEM;
             break;
         }
         t->n = i + 1;
-        if (ntab_find(t, t->names[i]) >= 0)
-            continue;
-        uint64_t h = hash_str(t->names[i]) & t->mask;
-        while (t->slot[h])
-            h = (h + 1) & t->mask;
-        t->slot[h] = (uint32_t)(i + 1);
+        enum gguf_err ge = gguf_ntab_add(&t->t, i, NULL);
+        if (ge && ge != GGUF_E_EXIST)
+            e = ENOMEM;
     }
     gguf_buf_free(&b);
     return e;
@@ -88,7 +73,7 @@ static bool kv_name(const struct state *st, uint64_t i, struct gguf_buf *out)
 static bool tensor_name(const struct state *st, uint64_t i, struct gguf_buf *out)
 {
     const struct tref *r = &st->tens[i];
-    return gguf_name_encode((const char *)st->shards[r->shard].gf->hdr + r->t->name_off,
+    return gguf_name_encode((const char *)st->model->shards[r->shard].gf->hdr + r->t->name_off,
                             r->t->name_len, 1, out);
 }
 
@@ -100,43 +85,15 @@ static bool tensor_name(const struct state *st, uint64_t i, struct gguf_buf *out
  * only grows; it is changed only while a state is built, and states are
  * built one at a time (at mount, then under the commit lock).
  */
-static int64_t ids_find(const struct key_ids *r, const char *name)
-{
-    if (!r->slot)
-        return -1;
-    for (uint64_t h = hash_str(name) & r->mask;; h = (h + 1) & r->mask) {
-        uint64_t e = r->slot[h];
-        if (e == 0)
-            return -1;
-        if (strcmp(r->names[e - 1], name) == 0)
-            return (int64_t)(e - 1);
-    }
-}
-
-static bool ids_rehash(struct key_ids *r, uint64_t nslots)
-{
-    uint64_t *ns = calloc(nslots, sizeof *ns);
-    if (!ns)
-        return false;
-    for (uint64_t i = 0; i < r->n; i++) {
-        uint64_t h = hash_str(r->names[i]) & (nslots - 1);
-        while (ns[h])
-            h = (h + 1) & (nslots - 1);
-        ns[h] = i + 1;
-    }
-    free(r->slot);
-    r->slot = ns;
-    r->mask = nslots - 1;
-    return true;
-}
-
 int64_t ggfs_key_id(struct ggfs *fs, const char *fname)
 {
-    struct key_ids *r = &fs->ids;
-    int64_t id = ids_find(r, fname);
+    struct ntab *r = &fs->ids;
+    int64_t id = ntab_find(r, fname);
     if (id >= 0)
         return id;
     if (KV_BASE + r->n + 1 >= VERSION_BASE)
+        return -1;
+    if (!r->names && gguf_ntab_init(&r->t, 64, name_of, &r->names) != GGUF_OK)
         return -1;
     if (r->n == r->cap) {
         uint64_t nc = r->cap ? r->cap * 2 : 64;
@@ -146,27 +103,18 @@ int64_t ggfs_key_id(struct ggfs *fs, const char *fname)
         r->names = nn;
         r->cap = nc;
     }
-    if (!r->slot || (r->n + 1) * 2 > r->mask + 1)
-        if (!ids_rehash(r, r->slot ? (r->mask + 1) * 2 : 128))
-            return -1;
-    char *copy = strdup(fname);
-    if (!copy)
+    if (!(r->names[r->n] = strdup(fname)))
         return -1;
-    r->names[r->n] = copy;
-    uint64_t h = hash_str(copy) & r->mask;
-    while (r->slot[h])
-        h = (h + 1) & r->mask;
-    r->slot[h] = r->n + 1;
+    if (gguf_ntab_add(&r->t, r->n, NULL) != GGUF_OK) {
+        free(r->names[r->n]);
+        return -1;
+    }
     return (int64_t)r->n++;
 }
 
-void ggfs_key_ids_free(struct key_ids *r)
+void ggfs_key_ids_free(struct ntab *ids)
 {
-    for (uint64_t i = 0; i < r->n; i++)
-        free(r->names[i]);
-    free(r->names);
-    free(r->slot);
-    memset(r, 0, sizeof *r);
+    ntab_free(ids);
 }
 
 /* ---- versions: counted states ---------------------------------------------
@@ -244,7 +192,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 static int keep_padding(struct state *st)
 {
     const struct gguf_file *gf = st_meta(st);
-    struct gguf_source *src = st->shards[0].src;
+    struct gguf_source *src = st->model->shards[0].src;
     st->hdr_end = gf->data_off < gf->file_size ? gf->data_off : gf->file_size;
     uint64_t n = st->hdr_end - gf->hdr_size;
     if (n == 0)
@@ -292,9 +240,8 @@ void ggfs_state_free(struct state *st)
     free(st->kv_id);
     free(st->id_kv);
     free(st->tens);
-    free(st->vt_off);
-    free(st->model_hdr.data);
-    ggfs_shards_free(st->shards, st->n_shards);
+    gguf_merged_free(&st->merged);
+    gguf_split_close(st->model);
     free(st);
 }
 
@@ -302,26 +249,22 @@ void ggfs_state_free(struct state *st)
 static int index_tensors(struct state *st)
 {
     uint64_t total = 0;
-    for (unsigned i = 0; i < st->n_shards; i++)
-        total += st->shards[i].gf->n_tensors;
+    for (unsigned i = 0; i < st->model->n; i++)
+        total += st->model->shards[i].gf->n_tensors;
     if (total > (UINT64_MAX - TENSOR_BASE) / TENSOR_STRIDE)
         return EOVERFLOW;
     st->n_tensors = total;
     st->tens = calloc(total ? total : 1, sizeof *st->tens);
     if (!st->tens)
         return ENOMEM;
-    for (unsigned i = 0, j = 0; i < st->n_shards; i++)
-        for (uint64_t k = 0; k < st->shards[i].gf->n_tensors; k++, j++) {
-            st->tens[j].t = &st->shards[i].gf->tensors[k];
+    for (unsigned i = 0, j = 0; i < st->model->n; i++)
+        for (uint64_t k = 0; k < st->model->shards[i].gf->n_tensors; k++, j++) {
+            st->tens[j].t = &st->model->shards[i].gf->tensors[k];
             st->tens[j].shard = i;
         }
-    int e = ntab_build(&st->tensor_names, st, total, tensor_name);
-    /* within one file the parser refuses repeated tensor names; across
-     * shards they are refused here */
-    for (uint64_t j = 0; !e && st->n_shards > 1 && j < total; j++)
-        if (ntab_find(&st->tensor_names, st->tensor_names.names[j]) != (int64_t)j)
-            e = EEXIST;
-    return e;
+    /* tensor names are unique: the parser refuses repeats in one file,
+     * gguf_split_open across shards */
+    return ntab_build(&st->tensor_names, st, total, tensor_name);
 }
 
 /* Names, ids and the lazily rendered texts of the keys. */
@@ -364,14 +307,14 @@ static int render_info(struct state *st, const char *path)
     struct gguf_buf b = { 0 };
     struct gguf_file *merged = NULL;
     const struct gguf_file *shown = st_meta(st);
-    if (st->n_shards > 1) {
+    if (st->model->n > 1) {
         struct gguf_diag d;
-        if (gguf_parse((const uint8_t *)st->model_hdr.data, st->model_hdr.len,
+        if (gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
                        st->model_size, &merged, &d, NULL) == GGUF_OK)
             shown = merged;
-        gguf_buf_printf(&b, "split model of %u shards:", st->n_shards);
-        for (unsigned i = 0; i < st->n_shards; i++)
-            gguf_buf_printf(&b, " %s", st->shards[i].src->name);
+        gguf_buf_printf(&b, "split model of %u shards:", st->model->n);
+        for (unsigned i = 0; i < st->model->n; i++)
+            gguf_buf_printf(&b, " %s", st->model->shards[i].name);
         gguf_buf_printf(&b, "\nmetadata from the first shard; shown as model.gguf "
                         "(split.* keys dropped)\n\n");
     }
@@ -387,7 +330,7 @@ static int render_info(struct state *st, const char *path)
     return e;
 }
 
-int ggfs_state_new(struct ggfs *fs, struct shard *shards, unsigned n, uint64_t gen,
+int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out)
 {
     *out = NULL;
@@ -397,13 +340,14 @@ int ggfs_state_new(struct ggfs *fs, struct shard *shards, unsigned n, uint64_t g
     st->fs = fs;
     st->refs = 1;
     st->gen = gen;
-    st->shards = shards;
-    st->n_shards = n;
-    if (shards[0].src->fd >= 0)
-        fstat(shards[0].src->fd, &st->model_st);
+    st->model = model;
+    if (model->shards[0].src->fd >= 0)
+        fstat(model->shards[0].src->fd, &st->model_st);
     int e = index_tensors(st);
-    if (!e && n > 1) {
-        e = ggfs_build_merged(st);
+    if (!e && model->n > 1) {
+        struct gguf_diag d;
+        e = ggfs_errno(gguf_split_merge(model, &st->merged, &d));
+        st->model_size = st->merged.size;
     } else if (!e) {
         st->model_size = st_meta(st)->file_size;
         e = keep_padding(st);
@@ -413,10 +357,10 @@ int ggfs_state_new(struct ggfs *fs, struct shard *shards, unsigned n, uint64_t g
     if (!e)
         e = render_info(st, fs->model_path);
     if (e) {
-        st->shards = NULL;     /* still the caller's */
-        st->n_shards = 0;
-        free(st->kv_text);     /* nothing rendered yet; st_meta needs shards */
+        free(st->kv_text);     /* nothing rendered yet */
         st->kv_text = NULL;
+        st->model = NULL;      /* still the caller's */
+        gguf_merged_free(&st->merged);
         ggfs_state_free(st);
         return e;
     }

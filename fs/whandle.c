@@ -6,6 +6,7 @@
  */
 #include "whandle.h"
 
+#include "gguf/kvedit.h"
 #include "gguf/names.h"
 
 #include <dirent.h>
@@ -242,7 +243,7 @@ static int check_text(struct whandle *h)
 {
     const char *t = h->text.data;
     size_t n = h->text.len;
-    if (h->check_kind == CHECK_UTF8 && !wh_utf8_prefix_ok(t, n))
+    if (h->check_kind == CHECK_UTF8 && !gguf_utf8_prefix_ok(t, n))
         return EINVAL;
     if (h->check_kind == CHECK_SCALAR && n && t[n - 1] == '\n') {
         struct gguf_buf bin = { 0 };

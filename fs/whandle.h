@@ -62,12 +62,10 @@ void wh_pending_remove(struct whandle *h);
 /* The pending handle of id or (fname not NULL) of fname; NULL if none. */
 struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname);
 
-/* commit.c: rules of edits (until the key/value edit API of gguf/ takes them):
- * key i is general.alignment; fname decodes to a valid new key name; s is
- * UTF-8 but for an incomplete last sequence. */
+/* commit.c: key i is general.alignment; fname decodes to a valid new key
+ * name (gguf/kvedit.h). */
 bool wh_is_alignment(const struct gguf_file *gf, uint64_t i);
 bool wh_new_key_name(const char *fname, size_t len);
-bool wh_utf8_prefix_ok(const char *s, size_t n);
 
 /* commit.c: applies a handle's text to the model (commit_mu and h->mu
  * held); 0 when there is nothing to apply. */

@@ -113,8 +113,44 @@ def main():
         line = harness.run_gguffs([paths[0], tmp])[2].decode()
         h.check("does not belong" in line and line.count("\n") == 1, "foreign: %r" % line)
         os.replace(hidden, paths[2])
+    with h.case("an interrupted edit of shard 1, mounting shard 2"):
+        interrupted_first_shard(h, ggml, paths, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     return h.finish()
+
+
+def interrupted_first_shard(h, ggml, paths, tmp):
+    """Shard 1 holds the metadata and takes the edits: an edit of it cut
+    short (journal left, header half new) is refused by a read-only mount
+    and rolled back by a writable one, whichever shard is named, exactly as
+    when shard 1 is named."""
+    tool = os.environ.get("GGUFFS_INTERRUPT_EDIT")
+    if not tool:
+        h.fail("GGUFFS_INTERRUPT_EDIT is not set (tests/integration/meson.build sets it)")
+        return
+    before = open(paths[0], "rb").read()
+    with mount(paths[0], ["-o", "ro"]) as mnt:
+        old_name = open(os.path.join(mnt, "meta", "general.name")).read()
+    new_name = old_name.upper().rstrip("\n")      # the same size: an edit in place
+    for given in (paths[0], paths[1]):
+        r = subprocess.run([tool, paths[0], "general.name", new_name], capture_output=True)
+        if not h.check(r.returncode == 0, "interrupt_edit: %r" % r.stderr):
+            return
+        h.check(os.path.exists(paths[0] + ".gguffs-journal"), "no journal left")
+        h.check(open(paths[0], "rb").read() != before, "the header was not written")
+        label = "read-only via %s" % os.path.basename(given)
+        rc, _, err = harness.run_gguffs(["-o", "ro", given, tmp])
+        line = err.decode()
+        h.check(rc != 0 and not harness.is_mounted(tmp), "%s: mounted" % label)
+        h.check("an edit was interrupted" in line and line.count("\n") == 1,
+                "%s: stderr %r" % (label, line))
+        h.check(os.path.exists(paths[0] + ".gguffs-journal"), "%s: the journal went" % label)
+        with mount(given) as mnt:
+            name = open(os.path.join(mnt, "meta", "general.name")).read()
+            h.check(name == old_name, "writable via %s: general.name %r" % (given, name))
+        h.check(open(paths[0], "rb").read() == before,
+                "writable via %s: shard 1 is not the old version" % os.path.basename(given))
+        h.check(not os.path.exists(paths[0] + ".gguffs-journal"), "the journal stayed")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,60 @@
+/*
+ * tests/tools/interrupt_edit.c — leaves an edit interrupted, as a crash
+ * would: sets KEY of MODEL to VALUE (same-size value: an edit in place) and
+ * exits at the commit step named STEP (default "fsync of the model": the
+ * new header is written and the undo journal is still there).
+ *
+ *   interrupt_edit MODEL KEY VALUE [STEP]
+ *
+ * Exit status 0 when it stopped at that step, 1 on any error (with a line
+ * on stderr), 2 if the commit ran to its end without reaching the step.
+ * For tests of recovery through the mount (tests/integration).
+ */
+#include "gguf/commit.h"
+#include "gguf/kvedit.h"
+#include "gguf/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct gguf_edit_hooks hooks;
+
+static void stop_at(unsigned n, const char *what, void *arg)
+{
+    (void)n;
+    if (strcmp(what, (const char *)arg) == 0)
+        _exit(0);
+}
+
+int main(int argc, char *argv[])
+{
+    if (argc < 4 || argc > 5) {
+        fprintf(stderr, "usage: interrupt_edit MODEL KEY VALUE [STEP]\n");
+        return 1;
+    }
+    const char *step = argc == 5 ? argv[4] : "fsync of the model";
+    struct gguf_source *src;
+    struct gguf_file *f;
+    struct gguf_diag d;
+    struct gguf_buf hdr = { 0 };
+    char line[1024];
+    enum gguf_err e = gguf_source_file(argv[1], &src, &d);
+    if (!e && (e = gguf_open_source(src, &f, &d)) == GGUF_OK) {
+        int64_t i = gguf_find_key(f, argv[2], strlen(argv[2]));
+        e = i < 0 ? gguf_diag_set(&d, GGUF_E_NOENT, UINT64_MAX, "no key %s", argv[2])
+                  : gguf_kvedit_set(f, (uint64_t)i, argv[3], strlen(argv[3]), &hdr, &d);
+        hooks.step = stop_at;
+        hooks.arg = (void *)step;
+        gguf_edit_hooks = &hooks;
+        bool in_place;
+        if (!e)
+            e = gguf_commit(argv[1], f, src, (const uint8_t *)hdr.data, hdr.len, &in_place, &d);
+        if (!e)
+            return 2;
+    }
+    gguf_diag_format(&d, argv[1], line, sizeof line);
+    fprintf(stderr, "interrupt_edit: %s\n", line);
+    return 1;
+}
