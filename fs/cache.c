@@ -150,6 +150,16 @@ static void make_room(struct shard *s, size_t need)
     }
 }
 
+/* Drops one pin of ch (the shard lock is held).  A shard over its cap
+ * (everything was pinned when a chunk came in) shrinks back as soon as
+ * pins are released. */
+static void unpin(struct shard *s, struct cache_chunk *ch)
+{
+    ch->pins--;
+    if (s->bytes > s->cap)
+        make_room(s, 0);
+}
+
 /* Inserts ch (pinned, filling) into s; the shard lock is held. */
 static void insert(struct shard *s, struct cache_chunk *ch, uint64_t h)
 {
@@ -180,6 +190,10 @@ static void insert(struct shard *s, struct cache_chunk *ch, uint64_t h)
 static struct cache_chunk *get(struct cache *c, uint64_t tensor, uint64_t chunk,
                                size_t n, int *err, bool only_if_absent)
 {
+    if (n > CACHE_CHUNK_ELEMS) {    /* never sized by an unchecked number */
+        *err = EINVAL;
+        return NULL;
+    }
     uint64_t h = mix(tensor, chunk);
     struct shard *s = &c->shard[h & (c->nshard - 1)];
 
@@ -251,7 +265,7 @@ static struct cache_chunk *get(struct cache *c, uint64_t tensor, uint64_t chunk,
     }
     pthread_cond_broadcast(&s->filled);
     if (only_if_absent) {
-        ch->pins--;
+        unpin(s, ch);
         ch = NULL;
     }
     pthread_mutex_unlock(&s->mu);
@@ -291,11 +305,7 @@ void cache_put(struct cache *c, struct cache_chunk *ch)
 {
     struct shard *s = &c->shard[mix(ch->tensor, ch->chunk) & (c->nshard - 1)];
     pthread_mutex_lock(&s->mu);
-    ch->pins--;
-    /* A shard over its cap (everything was pinned when this chunk came in)
-     * shrinks back as soon as pins are released. */
-    if (s->bytes > s->cap)
-        make_room(s, 0);
+    unpin(s, ch);
     pthread_mutex_unlock(&s->mu);
 }
 
