@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and scripts/gguf_write.py files) and, with --run, replays them once.
+# Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and tests/oracle/gguf_write.py files) and, with --run, replays them once.
 """
     make_corpus.py --kind parse|value|roundtrip --out DIR [--run FUZZER]
 
@@ -8,7 +8,7 @@ parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
            (same version, byte order, keys, value types, tensor names and
            types; arrays cut to their first 24 elements, tensors to one
            block), the small real files as they are, the nonstandard
-           (refused) ones, and files written by scripts/gguf_write.py: v1,
+           (refused) ones, and files written by tests/oracle/gguf_write.py: v1,
            v2, v3, big-endian, every value type, nested and empty arrays,
            duplicate keys, alignments 1/64/4096, tensors of every type and
            of type ids gguffs does not know (removed, newer).
@@ -29,7 +29,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("GGUFFS_SRC") or os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(SRC, "scripts"))
 sys.path.insert(0, os.path.join(SRC, "tests", "oracle"))
 
 from gguf_write import GGUFWriter, Arr, GGML_TYPES  # noqa: E402

@@ -35,8 +35,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("GGUFFS_SRC") or os.path.abspath(os.path.join(HERE, "..", ".."))
+# tests/oracle: ggml.py, pyreader.py, expected.py, gguf_write.py
 sys.path.insert(0, os.path.join(SRC, "tests", "oracle"))
-sys.path.insert(0, os.path.join(SRC, "scripts"))
 
 SKIP = 77
 IN_CI = bool(os.environ.get("CI"))

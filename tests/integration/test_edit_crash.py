@@ -13,7 +13,7 @@ bytes, default 256 MiB):
      (journal, new file, a header that is neither version), and the model is
      mounted again, which runs gguf_recover;
   4. checks: the model's size and header bytes are exactly those of the old
-     or the new version (predicted byte for byte by scripts/gguf_write.py),
+     or the new version (predicted byte for byte by tests/oracle/gguf_write.py),
      no MODEL.gguffs-journal / MODEL.gguffs-new is left, ggml's
      gguf_init_from_file loads it with the expected values, meta/KEY on the
      new mount reads the same version, tensor bytes are unchanged (samples

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Mounts GGUF files made by ggml's writer and by scripts/gguf_write.py (every value and tensor type, v1/v2, big-endian, alignments, nested arrays, duplicate keys, odd names) and checks them; broken files must be refused.
+# Mounts GGUF files made by ggml's writer and by tests/oracle/gguf_write.py (every value and tensor type, v1/v2, big-endian, alignments, nested arrays, duplicate keys, odd names) and checks them; broken files must be refused.
 import os
 import struct
 import sys

@@ -6,7 +6,7 @@ not make the file unmountable: its bytes run from its offset to the next
 tensor's offset (or the end of the data), checked not to overlap; it has
 raw, type (type_NN) and shape but no f32, and info says so.
 
-Files are written with scripts/gguf_write.py (any type id, given bytes),
+Files are written with tests/oracle/gguf_write.py (any type id, given bytes),
 in versions 1-3 and both byte orders, and mounted for real.  Checked: every
 tensor's raw bytes (the unknown ones and their neighbours; an unknown
 tensor's range includes the padding after its data), type, shape; no f32
@@ -270,7 +270,7 @@ def refused_cases(h, tmp):
 def cli_case(h, tmp):
     """gguf_write.py's command line takes type ids and type_NN names."""
     p = os.path.join(tmp, "cli.gguf")
-    script = os.path.join(harness.SRC, "scripts", "gguf_write.py")
+    script = os.path.join(harness.SRC, "tests", "oracle", "gguf_write.py")
     r = subprocess.run([sys.executable, script, p, "--kv", "general.name", "string", "cli",
                         "--tensor", "a", "f32", "4", "--tensor", "b", "type_57", "5,2",
                         "--tensor", "c", "99", "3"], capture_output=True, text=True)

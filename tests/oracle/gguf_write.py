@@ -1,6 +1,7 @@
 # Writes GGUF files in pure Python (no ggml): v1/v2/v3, either byte order, any alignment, nested arrays, duplicate keys, raw tensors.
 """
-The project's own GGUF writer, for the demo model and for test files that
+The project's own GGUF writer, for the demo model (scripts/make-demo),
+the fuzzers' seeds, scripts/bench and for test files that
 ggml's writer cannot make.  It writes exactly what it is told: it does not
 reject duplicate keys, unknown tensor type ids, odd names or offsets that
 overlap, so it can make unusual (and broken) files on purpose.
