@@ -4,11 +4,18 @@ Environment: GGUFFS_BIN (build/gguffs), GGUFFS_ORACLE (libggml-base.so),
 GGUFFS_CORPUS (../shared/corpus), GGUFFS_SRC (source tree), CI (set on CI:
 missing prerequisites then fail instead of skipping with exit code 77).
 
-    h = Harness("corpus")
+    h = harness.start("corpus")     # /dev/fuse and gguffs there, or skip
     with h.case("some check"):
         with mount(model) as mnt:
             h.check(cond, "what was expected, what was got")
     sys.exit(h.finish())    # prints "N passed, N failed"
+
+What every mount test shares lives here, in sections: prerequisites,
+the mount table and unmounting, waiting without sleeping, gguffs seen from
+outside (sanitizer builds, thread stacks, RSS, the stats file), the gguffs
+child process (Gguffs, mounted, mount, mount_daemon, check_refused),
+small helpers on files, commands and ggml's values, and the counting of
+checks (Harness).
 
 mount() runs `gguffs -f MODEL MNT` as a child process (class Gguffs), its
 stdout and stderr going to a temporary file, so that what happens inside
@@ -23,6 +30,7 @@ to synchronise: the mount is awaited with poll() on /proc/self/mountinfo
 exit), the exit with Popen.wait().
 """
 import contextlib
+import hashlib
 import os
 import re
 import select
@@ -30,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -54,6 +63,8 @@ SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "ThreadSanitizer",
                      "Segmentation fault")
 ERROR_LINE = re.compile(r"^gguffs: (.+?): (.+) \(at byte offset (\d+)\)$")
 
+
+# ---- prerequisites -----------------------------------------------------------
 
 def skip_or_fail(why):
     """Missing prerequisite: exit 77 (skip), or fail when CI is set."""
@@ -91,6 +102,8 @@ def require_oracle():
     return ggml
 
 
+# ---- the mount table -----------------------------------------------------------
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:
@@ -103,15 +116,20 @@ def is_mounted(path):
 
 def unmount(mnt):
     """Unmounts every layer at mnt (fusermount3 -u, at once lazily (-z) if
-    that fails: busy)."""
+    that fails: busy; last umount -l, for a mount fusermount3 will not
+    touch, e.g. one made by mount(8)).  True if nothing is mounted there."""
     for _ in range(5):
         if not is_mounted(mnt):
             return True
         r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
         if r.returncode != 0:
             subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+    if is_mounted(mnt):
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
     return not is_mounted(mnt)
 
+
+# ---- waiting without sleeping ------------------------------------------------
 
 def pidfd(pid):
     """A pidfd of pid (readable once it has exited), or None if the kernel
@@ -190,15 +208,119 @@ def wait_pid_exit(pid, timeout):
         os.close(fd)
 
 
-def sanitized():
-    """True if the gguffs under test is built with a sanitizer (ASan or
-    UBSan): slower, so hang guards that are tight otherwise are relaxed."""
+# ---- gguffs seen from outside ------------------------------------------------
+
+def _built_with(*markers):
     try:
         with open(gguffs_bin(), "rb") as f:
             data = f.read()
     except OSError:
         return False
-    return b"__asan_init" in data or b"__ubsan_handle_" in data
+    return any(m in data for m in markers)
+
+
+def sanitized():
+    """True if the gguffs under test is built with a sanitizer (ASan, UBSan
+    or TSan): slower, so hang guards that are tight otherwise are relaxed."""
+    return _built_with(b"__asan_init", b"__ubsan_handle_", b"__tsan_init")
+
+
+def tsan():
+    """True if the gguffs under test is built with ThreadSanitizer, whose
+    shadow memory (several times what the program touches) makes its RSS
+    say nothing about what gguffs holds: RSS bounds are not checked then."""
+    return _built_with(b"__tsan_init")
+
+
+def no_quarantine_env():
+    """The environment for a gguffs whose RSS is measured: ASan's quarantine
+    (256 MB of freed memory kept resident) off.  No effect on other builds."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ((env["ASAN_OPTIONS"] + ":") if env.get("ASAN_OPTIONS") else "") + \
+        "quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
+    return env
+
+
+def find_daemon(mnt):
+    """The pid of the gguffs serving mnt (a daemonized one is not our
+    child), or None."""
+    mnt = os.path.realpath(mnt).encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == b"gguffs" and \
+                any(a and os.path.realpath(a) == mnt for a in args):
+            return int(d)
+    return None
+
+
+def rss_kib(pid):
+    """VmRSS of pid in KiB (OSError once it is gone)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class RssPeak:
+    """Samples the RSS of pid every period seconds on a thread (a sampling
+    period, not synchronisation) from the start of a with block to its end:
+    base (KiB, at the start), peak (KiB), grown_mib (peak - base), gone
+    (the process vanished while sampled)."""
+
+    def __init__(self, pid, period=0.05):
+        self.pid = pid
+        self.period = period
+        self.base = self.peak = rss_kib(pid)
+        self.gone = False
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.period)
+
+    def sample(self):
+        try:
+            self.peak = max(self.peak, rss_kib(self.pid))
+        except OSError:
+            self.gone = True
+        return not self.gone
+
+    @property
+    def grown_mib(self):
+        return (self.peak - self.base) / 1024.0
+
+    def __enter__(self):
+        self._th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._th.join()
+        self.sample()
+        return False
+
+
+def read_stats(mnt):
+    """MNT/stats as {name: int} (lines "name number"); {} if unreadable."""
+    out = {}
+    try:
+        with open(os.path.join(mnt, "stats")) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if v.strip().isdigit():
+                    out[k] = int(v)
+    except OSError:
+        pass
+    return out
 
 
 def thread_stacks(pid):
@@ -230,6 +352,8 @@ def thread_stacks(pid):
             out.append("  (gdb: %s)" % e)
     return "\n".join(out)
 
+
+# ---- the gguffs child process -------------------------------------------------
 
 def sanitizer_report(text):
     """The part of gguffs' stderr from the first sanitizer (or assertion)
@@ -418,19 +542,26 @@ class Gguffs:
 
 
 @contextlib.contextmanager
-def mount(model, options=(), mnt=None):
+def mounted(model, options=(), mnt=None, env=None):
     """Mounts model with gguffs -f (class Gguffs) on a new temporary
-    directory (or mnt), yields the mount point, and always unmounts and
-    removes it afterwards; raises DaemonError if gguffs then exits non-zero
-    or printed a sanitizer report."""
-    g = Gguffs(model, options, mnt)
+    directory (or mnt), yields the Gguffs (g.mnt, g.pid, ...), and always
+    unmounts and removes it afterwards; raises DaemonError if gguffs then
+    exits non-zero or printed a sanitizer report."""
+    g = Gguffs(model, options, mnt, env)
     try:
-        yield g.mnt
+        yield g
     finally:
         try:
             g.stop(None, "gguffs -f %s" % os.path.basename(model))
         finally:
             g.close()
+
+
+@contextlib.contextmanager
+def mount(model, options=(), mnt=None):
+    """mounted(), yielding the mount point."""
+    with mounted(model, options, mnt) as g:
+        yield g.mnt
 
 
 @contextlib.contextmanager
@@ -491,6 +622,79 @@ def check_refused(h, model, label, want_offset=None):
             os.rmdir(mnt)
         except OSError:
             pass
+
+
+# ---- files, commands, values ------------------------------------------------
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def pread_via(fds, path, length, offset, fresh, drop=False):
+    """os.pread of path through a new descriptor (fresh) or the one kept in
+    fds[path] (opened on first use; the caller closes fds' descriptors).
+    drop: the file's pages leave the kernel's cache first
+    (POSIX_FADV_DONTNEED), so that the read reaches gguffs."""
+    if fresh:
+        fd = os.open(path, os.O_RDONLY)
+    else:
+        if path not in fds:
+            fds[path] = os.open(path, os.O_RDONLY)
+        fd = fds[path]
+    try:
+        if drop:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return os.pread(fd, length, offset)
+    finally:
+        if fresh:
+            os.close(fd)
+
+
+def run(cmd, cwd=None, input=None, timeout=60):
+    """Runs cmd (a list, or a str for the shell) and returns the
+    CompletedProcess, stdout and stderr as text; stdin is input or empty."""
+    return subprocess.run(cmd, shell=isinstance(cmd, str), cwd=cwd, input=input,
+                          stdin=subprocess.DEVNULL if input is None else None,
+                          capture_output=True, text=True, errors="replace", timeout=timeout)
+
+
+def tensor_hashes(m, path):
+    """sha256 of every tensor's bytes in path, as ggml's reader (m, from
+    ggml.read_gguf) places them: {name: hex digest}."""
+    out = {}
+    with open(path, "rb") as f:
+        for t in m.tensors:
+            f.seek(m.data_offset + t.offset)
+            out[t.name] = hashlib.sha256(f.read(t.nbytes)).hexdigest()
+    return out
+
+
+def norm(v):
+    """A value from ggml's or the pure-Python reader as plain Python: str
+    for strings, lists for arrays, float and int for numbers."""
+    import numpy as np
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
+    if hasattr(v, "etype") and hasattr(v, "items"):
+        return [norm(x) for x in v.items]
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [norm(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    if isinstance(v, (bool, int, np.integer)):
+        return int(v)
+    return v
+
+
+# ---- counting checks ---------------------------------------------------------
+
+def start(name):
+    """The start of a mount test's main(): /dev/fuse and gguffs must be
+    there (else skip, or fail on CI); returns Harness(name)."""
+    require_fuse()
+    gguffs_bin()
+    return Harness(name)
 
 
 class Harness:

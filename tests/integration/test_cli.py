@@ -9,7 +9,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 # the daemon mode is what this test checks: mount_daemon, not harness.mount
-from harness import Harness, is_mounted, mount_daemon as mount, run_gguffs, unmount  # noqa: E402
+from harness import is_mounted, mount_daemon as mount, run_gguffs, unmount  # noqa: E402
 
 
 def one_line(err):
@@ -18,11 +18,9 @@ def one_line(err):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("cli")
     import gguf_write as gw
 
-    h = Harness("cli")
     tmp = tempfile.mkdtemp(prefix="gguffs-cli-")
     model = os.path.join(tmp, "demo.gguf")
     w = gw.GGUFWriter()

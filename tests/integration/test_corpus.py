@@ -6,7 +6,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, check_refused  # noqa: E402
+from harness import check_refused  # noqa: E402
 
 
 def main():
@@ -14,12 +14,10 @@ def main():
     real = os.path.join(corpus, "real")
     if not os.path.isdir(real):
         harness.skip_or_fail("corpus directory %s does not exist" % real)
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("corpus")
     harness.require_oracle()
     import checks
 
-    h = Harness("corpus")
     files = sorted(glob.glob(os.path.join(real, "*.gguf")))
     only = os.environ.get("GGUFFS_TEST_ONLY")
     if only:

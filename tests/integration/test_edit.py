@@ -1,7 +1,6 @@
 #!/usr/bin/python3
 # Edits metadata through a mount (echo, printf, python r+, truncate, sed -i, create, rm, mv, setfattr) and checks the file with ggml after each.
 import errno
-import hashlib
 import os
 import shutil
 import subprocess
@@ -10,38 +9,14 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, mount  # noqa: E402
-
-
-def norm(v):
-    """ggml's values as plain Python: str for strings, lists for arrays."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "surrogateescape")
-    if hasattr(v, "items") and hasattr(v, "etype"):
-        return [norm(x) for x in v.items]
-    if isinstance(v, (list, tuple)):
-        return [norm(x) for x in v]
-    return v
-
-
-def tensor_hashes(m, path):
-    """sha256 of every tensor's bytes, as ggml's reader places them."""
-    out = {}
-    with open(path, "rb") as f:
-        for t in m.tensors:
-            f.seek(m.data_offset + t.offset)
-            out[t.name] = hashlib.sha256(f.read(t.nbytes)).hexdigest()
-    return out
+from harness import mount  # noqa: E402
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
-    harness.require_oracle()
-    import ggml
+    h = harness.start("edit")
+    ggml = harness.require_oracle()
     import gguf_write as gw
 
-    h = Harness("edit")
     tmp = tempfile.mkdtemp(prefix="gguffs-edit-")
     model = os.path.join(tmp, "m.gguf")
     w = gw.GGUFWriter()
@@ -57,23 +32,20 @@ def main():
     w.write(model)
 
     m0 = ggml.read_gguf(model)
-    hashes0 = tensor_hashes(m0, model)
+    hashes0 = harness.tensor_hashes(m0, model)
 
     def loaded(label):
         """ggml loads the file; tensors unchanged; returns {key: value}."""
         m = ggml.read_gguf(model)
         if not h.check(m is not None, "%s: ggml refuses the edited file: %s" % (label, ggml.last_log())):
             return {}
-        h.check(tensor_hashes(m, model) == hashes0, "%s: tensor bytes changed" % label)
-        return {k.decode(): (t, norm(v)) for k, t, v in m.kvs}, [k.decode() for k, _, _ in m.kvs]
-
-    def sh(cmd, cwd):
-        return subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+        h.check(harness.tensor_hashes(m, model) == hashes0, "%s: tensor bytes changed" % label)
+        return {k.decode(): (t, harness.norm(v)) for k, t, v in m.kvs}, [k.decode() for k, _, _ in m.kvs]
 
     with h.case("the mount for the edits"), mount(model) as mnt:
         meta = os.path.join(mnt, "meta")
         with h.case("echo into u32"):
-            r = sh("echo 8192 > llama.context_length", meta)
+            r = harness.run("echo 8192 > llama.context_length", meta)
             h.check(r.returncode == 0, "echo 8192: %s" % r.stderr)
             h.check(open(os.path.join(meta, "llama.context_length")).read() == "8192\n", "read back")
             kv, order = loaded("echo")
@@ -84,7 +56,7 @@ def main():
             for cmd in ("echo abc > llama.context_length", "echo -1 > llama.context_length",
                         "echo 4294967296 > llama.context_length", "echo maybe > tokenizer.ggml.add_bos_token",
                         "echo 64 > general.alignment"):
-                r = sh(cmd, meta)
+                r = harness.run(cmd, meta)
                 h.check(r.returncode != 0 or "error" in r.stderr.lower() or "invalid" in r.stderr.lower(),
                         "%s: accepted (rc %d)" % (cmd, r.returncode))
             fd = os.open(os.path.join(meta, "general.name"), os.O_WRONLY | os.O_TRUNC)
@@ -100,7 +72,7 @@ def main():
                 h.check(e.errno == errno.EINVAL, "close after invalid UTF-8: errno %d" % e.errno)
             h.check(open(model, "rb").read() == before, "a refused edit changed the model file")
         with h.case("string, printf, python r+, truncate, sed -i"):
-            sh("printf 'after' > general.name", meta)
+            harness.run("printf 'after' > general.name", meta)
             h.check(loaded("printf")[0]["general.name"] == ("string", "after"), "printf")
             with open(os.path.join(meta, "general.name"), "r+") as f:
                 f.seek(0)
@@ -108,7 +80,7 @@ def main():
             h.check(loaded("r+")[0]["general.name"] == ("string", "AFter"), "r+")
             os.truncate(os.path.join(meta, "general.name"), 2)
             h.check(loaded("truncate")[0]["general.name"] == ("string", "AF"), "truncate")
-            r = sh("sed -i 's/x/message/' tokenizer.chat_template", meta)
+            r = harness.run("sed -i 's/x/message/' tokenizer.chat_template", meta)
             h.check(r.returncode == 0, "sed -i: %s" % r.stderr)
             h.check(loaded("sed")[0]["tokenizer.chat_template"] == ("string", "{{ message }}"), "sed -i")
             h.check(sorted(os.listdir(meta)) == sorted(k.decode() for k, _, _ in m0.kvs),
@@ -122,10 +94,10 @@ def main():
                 f.write("small\n")
             h.check(loaded("shrink")[0]["tokenizer.chat_template"][1] == "small", "shrink")
         with h.case("arrays and floats"):
-            sh("printf '<s>\\nx\\\\ny\\nz\\n' > tokenizer.ggml.tokens", meta)
+            harness.run("printf '<s>\\nx\\\\ny\\nz\\n' > tokenizer.ggml.tokens", meta)
             h.check(loaded("array")[0]["tokenizer.ggml.tokens"] == ("array[string]", ["<s>", "x\ny", "z"]),
                     "array: %r" % (loaded("array")[0]["tokenizer.ggml.tokens"],))
-            sh("echo 1e-06 > llama.rope.freq_base", meta)
+            harness.run("echo 1e-06 > llama.rope.freq_base", meta)
             t, v = loaded("f32")[0]["llama.rope.freq_base"]
             h.check(t == "f32" and abs(v - 1e-6) < 1e-12, "f32: %r" % ((t, v),))
             arr = [str(i) for i in range(200000)]
@@ -133,7 +105,7 @@ def main():
                 f.write("\n".join(arr) + "\n")
             h.check(loaded("200k")[0]["tokenizer.ggml.tokens"][1] == arr, "200k-element array")
         with h.case("create with inferred types, setfattr, rm, mv"):
-            sh("echo 42 > general.new_int; echo true > general.new_bool; echo 0.5 > general.new_f; "
+            harness.run("echo 42 > general.new_int; echo true > general.new_bool; echo 0.5 > general.new_f; "
                "echo hi there > general.new_s", meta)
             kv = loaded("create")[0]
             h.check(kv.get("general.new_int") == ("i32", 42), "i32: %r" % (kv.get("general.new_int"),))
@@ -154,9 +126,9 @@ def main():
             h.check("general.new_bool" not in kv and kv.get("general.moved") == ("f32", 0.5), "rm/mv")
             h.check(sorted(os.listdir(meta)) == sorted(order), "listing %r vs %r" % (os.listdir(meta), order))
             for bad in ("Bad.Name", "a..b", "x y"):
-                r = sh("echo 1 > '%s' && mv '%s' general.zzz" % (bad, bad), meta)
+                r = harness.run("echo 1 > '%s' && mv '%s' general.zzz" % (bad, bad), meta)
                 h.check("general.zzz" in loaded("scratch")[0] or r.returncode != 0, "scratch rename %s" % bad)
-                sh("rm -f general.zzz", meta)
+                harness.run("rm -f general.zzz", meta)
             for op in (lambda: os.unlink(os.path.join(meta, "general.alignment")),):
                 try:
                     op()

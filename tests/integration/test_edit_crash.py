@@ -39,7 +39,6 @@ import os
 import random
 import select
 import shutil
-import signal
 import statistics
 import string
 import subprocess
@@ -51,9 +50,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness  # noqa: E402
 
-QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
 MUL = np.uint64(0x9E3779B97F4A7C15)
 CHUNK = 8 << 20            # bytes per pattern chunk (multiple of 8)
 NAME_LEN = 10
@@ -147,16 +144,9 @@ def check_data(path, data_off, data_bytes, rng, full):
 Gguffs = harness.Gguffs
 
 
-def force_unmount(mnt):
-    if harness.unmount(mnt):
-        return True
-    subprocess.run(["umount", "-l", mnt], capture_output=True)
-    return not harness.is_mounted(mnt)
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=12 if QUICK else 30)
+    ap.add_argument("--trials", type=int, default=12 if harness.QUICK else 30)
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--dir", default=os.environ.get("GGUFFS_CRASH_DIR"))
     ap.add_argument("--seed", type=int, default=None)
@@ -165,13 +155,11 @@ def main():
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
 
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("edit-crash")
     ggml = harness.require_oracle()
 
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    h = Harness("edit-crash")
     print("seed %d, %d trials, %d MiB model" % (seed, args.trials, args.size_mb), flush=True)
 
     tmp = tempfile.mkdtemp(prefix="gguffs-crash-", dir=args.dir)
@@ -311,7 +299,7 @@ def main():
                     counts["kill after close returned"] += 1   # the reply raced the kill
                 else:
                     counts["kill during close"] += 1
-                force_unmount(mnt)
+                harness.unmount(mnt)
             # what the kill left, before recovery
             left = set(os.listdir(mdir)) - {"m.gguf"}
             if any(n.endswith("gguffs-journal") for n in left):
@@ -378,7 +366,7 @@ def main():
     finally:
         if gf:
             gf.close()
-        force_unmount(mnt)
+        harness.unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
 
     print("trials: %d killed (%d in place, %d rewrite); outcomes: %d old, %d new "

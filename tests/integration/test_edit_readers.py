@@ -22,7 +22,6 @@ after each, ggml loads the file with the expected value, the other keys
 unchanged, and the tensors unchanged.
 """
 import errno
-import hashlib
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -38,11 +37,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness  # noqa: E402
-from test_edit_crash import force_unmount  # noqa: E402
 
-QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
-DURATION = 10 if QUICK else 30
+DURATION = 10 if harness.QUICK else 30
 STALL = 20.0               # hang guard: no heartbeat for this long is a hang
 MIN_READS = 100 * 4        # work done before the run may end (NREADERS = 4)
 MIN_EDITS = 6              # edits of each kind (in place, rewrite)
@@ -131,15 +127,6 @@ def make_model(path, ggml):
         else:
             assert t.offset == pos and t.nbytes == pad_n, (t.offset, pos)
     return tensors
-
-
-def tensor_hashes(m, path):
-    out = {}
-    with open(path, "rb") as f:
-        for t in m.tensors:
-            f.seek(m.data_offset + t.offset)
-            out[t.name] = hashlib.sha256(f.read(t.nbytes)).hexdigest()
-    return out
 
 
 # ---- processes -------------------------------------------------------------
@@ -267,7 +254,7 @@ def editor(mnt, seq, beat, stop, errq, counts):
 
 def readers_during_edits(h, model, mnt_dir, tensors, ggml):
     m0 = ggml.read_gguf(model)
-    hashes0 = tensor_hashes(m0, model)
+    hashes0 = harness.tensor_hashes(m0, model)
     ctxm = mp.get_context("fork")
     seq = ctxm.Value("q", 0, lock=False)
     stop = ctxm.Value("b", 0, lock=False)
@@ -318,7 +305,7 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml):
             for p in hung:
                 p.kill()
                 p.join(5)
-            force_unmount(mnt_dir)
+            harness.unmount(mnt_dir)
     finally:
         stop.value = 1
         for p in procs:
@@ -353,7 +340,7 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml):
             "too few edits: %d in place, %d rewrite" % (counts[NREADERS], counts[NREADERS + 1]))
     m = ggml.read_gguf(model)
     if h.check(m is not None, "after the edits ggml refuses the model: %s" % ggml.last_log()):
-        h.check(tensor_hashes(m, model) == hashes0, "tensor bytes changed during the edits")
+        h.check(harness.tensor_hashes(m, model) == hashes0, "tensor bytes changed during the edits")
         kv = {k.decode(): v for k, _, v in m.kvs}
         n = seq.value
         h.check(kv["llama.context_length"] <= ctx_value(n) and kv["general.name"].decode() <= name_value(n)
@@ -365,7 +352,7 @@ def readers_during_edits(h, model, mnt_dir, tensors, ggml):
 
 def tools(h, model, mnt_dir, ggml, tmp):
     m0 = ggml.read_gguf(model)
-    hashes0 = tensor_hashes(m0, model)
+    hashes0 = harness.tensor_hashes(m0, model)
     kv0 = {k.decode(): (t, v) for k, t, v in m0.kvs}
 
     def loaded(label, changes):
@@ -373,15 +360,12 @@ def tools(h, model, mnt_dir, ggml, tmp):
         m = ggml.read_gguf(model)
         if not h.check(m is not None, "%s: ggml refuses the file: %s" % (label, ggml.last_log())):
             return
-        h.check(tensor_hashes(m, model) == hashes0, "%s: tensor bytes changed" % label)
+        h.check(harness.tensor_hashes(m, model) == hashes0, "%s: tensor bytes changed" % label)
         kv = {k.decode(): (t, v) for k, t, v in m.kvs}
         want = dict(kv0)
         want.update(changes)
-
-        def norm(d):
-            return {k: (t, v.decode("utf-8", "replace") if isinstance(v, bytes) else
-                        (str(v.items) if hasattr(v, "items") else v)) for k, (t, v) in d.items()}
-        got, exp = norm(kv), norm(want)
+        got = {k: (t, harness.norm(v)) for k, (t, v) in kv.items()}
+        exp = {k: (t, harness.norm(v)) for k, (t, v) in want.items()}
         for k in sorted(set(got) | set(exp)):
             h.check(got.get(k) == exp.get(k), "%s: %s is %r, expected %r"
                     % (label, k, str(got.get(k))[:60], str(exp.get(k))[:60]))
@@ -391,10 +375,6 @@ def tools(h, model, mnt_dir, ggml, tmp):
                 "%s: key order changed: %r" % (label, order))
         h.check(sorted(os.listdir(os.path.dirname(model))) == ["m.gguf"],
                 "%s: files left beside the model: %r" % (label, os.listdir(os.path.dirname(model))))
-
-    def run(cmd, cwd, inp=None):
-        return subprocess.run(cmd, shell=isinstance(cmd, str), cwd=cwd, input=inp,
-                              capture_output=True, text=True, timeout=60)
 
     changes = {}
     gf = harness.Gguffs(model, mnt=mnt_dir)
@@ -408,33 +388,33 @@ def tools(h, model, mnt_dir, ggml, tmp):
                 h.note("vim is not installed: the vim edits are skipped")
             else:
                 cur = kv0["general.name"][1].decode()
-                r = run([vim, "-es", "-N", "-u", "NONE", "-i", "NONE", "-c", "%s/name-/vim-/",
+                r = harness.run([vim, "-es", "-N", "-u", "NONE", "-i", "NONE", "-c", "%s/name-/vim-/",
                          "-c", "wq", "general.name"], meta)
                 h.check(r.returncode == 0, "vim on a string: rc %d %s %s" % (r.returncode, r.stdout, r.stderr))
                 changes["general.name"] = ("string", cur.replace("name-", "vim-"))
                 loaded("vim string", changes)
-                r = run([vim, "-es", "-N", "-u", "NONE", "-i", "NONE", "-c", "%s/4096/8192/",
+                r = harness.run([vim, "-es", "-N", "-u", "NONE", "-i", "NONE", "-c", "%s/4096/8192/",
                          "-c", "wq", "llama.embedding_length"], meta)
                 h.check(r.returncode == 0, "vim on a u32: rc %d %s %s" % (r.returncode, r.stdout, r.stderr))
                 changes["llama.embedding_length"] = ("u32", 8192)
                 loaded("vim u32", changes)
                 # vim with the user's defaults (swap file, backup) as well
-                r = run([vim, "-es", "-c", "%s/vim-/vim2-/", "-c", "wq", "general.name"], meta)
+                r = harness.run([vim, "-es", "-c", "%s/vim-/vim2-/", "-c", "wq", "general.name"], meta)
                 h.check(r.returncode == 0, "vim (defaults): rc %d %s %s" % (r.returncode, r.stdout, r.stderr))
                 changes["general.name"] = ("string", cur.replace("name-", "vim2-"))
                 loaded("vim defaults", changes)
                 h.check(sorted(os.listdir(meta)) == sorted(kv0),
                         "vim left files in meta/: %r" % sorted(set(os.listdir(meta)) - set(kv0)))
         with h.case("tee"):
-            r = run("echo 2048 | tee llama.context_length", meta)
+            r = harness.run("echo 2048 | tee llama.context_length", meta)
             h.check(r.returncode == 0 and r.stdout == "2048\n", "tee: rc %d %r %s" % (r.returncode, r.stdout, r.stderr))
             changes["llama.context_length"] = ("u32", 2048)
             loaded("tee", changes)
-            r = run("echo 12 | tee -a general.architecture", meta)
+            r = harness.run("echo 12 | tee -a general.architecture", meta)
             h.check(r.returncode == 0, "tee -a: rc %d %s" % (r.returncode, r.stderr))
             changes["general.architecture"] = ("string", "llama\n12")
             loaded("tee -a", changes)
-            r = run("printf llama | tee general.architecture", meta)
+            r = harness.run("printf llama | tee general.architecture", meta)
             changes["general.architecture"] = ("string", "llama")
             loaded("tee back", changes)
         with h.case("python open('w')"):
@@ -459,32 +439,20 @@ def tools(h, model, mnt_dir, ggml, tmp):
                 h.check(e.errno == errno.EINVAL, "python w bad u32: errno %d" % e.errno)
             loaded("python w bad value", changes)
         with h.case("cp FILE meta/newkey"):
-            src = os.path.join(tmp, "src.txt")
-            with open(src, "w") as f:
-                f.write("a value from a file\n")
-            r = run(["cp", src, os.path.join(meta, "general.from_cp")], tmp)
-            h.check(r.returncode == 0, "cp: rc %d %s" % (r.returncode, r.stderr))
-            changes["general.from_cp"] = ("string", "a value from a file")
-            loaded("cp string", changes)
-            with open(src, "w") as f:
-                f.write("77\n")
-            r = run(["cp", src, os.path.join(meta, "general.int_from_cp")], tmp)
-            h.check(r.returncode == 0, "cp int: rc %d %s" % (r.returncode, r.stderr))
-            changes["general.int_from_cp"] = ("i32", 77)
-            loaded("cp int", changes)
-            with open(src, "w") as f:
-                f.write("another value\n")
-            r = run(["cp", src, os.path.join(meta, "general.from_cp")], tmp)
-            h.check(r.returncode == 0, "cp over an existing key: rc %d %s" % (r.returncode, r.stderr))
-            changes["general.from_cp"] = ("string", "another value")
-            loaded("cp over", changes)
-            big = os.path.join(tmp, "big.txt")
-            with open(big, "w") as f:
-                f.write("x" * (3 << 20))
-            r = run(["cp", big, os.path.join(meta, "general.big_from_cp")], tmp)
-            h.check(r.returncode == 0, "cp 3 MB: rc %d %s" % (r.returncode, r.stderr))
-            changes["general.big_from_cp"] = ("string", "x" * (3 << 20))
-            loaded("cp 3 MB", changes)
+            def cp(text, key, want, label):
+                """cp of a file holding text to meta/KEY: the key holds want."""
+                src = os.path.join(tmp, "src.txt")
+                with open(src, "w") as f:
+                    f.write(text)
+                r = harness.run(["cp", src, os.path.join(meta, key)], tmp)
+                h.check(r.returncode == 0, "%s: rc %d %s" % (label, r.returncode, r.stderr))
+                changes[key] = want
+                loaded(label, changes)
+
+            cp("a value from a file\n", "general.from_cp", ("string", "a value from a file"), "cp string")
+            cp("77\n", "general.int_from_cp", ("i32", 77), "cp int")
+            cp("another value\n", "general.from_cp", ("string", "another value"), "cp over")
+            cp("x" * (3 << 20), "general.big_from_cp", ("string", "x" * (3 << 20)), "cp 3 MB")
             h.check(sorted(os.listdir(meta)) == sorted(set(kv0) | set(changes)),
                     "meta/ lists %r" % os.listdir(meta))
     finally:
@@ -501,10 +469,8 @@ def tools(h, model, mnt_dir, ggml, tmp):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("edit-readers")
     ggml = harness.require_oracle()
-    h = Harness("edit-readers")
     tmp = tempfile.mkdtemp(prefix="gguffs-readers-")
     mdir = os.path.join(tmp, "model")
     mnt = os.path.join(tmp, "mnt")
@@ -518,7 +484,7 @@ def main():
         with h.case("tools"):
             tools(h, model, mnt, ggml, tmp)
     finally:
-        force_unmount(mnt)
+        harness.unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
     return h.finish()
 

@@ -27,6 +27,7 @@ without touching MODEL.gguf, and renamed over a key they set its value;
 sed -i, and vim -es (vim.tiny and vim, each if installed) on a string and
 a u32 key.
 """
+import contextlib
 import errno
 import hashlib
 import os
@@ -35,11 +36,10 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, mount  # noqa: E402
+from harness import mount  # noqa: E402
 
 import gguf_write as gw  # noqa: E402  (path set up by harness)
 import pyreader  # noqa: E402
@@ -95,23 +95,8 @@ SCRATCH = [".x.swp", ".general.name.swp", "#general.name#", "general.name~", "se
 
 # ---- helpers -----------------------------------------------------------------
 
-def norm(v):
-    """A value from pyreader or ggml as plain Python (str, int, float, lists)."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "surrogateescape")
-    if hasattr(v, "etype") and hasattr(v, "items"):
-        return [norm(x) for x in v.items]
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [norm(x) for x in v]
-    if isinstance(v, (float, np.floating)):
-        return float(v)
-    if isinstance(v, (bool, int, np.integer)):
-        return int(v)
-    return v
-
-
 def want(v):
-    """An expected value in the same form as norm()."""
+    """An expected value in the same form as harness.norm()."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, (list, tuple)):
@@ -121,18 +106,13 @@ def want(v):
     return v
 
 
-def file_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def state(data):
     """pyreader's view of a file's bytes: ({key str: (type, value, etype)}, file)."""
     f = pyreader.read_bytes(data)
     out = {}
     for kv in f.kvs:
         k = kv.key.decode("utf-8", "surrogateescape")
-        out[k] = (kv.type, norm(kv.value), getattr(kv.value, "etype", None))
+        out[k] = (kv.type, harness.norm(kv.value), getattr(kv.value, "etype", None))
     return out, f
 
 
@@ -144,8 +124,7 @@ def tensor_digest(data):
 
 
 def bash(script, *args, cwd=None):
-    return subprocess.run(["bash", "-c", script, "bash"] + list(args), cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return harness.run(["bash", "-c", script, "bash"] + list(args), cwd=cwd)
 
 
 def errno_of(fn):
@@ -155,6 +134,14 @@ def errno_of(fn):
         return None
     except OSError as e:
         return e.errno
+
+
+def open_errno(path, flags, mode):
+    """os.open as (descriptor, None), or (None, errno) when it fails."""
+    try:
+        return os.open(path, flags, mode), None
+    except OSError as e:
+        return None, e.errno
 
 
 def ename(e):
@@ -185,13 +172,13 @@ class Checker:
 
     def __init__(self, h, model, use_ggml, ggml):
         self.h, self.model, self.use_ggml, self.ggml = h, model, use_ggml, ggml
-        self.digest0 = tensor_digest(file_bytes(model))
+        self.digest0 = tensor_digest(harness.file_bytes(model))
         self.big0 = pyreader.read(model).big_endian
 
     def value(self, label, key, typ, expect, nested=False):
         """MODEL.gguf holds expect for key, with type typ (element type kept)."""
         h = self.h
-        data = file_bytes(self.model)      # one read: one version of the file
+        data = harness.file_bytes(self.model)      # one read: one version of the file
         try:
             kv, f = state(data)
         except Exception as e:  # noqa: BLE001
@@ -210,7 +197,7 @@ class Checker:
         if self.use_ggml:
             m = self.ggml.read_gguf(self.model)
             if h.check(m is not None, "%s: ggml refuses MODEL.gguf: %s" % (label, self.ggml.last_log())):
-                gk = {k.decode(): (t, norm(v)) for k, t, v in m.kvs}
+                gk = {k.decode(): (t, harness.norm(v)) for k, t, v in m.kvs}
                 h.check(gk.get(key) == (typ, want(expect)), "%s: ggml reads %s as %r"
                         % (label, key, str(gk.get(key))[:80]))
         return ok
@@ -232,7 +219,7 @@ def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
                 key = "%s.%s" % (key0, step)
                 p = os.path.join(meta, key)
                 lab = "%s %s (%s)" % (label, key, typ)
-                text = file_bytes(p)
+                text = harness.file_bytes(p)
                 t = os.getxattr(p, "user.gguf.type")
                 h.check(t == typ.encode(), "%s: user.gguf.type %r" % (lab, t))
                 return key, p, lab, text
@@ -240,22 +227,22 @@ def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
             # 1. os.open(O_TRUNC) + os.close(), nothing written
             with h.case("%s %s trunc" % (label, key0)):
                 key, p, lab, orig_text = setup("trunc")
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
                 e = errno_of(lambda: os.close(fd))
-                after = file_bytes(model)             # at once, no waiting
+                after = harness.file_bytes(model)             # at once, no waiting
                 if kind == "scalar":
                     h.check(e == errno.EINVAL, "%s: O_TRUNC+close: close() gave %s, expected EINVAL"
                             % (lab, ename(e)))
                     h.check(after == before, "%s: O_TRUNC+close: MODEL.gguf changed" % lab)
-                    got = file_bytes(p)
+                    got = harness.file_bytes(p)
                     h.check(got == orig_text, "%s: O_TRUNC+close: meta reads %r, expected the old %r"
                             % (lab, got[:60], orig_text[:60]))
                 else:
                     h.check(e is None, "%s: O_TRUNC+close: close() gave %s" % (lab, ename(e)))
                     chk.value("%s: O_TRUNC+close (MODEL.gguf read when close() returned)" % lab,
                               key, typ, empty, nested)
-                    got = file_bytes(p)
+                    got = harness.file_bytes(p)
                     h.check(got == (b"\n" if kind == "string" else b""),
                             "%s: O_TRUNC+close: meta reads %r" % (lab, got[:60]))
                     t = os.getxattr(p, "user.gguf.type")
@@ -265,12 +252,12 @@ def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
             # 2. the shell's `: > meta/KEY`
             with h.case("%s %s colon" % (label, key0)):
                 key, p, lab, orig_text = setup("colon")
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 r = bash(': > "$1"', p)
-                after = file_bytes(model)
+                after = harness.file_bytes(model)
                 if kind == "scalar":
                     h.check(after == before, "%s: ': >': MODEL.gguf changed" % lab)
-                    got = file_bytes(p)
+                    got = harness.file_bytes(p)
                     h.check(got == orig_text, "%s: ': >': meta reads %r, expected the old %r"
                             % (lab, got[:60], orig_text[:60]))
                 else:
@@ -280,11 +267,11 @@ def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
             # 3. open(O_TRUNC), dup, close the first, write through the dup, close
             with h.case("%s %s dup" % (label, key0)):
                 key, p, lab, orig_text = setup("dup")
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
                 fd2 = os.dup(fd)
                 e = errno_of(lambda: os.close(fd))
-                mid = file_bytes(model)
+                mid = harness.file_bytes(model)
                 h.check(e is None, "%s: dup pattern: close() of the first descriptor gave %s"
                         % (lab, ename(e)))
                 if kind == "scalar":
@@ -329,51 +316,54 @@ def trunc_tests(h, model, specs, label, ggml, use_ggml, observed):
 
 # ---- Part B ------------------------------------------------------------------
 
-def name_rule_tests(h, tmp, ggml):
-    model = make_model(os.path.join(tmp, "names.gguf"), STRINGS + [SCALARS[4]])
+@contextlib.contextmanager
+def small_mount(h, tmp, ggml, name):
+    """A model of a few strings and a u32 as tmp/name, mounted: yields
+    (model, its Checker, the mount's meta/, the listing of meta/)."""
+    model = make_model(os.path.join(tmp, name), STRINGS + [SCALARS[4]])
     chk = Checker(h, model, True, ggml)
     with mount(model) as mnt:
         meta = os.path.join(mnt, "meta")
-        listing0 = sorted(os.listdir(meta))
+        yield model, chk, meta, sorted(os.listdir(meta))
+
+
+def name_rule_tests(h, tmp, ggml):
+    with small_mount(h, tmp, ggml, "names.gguf") as (model, chk, meta, listing0):
         for bad in BAD_NAMES:
             with h.case("create %r" % bad):
                 p = os.path.join(meta, bad)
-                before = file_bytes(model)
-                try:
-                    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    e = None
-                except OSError as ex:
-                    e, fd = ex.errno, None
+                before = harness.file_bytes(model)
+                fd, e = open_errno(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 if fd is not None:
                     errno_of(lambda: os.write(fd, b"1\n"))
                     e2 = errno_of(lambda: os.close(fd))
                     h.fail("create %r: open(O_CREAT) succeeded (close: %s), expected EINVAL"
                            % (bad, ename(e2)))
-                    h.check(file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
+                    h.check(harness.file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
                     errno_of(lambda: os.unlink(p))
                 else:
                     h.check(e == errno.EINVAL, "create %r: open(O_CREAT) gave %s, expected EINVAL"
                             % (bad, ename(e)))
-                h.check(file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
+                h.check(harness.file_bytes(model) == before, "create %r: MODEL.gguf changed" % bad)
                 h.check(sorted(os.listdir(meta)) == listing0, "create %r: meta/ lists %r"
                         % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
                 r = bash('echo x > "$1"', p)
                 h.check(r.returncode != 0 and "Invalid argument" in r.stderr,
                         "echo x > %r: rc %d, stderr %r (expected 'Invalid argument')"
                         % (bad, r.returncode, r.stderr.strip()))
-                h.check(file_bytes(model) == before, "echo x > %r: MODEL.gguf changed" % bad)
+                h.check(harness.file_bytes(model) == before, "echo x > %r: MODEL.gguf changed" % bad)
                 if os.path.lexists(p):
                     errno_of(lambda: os.unlink(p))
                 h.check(sorted(os.listdir(meta)) == listing0, "echo x > %r: meta/ lists %r"
                         % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
             with h.case("rename to %r" % bad):
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 e = errno_of(lambda: os.rename(os.path.join(meta, "t.string"), os.path.join(meta, bad)))
                 h.check(e == errno.EINVAL, "rename t.string -> %r gave %s, expected EINVAL" % (bad, ename(e)))
                 if e is None:      # put it back (best effort)
                     errno_of(lambda: os.rename(os.path.join(meta, bad), os.path.join(meta, "t.string")))
                 else:
-                    h.check(file_bytes(model) == before, "rename to %r: MODEL.gguf changed" % bad)
+                    h.check(harness.file_bytes(model) == before, "rename to %r: MODEL.gguf changed" % bad)
                 h.check(sorted(os.listdir(meta)) == listing0, "rename to %r: meta/ lists %r"
                         % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
                 r = bash('mv "$1" "$2"', os.path.join(meta, "t.u32"), os.path.join(meta, bad))
@@ -381,7 +371,7 @@ def name_rule_tests(h, tmp, ggml):
                 if r.returncode == 0:
                     bash('mv "$1" "$2"', os.path.join(meta, bad), os.path.join(meta, "t.u32"))
                 else:
-                    h.check(file_bytes(model) == before, "mv to %r: MODEL.gguf changed" % bad)
+                    h.check(harness.file_bytes(model) == before, "mv to %r: MODEL.gguf changed" % bad)
         for good in GOOD_NAMES:
             with h.case("create %r" % good):
                 r = bash('echo 41 > "$1"', os.path.join(meta, good))
@@ -394,7 +384,7 @@ def name_rule_tests(h, tmp, ggml):
                                            os.path.join(meta, "x.renamed_ok")))
             h.check(e is None, "rename x.good_name -> x.renamed_ok: %s" % ename(e))
             chk.value("rename to a valid name", "x.renamed_ok", "i32", 41)
-            h.check("x.good_name" not in state(file_bytes(model))[0], "x.good_name still in the model after rename")
+            h.check("x.good_name" not in state(harness.file_bytes(model))[0], "x.good_name still in the model after rename")
 
 
 def odd_name_tests(h, tmp, ggml):
@@ -421,7 +411,7 @@ def odd_name_tests(h, tmp, ggml):
             p = os.path.join(meta, key)
             with h.case(lab):
                 h.check(key in os.listdir(meta), "%s: not listed in meta/" % lab)
-                text = file_bytes(p).decode()
+                text = harness.file_bytes(p).decode()
                 h.check(text == ("%s\n" % val if not isinstance(val, list)
                                  else "".join("%s\n" % x for x in val)),
                         "%s: reads %r" % (lab, text))
@@ -435,8 +425,8 @@ def odd_name_tests(h, tmp, ggml):
                 e = errno_of(lambda: os.rename(p, os.path.join(meta, to)))
                 h.check(e is None, "%s: rename to %s: %s" % (lab, to, ename(e)))
                 chk.value("%s: rename" % lab, to, newtype, want(newval) if typ != "string" else int(newval))
-                h.check(key not in state(file_bytes(model))[0], "%s: still in the model after the rename" % lab)
-                h.check(sorted(os.listdir(meta)) == sorted(state(file_bytes(model))[0]),
+                h.check(key not in state(harness.file_bytes(model))[0], "%s: still in the model after the rename" % lab)
+                h.check(sorted(os.listdir(meta)) == sorted(state(harness.file_bytes(model))[0]),
                         "%s: meta/ lists %r" % (lab, sorted(os.listdir(meta))))
 
     model2 = os.path.join(tmp, "odd2.gguf")
@@ -448,7 +438,7 @@ def odd_name_tests(h, tmp, ggml):
             with h.case(lab + " rm"):
                 e = errno_of(lambda: os.unlink(os.path.join(meta, key)))
                 h.check(e is None, "%s: unlink: %s" % (lab, ename(e)))
-                kv = state(file_bytes(model2))[0]
+                kv = state(harness.file_bytes(model2))[0]
                 h.check(key not in kv, "%s: still in the model after rm" % lab)
                 h.check(kv.get("general.name", (0, 0))[1] == "odd", "%s: other keys lost: %r" % (lab, list(kv)))
                 h.check(sorted(os.listdir(meta)) == sorted(kv), "%s: meta/ lists %r" % (lab, os.listdir(meta)))
@@ -457,37 +447,29 @@ def odd_name_tests(h, tmp, ggml):
 
 
 def scratch_tests(h, tmp, ggml):
-    model = make_model(os.path.join(tmp, "scratch.gguf"), STRINGS + [SCALARS[4]])
-    chk = Checker(h, model, True, ggml)
-    with mount(model) as mnt:
-        meta = os.path.join(mnt, "meta")
-        listing0 = sorted(os.listdir(meta))
+    with small_mount(h, tmp, ggml, "scratch.gguf") as (model, chk, meta, listing0):
         for s in SCRATCH:
             p = os.path.join(meta, s)
             lab = "scratch %r" % s
             with h.case(lab):
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 text = ("scratch %s\n" % s).encode()
                 # as mkstemp (sed -i) and vim's swap file: O_CREAT|O_EXCL, write through that descriptor
-                try:
-                    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-                    e0 = None
-                except OSError as ex:
-                    fd, e0 = None, ex.errno
+                fd, e0 = open_errno(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
                 h.check(e0 is None, "%s: open(O_CREAT|O_EXCL): %s" % (lab, ename(e0)))
                 if fd is not None:
                     e1 = errno_of(lambda: os.write(fd, text))
                     e2 = errno_of(lambda: os.close(fd))
                     h.check(e1 is None and e2 is None, "%s: write %s, close %s" % (lab, ename(e1), ename(e2)))
-                h.check(file_bytes(model) == before, "%s: creating and writing it changed MODEL.gguf "
-                        "(new keys %r)" % (lab, sorted(set(state(file_bytes(model))[0]) - set(listing0))))
+                h.check(harness.file_bytes(model) == before, "%s: creating and writing it changed MODEL.gguf "
+                        "(new keys %r)" % (lab, sorted(set(state(harness.file_bytes(model))[0]) - set(listing0))))
                 try:
                     st = os.stat(p)
                     h.check(st.st_size == len(text), "%s: size %d, expected %d" % (lab, st.st_size, len(text)))
                 except OSError as ex:
                     h.fail("%s: stat: %s" % (lab, ex))
                 try:
-                    got = file_bytes(p)
+                    got = harness.file_bytes(p)
                     h.check(got == text, "%s: reads %r" % (lab, got))
                 except OSError as ex:
                     h.fail("%s: open for reading: %s" % (lab, ex))
@@ -501,22 +483,22 @@ def scratch_tests(h, tmp, ggml):
                     e1, e2 = ex.errno, None
                 h.check(e1 is None and e2 is None, "%s: reopen O_TRUNC + write: %s, close %s"
                         % (lab, ename(e1), ename(e2)))
-                h.check(file_bytes(model) == before, "%s: rewriting it changed MODEL.gguf" % lab)
+                h.check(harness.file_bytes(model) == before, "%s: rewriting it changed MODEL.gguf" % lab)
                 try:
-                    got = file_bytes(p)
+                    got = harness.file_bytes(p)
                     h.check(got == text2, "%s: reads %r after the rewrite" % (lab, got))
                 except OSError as ex:
                     h.fail("%s: open for reading after the rewrite: %s" % (lab, ex))
                 e = errno_of(lambda: os.unlink(p))
                 h.check(e is None, "%s: unlink: %s" % (lab, ename(e)))
                 h.check(not os.path.lexists(p), "%s: still there after unlink" % lab)
-                h.check(file_bytes(model) == before, "%s: MODEL.gguf changed after create/write/unlink" % lab)
+                h.check(harness.file_bytes(model) == before, "%s: MODEL.gguf changed after create/write/unlink" % lab)
                 h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r" % (lab, os.listdir(meta)))
             with h.case(lab + " via bash, renamed over a key"):
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 r = bash('printf "renamed %s\\n" "$2" > "$1"', p, s)
                 h.check(r.returncode == 0, "%s: printf >: rc %d %s" % (lab, r.returncode, r.stderr.strip()))
-                h.check(file_bytes(model) == before, "%s: bash write changed MODEL.gguf" % lab)
+                h.check(harness.file_bytes(model) == before, "%s: bash write changed MODEL.gguf" % lab)
                 r = bash('mv "$1" "$2"', p, os.path.join(meta, "t.string"))
                 h.check(r.returncode == 0, "%s: mv over t.string: rc %d %s" % (lab, r.returncode, r.stderr.strip()))
                 chk.value("%s: mv over t.string" % lab, "t.string", "string", "renamed %s" % s)
@@ -525,10 +507,10 @@ def scratch_tests(h, tmp, ggml):
                     errno_of(lambda: os.unlink(p))
             with h.case(lab + " renamed to a bad name"):
                 errno_of(lambda: open(p, "w").write("x\n"))
-                before = file_bytes(model)
+                before = harness.file_bytes(model)
                 e = errno_of(lambda: os.rename(p, os.path.join(meta, "x.BadName")))
                 h.check(e == errno.EINVAL, "%s: rename to x.BadName gave %s, expected EINVAL" % (lab, ename(e)))
-                h.check(file_bytes(model) == before, "%s: rename to a bad name changed MODEL.gguf" % lab)
+                h.check(harness.file_bytes(model) == before, "%s: rename to a bad name changed MODEL.gguf" % lab)
                 for q in (p, os.path.join(meta, "x.BadName")):
                     if os.path.lexists(q):
                         errno_of(lambda: os.unlink(q))
@@ -579,10 +561,8 @@ def vim_tests(h, tmp, ggml):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("edit-rules")
     ggml = harness.require_oracle()
-    h = Harness("edit-rules")
     tmp = tempfile.mkdtemp(prefix="gguffs-rules-")
     observed = {}
     try:

@@ -18,16 +18,15 @@ import multiprocessing
 import os
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, mount  # noqa: E402
+from harness import mount  # noqa: E402
 
-QUICK = bool(os.environ.get("GGUFFS_TEST_QUICK"))
+QUICK = harness.QUICK
 CHUNK = 256 * 1024            # bytes of f32 per cache chunk (fs/cache.h)
 CHUNK_ELEMS = CHUNK // 4
 PLAIN = ("f32", "i8", "i16", "i32", "i64", "f64")
@@ -264,16 +263,7 @@ def _reader(args):
             if rng.random() < 0.2:     # a big read, several chunks
                 a = int(rng.integers(0, size))
                 ln = int(rng.integers(CHUNK, 4 * CHUNK))
-            if rng.random() < 0.3:
-                fd = os.open(p, os.O_RDONLY)
-                try:
-                    g = os.pread(fd, ln, a)
-                finally:
-                    os.close(fd)
-            else:
-                if p not in fds:
-                    fds[p] = os.open(p, os.O_RDONLY)
-                g = os.pread(fds[p], ln, a)
+            g = harness.pread_via(fds, p, ln, a, fresh=rng.random() < 0.3)
             done += 1
             w = want_all[a:a + ln]
             if g != w and len(errors) < 5:
@@ -284,19 +274,6 @@ def _reader(args):
         for fd in fds.values():
             os.close(fd)
     return done, errors
-
-
-def read_stats(mnt):
-    out = {}
-    with open(os.path.join(mnt, "stats")) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 2:
-                try:
-                    out[parts[0]] = int(parts[1])
-                except ValueError:
-                    pass
-    return out
 
 
 def check_concurrent(h, model, tensors, cache, tiny):
@@ -316,7 +293,7 @@ def check_concurrent(h, model, tensors, cache, tiny):
             errs = [e for r in res for e in r[1]]
             h.check(total == 8 * reads and not errs, "%s: %d of %d reads done; %d readers saw errors: %s"
                     % (label, total, 8 * reads, sum(1 for r in res if r[1]), errs[:4]))
-            st = read_stats(mnt)
+            st = harness.read_stats(mnt)
             print("  %s: %d reads in %.1fs; stats %s" % (label, total, dt, st), flush=True)
             if tiny:
                 h.check(st.get("evictions", 0) > 0, "%s: no evictions in stats: %s" % (label, st))
@@ -353,42 +330,6 @@ def make_rss_model(ggml, path, total_f32):
             for name, tname, _, raw in tensors]
 
 
-def find_daemon(mnt):
-    mnt = os.path.realpath(mnt)
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(os.path.basename(a) == b"gguffs" for a in args[:1]) and \
-                any(os.path.realpath(a) == mnt.encode() for a in args if a):
-            return int(d)
-    return None
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def is_sanitized(pid):
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            m = f.read()
-        if "libasan" in m or "libubsan" in m:
-            return True
-        with open("/proc/%d/exe" % pid, "rb") as f:
-            return b"__asan_init" in f.read()
-    except OSError:
-        return False
-
-
 def check_rss(h, ggml, tmp):
     cache_mb = 16
     total = (170 if QUICK else 200) << 20
@@ -399,88 +340,62 @@ def check_rss(h, ggml, tmp):
     print("  RSS file: %d tensors, %.0f MB of f32 (%.1fs to make)" % (
         len(tens), f32_total / 1e6, time.time() - t0), flush=True)
     h.check(f32_total >= 10 * (cache_mb << 20), "RSS file too small: %d bytes of f32" % f32_total)
-    # A sanitizer build keeps freed memory in quarantine (256 MB by default),
-    # which is no leak but would hide what the cache holds: turn it off.
-    saved = os.environ.get("ASAN_OPTIONS")
-    os.environ["ASAN_OPTIONS"] = ((saved + ":") if saved else "") + \
-        "quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
-    try:
-        _check_rss_mounted(h, path, tens, f32_total, cache_mb)
-    finally:
-        if saved is None:
-            del os.environ["ASAN_OPTIONS"]
-        else:
-            os.environ["ASAN_OPTIONS"] = saved
+    _check_rss_mounted(h, path, tens, f32_total, cache_mb)
     os.unlink(path)
 
 
 def _check_rss_mounted(h, path, tens, f32_total, cache_mb):
     label = "RSS while reading %.0f MB of f32 twice, -o cache_size=%dM" % (f32_total / 1e6, cache_mb)
     with h.case(label):
-        with mount(path, ["-o", "cache_size=%dM" % cache_mb]) as mnt:
-            pid = find_daemon(mnt)
-            if not h.check(pid is not None, "%s: gguffs process for %s not found" % (label, mnt)):
-                return
-            base = rss_kib(pid)
-            peak = [base]
-            stop = threading.Event()
-
-            def sample():
-                while not stop.is_set():
-                    try:
-                        peak[0] = max(peak[0], rss_kib(pid))
-                    except OSError:
-                        return
-                    stop.wait(0.05)
-
-            th = threading.Thread(target=sample, daemon=True)
-            th.start()
+        # A sanitizer build keeps freed memory in quarantine (256 MB by
+        # default), which is no leak but would hide what the cache holds:
+        # off (harness.no_quarantine_env).
+        with harness.mounted(path, ["-o", "cache_size=%dM" % cache_mb],
+                             env=harness.no_quarantine_env()) as g, harness.RssPeak(g.pid) as rss:
+            mnt = g.mnt
             buf = bytearray(1 << 20)
             mv = memoryview(buf)
             bad = []
             t0 = time.time()
-            try:
-                for rep in range(2):
-                    for name, tname, raw, want in tens:
-                        fd = os.open(os.path.join(mnt, "tensors", name, "f32"), os.O_RDONLY)
-                        try:
-                            pos = 0
-                            while True:
-                                n = os.preadv(fd, [mv], pos)
-                                if n <= 0:
-                                    break
-                                if mv[:n] != want[pos:pos + n] and len(bad) < 3:
-                                    bad.append(describe(name, tname, pos, bytes(mv[:n]), want[pos:pos + n]))
-                                pos += n
-                            # the second pass must reach gguffs again, not the
-                            # kernel's page cache (keep_cache)
-                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                        finally:
-                            os.close(fd)
-                        if pos != len(want) and len(bad) < 3:
-                            bad.append("%s: read %d bytes of f32, expected %d" % (name, pos, len(want)))
-            finally:
-                stop.set()
-                th.join()
+            for rep in range(2):
+                for name, tname, raw, want in tens:
+                    fd = os.open(os.path.join(mnt, "tensors", name, "f32"), os.O_RDONLY)
+                    try:
+                        pos = 0
+                        while True:
+                            n = os.preadv(fd, [mv], pos)
+                            if n <= 0:
+                                break
+                            if mv[:n] != want[pos:pos + n] and len(bad) < 3:
+                                bad.append(describe(name, tname, pos, bytes(mv[:n]), want[pos:pos + n]))
+                            pos += n
+                        # the second pass must reach gguffs again, not the
+                        # kernel's page cache (keep_cache)
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    finally:
+                        os.close(fd)
+                    if pos != len(want) and len(bad) < 3:
+                        bad.append("%s: read %d bytes of f32, expected %d" % (name, pos, len(want)))
             dt = time.time() - t0
-            peak[0] = max(peak[0], rss_kib(pid))
-            st = read_stats(mnt)
-            grow = (peak[0] - base) / 1024.0
+            rss.sample()
+            st = harness.read_stats(mnt)
+            grow = rss.grown_mib
             limit = cache_mb + 48
-            san = is_sanitized(pid)
+            san = harness.sanitized()
             print("  %s: RSS after mount %.1f MiB, peak %.1f MiB, growth %.1f MiB (limit %d MiB)"
                   "%s; %.0f MB read in %.1fs; stats %s" % (
-                      label, base / 1024.0, peak[0] / 1024.0, grow, limit,
+                      label, rss.base / 1024.0, rss.peak / 1024.0, grow, limit,
                       " [sanitizer build]" if san else "", 2 * f32_total / 1e6, dt, st), flush=True)
             h.check(not bad, "%s: wrong data: %s" % (label, bad))
-            h.check(grow <= limit, "%s: RSS grew %.1f MiB, more than cache_size + 48 MiB%s"
-                    % (label, grow, " (sanitizer build, quarantine off)" if san else ""))
+            if harness.tsan():
+                h.note("RSS bound not checked under ThreadSanitizer (its shadow memory)")
+            else:
+                h.check(grow <= limit, "%s: RSS grew %.1f MiB, more than cache_size + 48 MiB%s"
+                        % (label, grow, " (sanitizer build, quarantine off)" if san else ""))
 
 
 def main():
-    h = Harness("f32")
-    harness.gguffs_bin()
-    harness.require_fuse()
+    h = harness.start("f32")
     ggml = harness.require_oracle()
     with tempfile.TemporaryDirectory(prefix="gguffs-f32-") as tmp:
         model = os.path.join(tmp, "every-type.gguf")

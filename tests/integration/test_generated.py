@@ -9,7 +9,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, check_refused  # noqa: E402
+from harness import check_refused  # noqa: E402
 
 ALL_SCALARS = ["u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64", "bool", "string"]
 
@@ -254,12 +254,10 @@ def make_broken_files(tmp):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("generated")
     ggml = harness.require_oracle()
     import checks
 
-    h = Harness("generated")
     only = os.environ.get("GGUFFS_TEST_ONLY")
     with tempfile.TemporaryDirectory(prefix="gguffs-gen-") as tmp:
         files = []

@@ -181,13 +181,6 @@ def read(p):
         return f.read()
 
 
-def capacity(mnt):
-    for line in read(os.path.join(mnt, "stats")).decode().split("\n"):
-        if line.startswith("capacity "):
-            return int(line.split()[1])
-    return None
-
-
 def try_write(p, data=b"8192\n"):
     """None if the write worked, else the errno."""
     try:
@@ -235,7 +228,8 @@ def check_options(h, tmp, model):
                     h.check(e is None, "-o %s: write failed with %s" % (opts, errno.errorcode.get(e, e)))
                     try_write(p, b"4096\n")
                 if "cache_size=1G" in opts:
-                    h.check(capacity(mnt) == GIB, "-o %s: stats capacity %r" % (opts, capacity(mnt)))
+                    cap = harness.read_stats(mnt).get("capacity")
+                    h.check(cap == GIB, "-o %s: stats capacity %r" % (opts, cap))
                 fstype, mo = mount_options(mnt)
                 h.check(fstype == "fuse.gguffs", "-o %s: file system type %r" % (opts, fstype))
                 h.check(("ro" in mo.split(",")) == ro, "-o %s: kernel mount options %r" % (opts, mo))
@@ -252,17 +246,10 @@ def check_options(h, tmp, model):
 
 # ---- mount(8) --------------------------------------------------------------
 
-def run(cmd, timeout=60):
-    r = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    return r.returncode, (r.stdout + r.stderr).decode(errors="replace").strip()
-
-
-def umount(mnt):
-    for args in (["umount", mnt], ["umount", "-l", mnt]):
-        if not is_mounted(mnt):
-            break
-        run(args)
-    return not is_mounted(mnt)
+def run(cmd):
+    """(exit status, stdout and stderr as one text) of cmd."""
+    r = harness.run(cmd)
+    return r.returncode, (r.stdout + r.stderr).strip()
 
 
 def check_mounted(h, label, mnt, ro, cache=None, allow_other=False):
@@ -271,8 +258,9 @@ def check_mounted(h, label, mnt, ro, cache=None, allow_other=False):
     h.check(read(os.path.join(mnt, "meta", "general.architecture")) == b"llama\n",
             "%s: meta/general.architecture is not 'llama'" % label)
     if cache is not None:
-        h.check(capacity(mnt) == cache, "%s: stats capacity %r, want %d (cache_size did not reach gguffs)"
-                % (label, capacity(mnt), cache))
+        cap = harness.read_stats(mnt).get("capacity")
+        h.check(cap == cache, "%s: stats capacity %r, want %d (cache_size did not reach gguffs)"
+                % (label, cap, cache))
     e = try_write(os.path.join(mnt, "meta", "llama.context_length"))
     if ro:
         h.check(e == errno.EROFS, "%s: write to meta/ gave %s, want EROFS" % (label, errno.errorcode.get(e, e)))
@@ -345,7 +333,7 @@ def in_namespace():
                     h.check(rc == 0, "%s: umount exits %d: %s" % (label, rc, out))
                     h.check(not is_mounted(mnt), "%s: still mounted after umount" % label)
             finally:
-                umount(mnt)
+                harness.unmount(mnt)
             h.check(read(model) == orig, "%s: the model differs afterwards" % label)
 
     with h.case("drop_privileges + allow_other without default_permissions is refused"):
@@ -355,7 +343,7 @@ def in_namespace():
             h.check(rc != 0, "%s exits 0: the mount would let anyone write meta/" % " ".join(cmd))
             h.check("default_permissions" in out, "the error does not say what to add: %r" % out)
         finally:
-            umount(mnt)
+            harness.unmount(mnt)
 
     with h.case("a PATH without gguffs does not matter (mount(8) drops PATH)"):
         env = dict(os.environ, PATH="/nonexistent:" + os.environ.get("PATH", "/usr/bin:/bin"))
@@ -365,7 +353,7 @@ def in_namespace():
             h.check(r.returncode == 0 and is_mounted(mnt), "mount with PATH changed: exit %d %r"
                     % (r.returncode, r.stderr[:300]))
         finally:
-            umount(mnt)
+            harness.unmount(mnt)
 
     run(["umount", shadow])
     shutil.rmtree(tmp, ignore_errors=True)
@@ -399,13 +387,14 @@ def check_mount8(h, tmp, model):
                 if is_mounted(mnt):
                     h.check(read(os.path.join(mnt, "meta", "general.architecture")) == b"llama\n",
                             "%s: meta unreadable" % cmd[-1])
-                    h.check(capacity(mnt) == GIB, "%s: capacity %r" % (cmd[-1], capacity(mnt)))
+                    cap = harness.read_stats(mnt).get("capacity")
+                    h.check(cap == GIB, "%s: capacity %r" % (cmd[-1], cap))
                     h.check(try_write(os.path.join(mnt, "meta", "llama.context_length")) == errno.EROFS,
                             "%s: -o ro did not make meta/ read-only" % cmd[-1])
                     rc, out = run(["umount", mnt])
                     h.check(rc == 0 and not is_mounted(mnt), "umount: exit %d: %s" % (rc, out))
             finally:
-                umount(mnt)
+                harness.unmount(mnt)
 
     r = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
                         os.path.abspath(__file__), IN_NAMESPACE],

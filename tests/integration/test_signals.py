@@ -56,7 +56,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness  # noqa: E402
 
 import pyreader  # noqa: E402
 
@@ -90,6 +89,22 @@ CLEAN_WAIT = 30.0 if harness.sanitized() else 10.0
 
 # ------------------------------------------------------------ readers
 
+def read_random(mnt, rng, names, r, max_len):
+    """One read of a random tensor (f32 if r < 0.7, else raw) at a random
+    range of up to max_len bytes (open, pread, close): (got, want)."""
+    name = names[int(rng.integers(0, len(names)))]
+    raw, f32 = EXPECT[name]
+    view, data = ("f32", f32) if r < 0.7 else ("raw", raw)
+    a = int(rng.integers(0, len(data)))
+    ln = int(rng.integers(1, max_len))
+    fd = os.open(os.path.join(mnt, "tensors", name, view), os.O_RDONLY)
+    try:
+        got = os.pread(fd, ln, a)
+    finally:
+        os.close(fd)
+    return got, data[a:a + ln]
+
+
 def _reader(idx, mnt, deadline, out, wfd):
     """Reads until errors pile up (the mount went away) or the deadline;
     writes one byte to wfd every PROGRESS good reads (the test waits on
@@ -98,24 +113,13 @@ def _reader(idx, mnt, deadline, out, wfd):
     names = sorted(EXPECT)
     ok = errors = wrong = 0
     while time.time() < deadline and errors < 20:
-        name = names[int(rng.integers(0, len(names)))]
-        raw, f32 = EXPECT[name]
         r = rng.random()
         # No meta/ files here: under ASan, a meta/ read racing with the
         # release of the same file trips a false heap-use-after-free (ASan's
         # writev interceptor checks the reply buffer after the kernel took
         # it; reported with issue 5).
         try:
-            if True:
-                view, data = ("f32", f32) if r < 0.7 else ("raw", raw)
-                a = int(rng.integers(0, len(data)))
-                ln = int(rng.integers(1, 300000))
-                fd = os.open(os.path.join(mnt, "tensors", name, view), os.O_RDONLY)
-                try:
-                    got = os.pread(fd, ln, a)
-                finally:
-                    os.close(fd)
-                want = data[a:a + ln]
+            got, want = read_random(mnt, rng, names, r, 300000)
             if got == want:
                 ok += 1
                 if ok % PROGRESS == 0:
@@ -196,6 +200,13 @@ def join_readers(h, label, readers, out, limit):
 
 # ------------------------------------------------------------ cases
 
+def copy_model(model, tmp, name):
+    """A copy of model as tmp/name, for a case that changes the file."""
+    m = os.path.join(tmp, name)
+    shutil.copyfile(model, m)
+    return m
+
+
 def case_unmount_readers(h, model):
     label = "fusermount3 -u with 4 readers active"
     with h.case(label):
@@ -258,16 +269,7 @@ def case_daemon_sigterm(h, model):
             rc, _, err = harness.run_gguffs([model, mnt])
             if not h.check(rc == 0 and harness.is_mounted(mnt), "%s: mount failed: %s" % (label, err)):
                 return
-            pid = None
-            for d in os.listdir("/proc"):
-                try:
-                    with open("/proc/%s/cmdline" % d, "rb") as f:
-                        args = f.read().split(b"\0")
-                except OSError:
-                    continue
-                if args and os.path.basename(args[0]) == b"gguffs" and \
-                        os.path.realpath(mnt).encode() in [os.path.realpath(a) for a in args if a]:
-                    pid = int(d)
+            pid = harness.find_daemon(mnt)
             if not h.check(pid is not None, "%s: daemon not found" % label):
                 return
             os.kill(pid, signal.SIGTERM)
@@ -283,8 +285,7 @@ def case_daemon_sigterm(h, model):
 def case_edit_then_sigterm(h, model, tmp):
     label = "an edit, then SIGTERM"
     with h.case(label):
-        m = os.path.join(tmp, "edit.gguf")
-        shutil.copyfile(model, m)
+        m = copy_model(model, tmp, "edit.gguf")
         fg = FG(m)
         try:
             with open(os.path.join(fg.mnt, "meta", "general.name"), "wb") as f:
@@ -363,8 +364,7 @@ def read_whole(path):
 def case_truncated(h, model, tmp):
     label = "model truncated underneath"
     with h.case(label):
-        m = os.path.join(tmp, "trunc.gguf")
-        shutil.copyfile(model, m)
+        m = copy_model(model, tmp, "trunc.gguf")
         pr = pyreader.read(m)
         size = os.path.getsize(m)
         fg = FG(m, ["-o", "ro"])
@@ -412,8 +412,7 @@ def case_truncated(h, model, tmp):
 def case_deleted(h, model, tmp):
     label = "model deleted underneath"
     with h.case(label):
-        m = os.path.join(tmp, "deleted.gguf")
-        shutil.copyfile(model, m)
+        m = copy_model(model, tmp, "deleted.gguf")
         fg = FG(m)
         try:
             os.unlink(m)
@@ -462,17 +461,7 @@ def _trial_reader(idx, mnt, seed, out, go):
                 with open(os.path.join(mnt, "meta", "general.name"), "rb") as f:
                     got, want = f.read(), b"signals\n"
             else:
-                name = names[int(rng.integers(0, len(names)))]
-                raw, f32 = EXPECT[name]
-                view, data = ("f32", f32) if r < 0.7 else ("raw", raw)
-                a = int(rng.integers(0, len(data)))
-                ln = int(rng.integers(1, 200000))
-                fd = os.open(os.path.join(mnt, "tensors", name, view), os.O_RDONLY)
-                try:
-                    got = os.pread(fd, ln, a)
-                finally:
-                    os.close(fd)
-                want = data[a:a + ln]
+                got, want = read_random(mnt, rng, names, r, 200000)
             if got == want:
                 ok += 1
             else:
@@ -619,9 +608,7 @@ def case_signal_trials(h, model):
 
 
 def main():
-    h = Harness("signals")
-    harness.gguffs_bin()
-    harness.require_fuse()
+    h = harness.start("signals")
     ggml = harness.require_oracle()
     with tempfile.TemporaryDirectory(prefix="gguffs-signals-") as tmp:
         model = os.path.join(tmp, "model.gguf")

@@ -12,16 +12,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, mount  # noqa: E402
+from harness import mount  # noqa: E402
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
-    harness.require_oracle()
-    import ggml
+    h = harness.start("split")
+    ggml = harness.require_oracle()
 
-    h = Harness("split")
     tmp = tempfile.mkdtemp(prefix="gguffs-split-")
     n = 3
     kvs0 = [("general.architecture", "string", "llama"), ("general.name", "string", "split"),

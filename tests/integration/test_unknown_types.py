@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, check_refused, mount  # noqa: E402
+from harness import check_refused, mount  # noqa: E402
 
 ALIGN = 32
 
@@ -289,11 +289,9 @@ def cli_case(h, tmp):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("unknown-types")
     ggml = harness.require_oracle()
 
-    h = Harness("unknown-types")
     tmp = tempfile.mkdtemp(prefix="gguffs-unknown-")
     rng = np.random.default_rng(20261123)
     try:

@@ -40,7 +40,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Harness, mount  # noqa: E402
+from harness import mount  # noqa: E402
 
 import gguf_write as gw  # noqa: E402  (path set up by harness)
 
@@ -55,11 +55,6 @@ ctxm = mp.get_context("fork")
 
 
 # ---- helpers -----------------------------------------------------------------
-
-def file_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
 
 def read_range(fd, start, end=None):
     """pread from start to end (or to EOF) in CHUNK pieces."""
@@ -223,7 +218,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
                                        ("small", False), ("delkey", True)]):
         lab = "read() model.gguf across %s edit%s" % (kind, " (bash)" if shell else "")
         with h.case(lab):
-            old = file_bytes(model)
+            old = harness.file_bytes(model)
             st0 = os.stat(model)
             fd = os.open(mg, os.O_RDONLY)
             try:
@@ -233,7 +228,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
                 half = len(old) // 2 if n % 2 == 0 else 1000
                 first = read_range(fd, 0, half)
                 key, val = ed.edit(kind, shell)
-                new = file_bytes(model)
+                new = harness.file_bytes(model)
                 kinds_seen.setdefault(kind, set()).add(edit_kind(model, st0))
                 h.check(new != old, "%s: MODEL.gguf did not change" % lab)
                 rest = read_range(fd, half)
@@ -247,7 +242,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
                         % (lab, same(again, old)))
             finally:
                 os.close(fd)
-            fresh = file_bytes(mg)
+            fresh = harness.file_bytes(mg)
             h.check(not same(fresh, new), "%s: a fresh open: %s" % (lab, same(fresh, new)))
             h.check(os.stat(mg).st_size == len(new), "%s: stat size %d, new size %d"
                     % (lab, os.stat(mg).st_size, len(new)))
@@ -266,7 +261,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
         lab = "read() info across %s edit" % kind
         with h.case(lab):
             ip = os.path.join(mnt, "info")
-            old = file_bytes(ip)
+            old = harness.file_bytes(ip)
             fd = os.open(ip, os.O_RDONLY)
             try:
                 first = read_range(fd, 0, len(old) // 2)
@@ -278,7 +273,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
                 h.check(sz == len(old), "%s: fstat on the old descriptor: %d, expected %d" % (lab, sz, len(old)))
             finally:
                 os.close(fd)
-            new = file_bytes(ip)
+            new = harness.file_bytes(ip)
             h.check(new != old, "%s: a fresh open of info shows no change" % lab)
             h.check(os.stat(ip).st_size == len(new), "%s: stat size %d, fresh read %d"
                     % (lab, os.stat(ip).st_size, len(new)))
@@ -289,7 +284,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
         lab = "read() meta/%s across %s edit" % (key, kind)
         with h.case(lab):
             p = os.path.join(mnt, "meta", key)
-            old = file_bytes(p)
+            old = harness.file_bytes(p)
             fd = os.open(p, os.O_RDONLY)
             try:
                 cut = min(3, len(old))
@@ -300,7 +295,7 @@ def read_tests(h, model, mnt, ggml, tmp, kinds_seen):
                         "expected the old %r..." % (lab, (first + rest)[:40], old[:40]))
             finally:
                 os.close(fd)
-            got = file_bytes(p)
+            got = harness.file_bytes(p)
             h.check(got == (val + "\n").encode(), "%s: a fresh open reads %r..., expected %r..."
                     % (lab, got[:40], (val + "\n")[:40]))
 
@@ -313,7 +308,7 @@ def mmap_run(model, mnt, kind, n_edits_before):
     mg = os.path.join(mnt, "model.gguf")
     ed = Editor(mnt)
     ed.n = 1000 + n_edits_before          # distinct values from the parent's edits
-    old = file_bytes(model)
+    old = harness.file_bytes(model)
     with open(mg, "rb") as f:
         mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
         res.append((len(mm) == len(old), "%s: mapping of %d bytes, model %d" % (kind, len(mm), len(old))))
@@ -322,7 +317,7 @@ def mmap_run(model, mnt, kind, n_edits_before):
         bad = [p for p in touched if mm[p * PAGE:(p + 1) * PAGE] != old[p * PAGE:(p + 1) * PAGE]]
         res.append((not bad, "%s: pages differ before the edit: %r" % (kind, bad[:5])))
         ed.edit(kind)
-        new = file_bytes(model)
+        new = harness.file_bytes(model)
         res.append((new != old, "%s: MODEL.gguf did not change" % kind))
         got = mm[:]
         d = same(got, old)
@@ -401,7 +396,7 @@ def reader_proc(idx, mnt, vdir, sy, out):
             try:
                 if g != r:
                     bad("round %d: opened at generation %d" % (r, g))
-                exp = file_bytes(vpath(vdir, what, g))
+                exp = harness.file_bytes(vpath(vdir, what, g))
                 mm = None
                 if use_mmap:
                     mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
@@ -455,7 +450,7 @@ def reader_proc(idx, mnt, vdir, sy, out):
                 g2 = sy.G.value
                 fd = os.open(path, os.O_RDONLY)
             try:
-                exp2 = file_bytes(vpath(vdir, what, g2))
+                exp2 = harness.file_bytes(vpath(vdir, what, g2))
                 if g2 != r + 1:
                     bad("round %d: fresh open at generation %d" % (r, g2))
                 d = same(read_range(fd, 0), exp2)
@@ -486,12 +481,12 @@ def editor_proc(mnt, model, vdir, sy, out):
                 break
             with sy.lock:
                 st0 = os.stat(model)
-                old_info = file_bytes(vpath(vdir, "info", r))
+                old_info = harness.file_bytes(vpath(vdir, "info", r))
                 ed.edit(EDITS[r])
-                data = file_bytes(model)
+                data = harness.file_bytes(model)
                 with open(vpath(vdir, "model", r + 1), "wb") as f:
                     f.write(data)
-                info = file_bytes(os.path.join(mnt, "info"))
+                info = harness.file_bytes(os.path.join(mnt, "info"))
                 with open(vpath(vdir, "info", r + 1), "wb") as f:
                     f.write(info)
                 if info == old_info:
@@ -513,8 +508,8 @@ def concurrent_tests(h, model, mnt, tmp, kinds_seen):
     os.mkdir(vdir)
     shutil.copyfile(model, vpath(vdir, "model", 0))
     with open(vpath(vdir, "info", 0), "wb") as f:
-        f.write(file_bytes(os.path.join(mnt, "info")))
-    h.check(file_bytes(os.path.join(mnt, "model.gguf")) == file_bytes(model),
+        f.write(harness.file_bytes(os.path.join(mnt, "info")))
+    h.check(harness.file_bytes(os.path.join(mnt, "model.gguf")) == harness.file_bytes(model),
             "concurrent: model.gguf differs from MODEL.gguf at the start")
     sy = Sync()
     out = ctxm.Queue()
@@ -580,7 +575,7 @@ def split_run(mnt, first_shard, kind, use_mmap, tmp, ggml_check):
     mg = os.path.join(mnt, "model.gguf")
     ed = Editor(mnt)
     ed.n = 5000 + len(kind) * 10 + use_mmap
-    old = file_bytes(mg)
+    old = harness.file_bytes(mg)
     with open(mg, "rb") as f:
         if use_mmap:
             mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
@@ -599,7 +594,7 @@ def split_run(mnt, first_shard, kind, use_mmap, tmp, ggml_check):
                     % (kind, "mmap" if use_mmap else "read()", d)))
         sz = os.fstat(f.fileno()).st_size
         res.append((sz == len(old), "split %s: fstat of the old handle %d, old size %d" % (kind, sz, len(old))))
-    new = file_bytes(mg)
+    new = harness.file_bytes(mg)
     res.append((new != old, "split %s: model.gguf did not change" % kind))
     p = os.path.join(tmp, "split-new-%s-%d.gguf" % (kind, use_mmap))
     with open(p, "wb") as f:
@@ -635,7 +630,7 @@ def split_tests(h, tmp, ggml):
         if m is None:
             return [(False, "%s: ggml refuses it: %s" % (lab, ggml.last_log()))]
         res = []
-        data = file_bytes(path)
+        data = harness.file_bytes(path)
         for t in m.tensors:
             a = m.data_offset + t.offset
             res.append((hashlib.sha256(data[a:a + t.nbytes]).hexdigest() == written[t.name.decode()],
@@ -656,10 +651,8 @@ def split_tests(h, tmp, ggml):
 
 
 def main():
-    harness.require_fuse()
-    harness.gguffs_bin()
+    h = harness.start("versions")
     ggml = harness.require_oracle()
-    h = Harness("versions")
     tmp = tempfile.mkdtemp(prefix="gguffs-versions-")
     kinds_seen = {}
     try:

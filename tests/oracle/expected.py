@@ -137,26 +137,18 @@ def escape_line(b):
     return b.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
 
 
+# JSON's two-character escapes; other control characters are \u00XX
+_JSON_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+             "\b": "\\b", "\f": "\\f"}
+
+
 def _json_string(b):
     out = ['"']
     for ch in b.decode("utf-8", errors="surrogateescape"):
-        o = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif o < 0x20:
-            out.append("\\u%04x" % o)
+        if ch in _JSON_ESC:
+            out.append(_JSON_ESC[ch])
+        elif ord(ch) < 0x20:
+            out.append("\\u%04x" % ord(ch))
         else:
             out.append(ch)
     out.append('"')

@@ -410,6 +410,22 @@ static void start_getter(struct getter *g, struct cache *c, uint64_t t, uint64_t
 
 #define WAITERS 4
 
+/* g[0] gets chunk (t, ch) and its fill stops at the gate (then returns
+ * err); g[1..WAITERS] get the same chunk and wait inside the cache.
+ * Returns once all of them are there. */
+static void start_gated(struct getter *g, struct cache *c, uint64_t t, uint64_t ch, int err)
+{
+    F.gated = true;
+    F.gate_t = t;
+    F.gate_c = ch;
+    F.gate_err = err;
+    start_getter(&g[0], c, t, ch, SMALL);
+    wait_count(&F.entered, 1);
+    for (int i = 1; i <= WAITERS; i++)
+        start_getter(&g[i], c, t, ch, SMALL);
+    wait_count(&F.waiters, WAITERS);
+}
+
 /* One thread fills (held at the gate) while WAITERS more ask for the same
  * chunk: they wait inside the cache (counted by the wrapped
  * pthread_cond_wait) and, once the gate opens, every one of them gets the
@@ -419,16 +435,9 @@ static void test_placeholder_waits(void **state)
     (void)state;
     struct cache *c = cache_new(8u * CACHE_CHUNK_BYTES, fill, &F);
     assert_non_null(c);
-    F.gated = true;
-    F.gate_t = 2;
-    F.gate_c = 5;
     struct getter g[1 + WAITERS];
-    start_getter(&g[0], c, 2, 5, SMALL);
-    wait_count(&F.entered, 1);
+    start_gated(g, c, 2, 5, 0);
     assert_true(cache_contains(c, 2, 5));       /* the placeholder is there */
-    for (int i = 1; i <= WAITERS; i++)
-        start_getter(&g[i], c, 2, 5, SMALL);
-    wait_count(&F.waiters, WAITERS);
     assert_int_equal(stats(c).hits, 0);         /* nobody has it yet */
     open_gate();
     for (int i = 0; i <= WAITERS; i++) {
@@ -455,16 +464,8 @@ static void test_failed_fill(void **state)
     (void)state;
     struct cache *c = cache_new(8u * CACHE_CHUNK_BYTES, fill, &F);
     assert_non_null(c);
-    F.gated = true;
-    F.gate_t = 7;
-    F.gate_c = 1;
-    F.gate_err = EIO;
     struct getter g[1 + WAITERS];
-    start_getter(&g[0], c, 7, 1, SMALL);
-    wait_count(&F.entered, 1);
-    for (int i = 1; i <= WAITERS; i++)
-        start_getter(&g[i], c, 7, 1, SMALL);
-    wait_count(&F.waiters, WAITERS);
+    start_gated(g, c, 7, 1, EIO);
     open_gate();
     for (int i = 0; i <= WAITERS; i++) {
         assert_int_equal(pthread_join(g[i].th, NULL), 0);
