@@ -274,6 +274,9 @@ int main(int argc, char *argv[])
     pthread_mutex_init(&fs.commit_mu, NULL);
     pthread_mutex_init(&fs.states_mu, NULL);
     pthread_mutex_init(&fs.pend_mu, NULL);
+    glist_init(&fs.states);
+    glist_init(&fs.live);
+    glist_init(&fs.snaps);
 
     if (check_mountpoint(&o) && open_model(&fs, &o)) {
         ggfs_dequant_init();
@@ -285,10 +288,10 @@ int main(int argc, char *argv[])
         cache_free(fs.cache);
         ggfs_state_put(fs.st);
         /* versions still held by opens whose release never came */
-        while (fs.states) {
-            struct state *st = fs.states;
-            fs.states = st->lnext;
-            ggfs_state_free(st);
+        while (!glist_empty(&fs.states)) {
+            struct glist *l = fs.states.next;
+            glist_del(l);
+            ggfs_state_free(GLIST_ENTRY(l, struct state, link));
         }
     }
     ggfs_key_ids_free(&fs.ids);
