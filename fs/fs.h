@@ -81,6 +81,7 @@
 #include "gguf/ntab.h"
 #include "gguf/value.h"
 #include "cache.h"
+#include "list.h"
 
 enum {
     INO_ROOT = FUSE_ROOT_ID,
@@ -134,7 +135,7 @@ struct state {
     struct ggfs *fs;
     unsigned refs;               /* under fs->states_mu */
     uint64_t gen;                /* version: 0 at mount, +1 per commit */
-    struct state *lprev, *lnext; /* live states, under fs->states_mu */
+    struct glist link;           /* in fs->states, under fs->states_mu */
     struct gguf_split *model;    /* its files (one, or every shard) */
     struct tref *tens;           /* every tensor, shard by shard */
     uint64_t n_tensors;
@@ -190,12 +191,12 @@ struct ggfs {
                                     commit_mu (or before the session) */
 
     pthread_mutex_t states_mu;
-    struct state *states;        /* every live state, under states_mu */
+    struct glist states;         /* every live state, under states_mu */
 
     pthread_mutex_t pend_mu;
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
-    struct whandle *live;        /* every handle, freed at the end; under pend_mu */
-    struct snap *snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
+    struct glist live;           /* every handle, freed at the end; under pend_mu */
+    struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
 
     struct workers *workers;
     struct notify *notify;

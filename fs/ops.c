@@ -37,7 +37,7 @@
 struct snap {
     struct ggfs *fs;
     _Atomic unsigned refs;
-    struct snap *lprev, *lnext;    /* fs->snaps, under pend_mu */
+    struct glist link;             /* in fs->snaps, under pend_mu */
     size_t len;
     char data[];
 };
@@ -48,22 +48,17 @@ static void snap_put(struct snap *s)
         return;
     struct ggfs *fs = s->fs;
     pthread_mutex_lock(&fs->pend_mu);
-    if (s->lprev)
-        s->lprev->lnext = s->lnext;
-    else
-        fs->snaps = s->lnext;
-    if (s->lnext)
-        s->lnext->lprev = s->lprev;
+    glist_del(&s->link);
     pthread_mutex_unlock(&fs->pend_mu);
     free(s);
 }
 
 void ggfs_snaps_free(struct ggfs *fs)
 {
-    while (fs->snaps) {
-        struct snap *s = fs->snaps;
-        fs->snaps = s->lnext;
-        free(s);
+    while (!glist_empty(&fs->snaps)) {
+        struct glist *l = fs->snaps.next;
+        glist_del(l);
+        free(GLIST_ENTRY(l, struct snap, link));
     }
 }
 
@@ -297,14 +292,10 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
             return (void)fuse_reply_err(req, ENOMEM);
         atomic_init(&snap->refs, 1);
         snap->fs = fs;
-        snap->lprev = NULL;
         snap->len = t->len;
         /* listed, so that those whose release never comes are freed */
         pthread_mutex_lock(&fs->pend_mu);
-        snap->lnext = fs->snaps;
-        if (fs->snaps)
-            fs->snaps->lprev = snap;
-        fs->snaps = snap;
+        glist_add(&fs->snaps, &snap->link);
         pthread_mutex_unlock(&fs->pend_mu);
         if (t->len)           /* an empty value has no buffer at all */
             memcpy(snap->data, t->data, t->len);

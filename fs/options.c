@@ -16,6 +16,7 @@ struct raw_options {
     struct options *o;
     char *cache_size;
     char *threads;
+    char *readahead;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -36,6 +37,7 @@ enum { KEY_RO, KEY_RW, KEY_DUMP };
 static const struct fuse_opt opt_spec[] = {
     { "cache_size=%s", offsetof(struct raw_options, cache_size), 0 },
     { "threads=%s", offsetof(struct raw_options, threads), 0 },
+    { "readahead=%s", offsetof(struct raw_options, readahead), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -111,6 +113,8 @@ static void usage(const char *prog)
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
            "  -o threads=N           dequantization workers (default: one per CPU)\n"
+           "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
+           "                         suffixes; default 1M; 0: the kernel's default)\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -222,6 +226,13 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 "optional K, M or G suffix)\n", raw.cache_size);
         goto out;
     }
+    o->readahead = DEFAULT_READAHEAD;
+    if (raw.readahead && (!parse_size(raw.readahead, &o->readahead) ||
+                          o->readahead > (1ull << 30))) {
+        fprintf(stderr, "gguffs: readahead=%s: not a size up to 1G (bytes, with an "
+                "optional K, M or G suffix)\n", raw.readahead);
+        goto out;
+    }
     if (raw.threads && !parse_threads(raw.threads, &o->threads)) {
         fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
                 raw.threads);
@@ -231,6 +242,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
 out:
     free(raw.cache_size);
     free(raw.threads);
+    free(raw.readahead);
     return r;
 }
 

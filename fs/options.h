@@ -12,12 +12,14 @@
 #include "fs.h"
 
 #define DEFAULT_CACHE_SIZE (256ull << 20)
+#define DEFAULT_READAHEAD (1ull << 20)
 
 struct options {
     char *model;
     char *mountpoint;           /* as given; fuse_parse_cmdline resolves it */
     uint64_t cache_size;        /* -o cache_size, or the default */
     unsigned threads;           /* -o threads (0: one per CPU) */
+    uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

@@ -7,6 +7,8 @@
  */
 #include "fs.h"
 
+#include "gguf/types.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,10 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off)
 {
     struct ggfs *fs = st->fs;
+    /* float32 stored little-endian is its own f32 view: served like raw */
+    const struct tref *r = &st->tens[idx];
+    if (r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian)
+        return ggfs_read_raw(req, st, idx, size, off);
     uint64_t total = st->tens[idx].t->n_elems * 4;
     if ((uint64_t)off >= total)
         return (void)fuse_reply_buf(req, NULL, 0);

@@ -128,10 +128,7 @@ static void states_add(struct state *st)
 {
     struct ggfs *fs = st->fs;
     pthread_mutex_lock(&fs->states_mu);
-    st->lnext = fs->states;
-    if (fs->states)
-        fs->states->lprev = st;
-    fs->states = st;
+    glist_add(&fs->states, &st->link);
     pthread_mutex_unlock(&fs->states_mu);
 }
 
@@ -145,14 +142,17 @@ struct state *ggfs_state_ref(struct state *st)
 
 struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
 {
+    struct state *found = NULL;
     pthread_mutex_lock(&fs->states_mu);
-    struct state *st = fs->states;
-    while (st && st->gen != gen)
-        st = st->lnext;
-    if (st)
-        st->refs++;
+    for (struct glist *l = fs->states.next; l != &fs->states && !found; l = l->next) {
+        struct state *st = GLIST_ENTRY(l, struct state, link);
+        if (st->gen == gen) {
+            st->refs++;
+            found = st;
+        }
+    }
     pthread_mutex_unlock(&fs->states_mu);
-    return st;
+    return found;
 }
 
 void ggfs_state_put(struct state *st)
@@ -162,14 +162,8 @@ void ggfs_state_put(struct state *st)
     struct ggfs *fs = st->fs;
     pthread_mutex_lock(&fs->states_mu);
     bool last = --st->refs == 0;
-    if (last) {
-        if (st->lprev)
-            st->lprev->lnext = st->lnext;
-        else
-            fs->states = st->lnext;
-        if (st->lnext)
-            st->lnext->lprev = st->lprev;
-    }
+    if (last)
+        glist_del(&st->link);
     pthread_mutex_unlock(&fs->states_mu);
     if (last && !ggfs_notify_free_state(fs, st))
         ggfs_state_free(st);

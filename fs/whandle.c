@@ -38,10 +38,7 @@ struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_
     h->id = id;
     h->kind = kind;
     pthread_mutex_lock(&fs->pend_mu);
-    h->lnext = fs->live;
-    if (fs->live)
-        fs->live->lprev = h;
-    fs->live = h;
+    glist_add(&fs->live, &h->link);
     pthread_mutex_unlock(&fs->pend_mu);
     return h;
 }
@@ -50,12 +47,7 @@ void wh_free(struct whandle *h)
 {
     struct ggfs *fs = h->fs;
     pthread_mutex_lock(&fs->pend_mu);
-    if (h->lprev)
-        h->lprev->lnext = h->lnext;
-    else
-        fs->live = h->lnext;
-    if (h->lnext)
-        h->lnext->lprev = h->lprev;
+    glist_del(&h->link);
     pthread_mutex_unlock(&fs->pend_mu);
     pthread_mutex_destroy(&h->mu);
     gguf_buf_free(&h->text);
@@ -121,8 +113,8 @@ bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname)
 void ggfs_edit_stop(struct ggfs *fs)
 {
     fs->pending = NULL;
-    while (fs->live)
-        wh_free(fs->live);
+    while (!glist_empty(&fs->live))
+        wh_free(GLIST_ENTRY(fs->live.next, struct whandle, link));
 }
 
 /* ---- open, create ------------------------------------------------------------ */

@@ -51,7 +51,7 @@ struct whandle {
     _Atomic size_t size;           /* text.len, read without locks by getattr */
 
     struct whandle *next;          /* pend_mu: the pending list */
-    struct whandle *lprev, *lnext; /* pend_mu: every live handle */
+    struct glist link;             /* pend_mu: in fs->live */
 };
 
 /* whandle.c */
