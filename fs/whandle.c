@@ -131,7 +131,7 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     const struct gguf_file *gf = st_meta(st);
     if (fs->read_only)
         return EROFS;
-    if (wh_is_alignment(gf, idx))
+    if (wh_is_alignment(gf, idx) || !gguf_kv_uniform(gf, &gf->kv[idx]))
         return EPERM;
     struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
     if (!h)

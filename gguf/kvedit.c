@@ -39,6 +39,14 @@ static enum gguf_err editable(const struct gguf_file *f, uint64_t i, const char 
     const struct gguf_kv *kv = &f->kv[i];
     if (gguf_key_is_alignment(f->hdr + kv->key_off, kv->key_len))
         return alignment(verb, d);
+    if (!strcmp(verb, "changed") && !gguf_kv_uniform(f, kv)) {
+        char nb[GGUF_DIAG_NAME_MAX];
+        return gguf_diag_set(d, GGUF_E_PERM, UINT64_MAX, "'%s' is a nested array whose "
+                             "arrays have different element types: its text cannot "
+                             "be parsed back to the same value, so it cannot be set "
+                             "(retype it first)",
+                             gguf_diag_name(f->hdr + kv->key_off, kv->key_len, nb));
+    }
     return GGUF_OK;
 }
 

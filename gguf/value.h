@@ -58,6 +58,11 @@ bool gguf_typedesc_format(const struct gguf_typedesc *t, struct gguf_buf *out);
  * from the first element (an empty nested array reports "array[array[u8]]"). */
 void gguf_kv_typedesc(const struct gguf_file *f, const struct gguf_kv *kv,
                       struct gguf_typedesc *t);
+/* false for a nested array whose arrays at one level do not all declare the
+ * element type gguf_kv_typedesc reports (say [[true], [0, 0]]: bool, then
+ * u8).  Its text cannot be parsed back to the same value (parsing uses one
+ * type per level), so such a value is shown but not edited as text. */
+bool gguf_kv_uniform(const struct gguf_file *f, const struct gguf_kv *kv);
 
 /*
  * Appends the text of the value of kv to out.  Returns GGUF_OK, or

@@ -124,3 +124,62 @@ void gguf_kv_typedesc(const struct gguf_file *f, const struct gguf_kv *kv,
         rem -= hw;
     }
 }
+
+/* p points at a nested array's header (element type, count), size bytes
+ * available; its element type must be t->levels[k], and so on below.
+ * *used is set to the bytes the array takes. */
+static bool nested_uniform(const struct gguf_enc *e, const uint8_t *p, uint64_t size,
+                           const struct gguf_typedesc *t, unsigned k, uint64_t *used)
+{
+    unsigned hw = 4 + gguf_count_size(e), cw = gguf_count_size(e);
+    if (k >= t->depth || size < hw)
+        return false;
+    uint32_t et = gguf_rd32(e, p);
+    uint64_t n = gguf_rd_count(e, p + 4), off = hw;
+    if (et != t->levels[k])
+        return false;
+    unsigned sz = gguf_vtype_size(et);
+    if (sz) {
+        if (n > (size - off) / sz)
+            return false;
+        off += n * sz;
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t u;
+            if (et == GGUF_STRING) {
+                if (size - off < cw)
+                    return false;
+                u = gguf_rd_count(e, p + off);
+                if (u > size - off - cw)
+                    return false;
+                u += cw;
+            } else if (et != GGUF_ARRAY ||
+                       !nested_uniform(e, p + off, size - off, t, k + 1, &u)) {
+                return false;
+            }
+            off += u;
+        }
+    }
+    *used = off;
+    return true;
+}
+
+bool gguf_kv_uniform(const struct gguf_file *f, const struct gguf_kv *kv)
+{
+    if (kv->type != GGUF_ARRAY || kv->elem_type != GGUF_ARRAY)
+        return true;
+    if (kv->val_off > f->hdr_size || kv->val_size > f->hdr_size - kv->val_off)
+        return false;
+    struct gguf_typedesc t;
+    gguf_kv_typedesc(f, kv, &t);
+    const uint8_t *p = f->hdr + kv->val_off;
+    uint64_t rem = kv->val_size;
+    for (uint64_t i = 0; i < kv->count; i++) {
+        uint64_t u;
+        if (!nested_uniform(&f->enc, p, rem, &t, 2, &u))
+            return false;
+        p += u;
+        rem -= u;
+    }
+    return true;
+}

@@ -276,8 +276,10 @@ static inline void cf_check_value_roundtrip(const struct gguf_file *f,
               (int)(kv->key_len > 60 ? 60 : kv->key_len),
               (const char *)f->hdr + kv->key_off, gguf_vtype_name(kv->type),
               re.len, (unsigned long long)bn);
-    } else {
-        /* nested: the text is a fixpoint */
+    } else if (gguf_kv_uniform(f, kv)) {
+        /* nested, one element type per level: the text is a fixpoint.
+         * (Arrays of one level that differ in element type cannot be set
+         * as text, gguf_kv_uniform: kvedit refuses them.) */
         uint64_t cs = f->enc.v1 ? 4 : 8;
         struct gguf_buf t2 = { 0 };
         CHECK(re.len >= 4 + cs, "short nested encoding");

@@ -97,6 +97,9 @@ def synthetic():
             w.add("test.nested_str", "array[array[string]]", [["x", "y\"z"], ["\u00e9\t"]])
             w.add("test.mixed", "array[array]", [Arr("i32", [1]), Arr("string", ["x"]), Arr("f32", [])])
             w.add("test.deep", "array[array[array[u8]]]", [[[1], [2, 3]], [[]]])
+            # inner arrays whose texts parse as each other's type (fuzz_parse found
+            # [true] beside [0, 0] of u8 not a fixpoint): not settable as text
+            w.add("test.mixed_bool", "array[array]", [Arr("bool", [1]), Arr("u8", [0, 0])])
             w.add("general.name", "string", "dup")
             w.add("general.name", "string", "dup again")
             for tid in sorted(GGML_TYPES):

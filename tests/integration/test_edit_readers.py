@@ -385,7 +385,10 @@ def tools(h, model, mnt_dir, ggml, tmp):
                                    shell=True).returncode == 0
         with h.case("vim"):
             if not (vim and installed):
-                h.note("vim is not installed: the vim edits are skipped")
+                if harness.IN_CI:
+                    h.fail("vim is not installed (vim-tiny or vim); CI must have it")
+                else:
+                    h.note("vim is not installed: the vim edits are skipped")
             else:
                 cur = kv0["general.name"][1].decode()
                 r = harness.run([vim, "-es", "-N", "-u", "NONE", "-i", "NONE", "-c", "%s/name-/vim-/",

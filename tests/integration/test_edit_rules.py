@@ -446,6 +446,36 @@ def odd_name_tests(h, tmp, ggml):
         h.check(ggml.read_gguf(model2) is not None, "odd names: ggml refuses the file after rm")
 
 
+def mixed_nested_tests(h, tmp, ggml):
+    """A nested array whose inner arrays differ in element type ([true] of
+    bool, [0, 0] of u8): shown, but open for writing fails with EPERM and the
+    model is unchanged; it can be deleted."""
+    import struct
+    raw = struct.pack("<IIQ", 9, 9, 2)                      # array of 2 arrays
+    raw += struct.pack("<IQ", 7, 1) + b"\x01"               # [true]
+    raw += struct.pack("<IQ", 0, 2) + b"\x00\x00"           # [0, 0] of u8
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add_raw_kv("t.mixed", raw)
+    w.add_tensor("w", "f32", [8], data=bytes(32))
+    model = os.path.join(tmp, "mixed.gguf")
+    w.write(model)
+    before = harness.file_bytes(model)
+    with mount(model) as mnt:
+        p = os.path.join(mnt, "meta", "t.mixed")
+        h.check(harness.file_bytes(p) == b"[true]\n[0, 0]\n", "mixed nested: reads %r" % harness.file_bytes(p))
+        for flags in (os.O_WRONLY, os.O_WRONLY | os.O_TRUNC, os.O_RDWR):
+            e = errno_of(lambda: os.close(os.open(p, flags)))
+            h.check(e == errno.EPERM, "mixed nested: open flags %#x gave %s, not EPERM" % (flags, ename(e)))
+        r = bash('printf "[true]\\n[0, 0]\\n" > "$1"', p)
+        h.check(r.returncode != 0, "mixed nested: a shell rewrite succeeded")
+        h.check(harness.file_bytes(model) == before, "mixed nested: the model changed")
+        e = errno_of(lambda: os.unlink(p))
+        h.check(e is None, "mixed nested: unlink: %s" % ename(e))
+        h.check("t.mixed" not in state(harness.file_bytes(model))[0], "mixed nested: still there after rm")
+    h.check(ggml.read_gguf(model) is not None, "mixed nested: ggml refuses the file after rm")
+
+
 def scratch_tests(h, tmp, ggml):
     with small_mount(h, tmp, ggml, "scratch.gguf") as (model, chk, meta, listing0):
         for s in SCRATCH:
@@ -587,6 +617,8 @@ def main():
             name_rule_tests(h, tmp, ggml)
         with h.case("B: odd names"):
             odd_name_tests(h, tmp, ggml)
+        with h.case("B: mixed nested array"):
+            mixed_nested_tests(h, tmp, ggml)
         with h.case("B: scratch files"):
             scratch_tests(h, tmp, ggml)
         with h.case("B: vim"):

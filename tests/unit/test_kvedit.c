@@ -465,10 +465,65 @@ static void test_decode_name(void **state)
     gguf_buf_free(&b);
 }
 
+/* A nested array whose arrays at one level differ in element type cannot be
+ * set as text (its text parses back as one type per level, which would turn
+ * [0, 0] of u8 into [false, false] of bool): GGUF_E_PERM, nothing built.  A
+ * uniform one is set; both can still be deleted.  (Found by fuzz_parse.) */
+static void test_nested_mixed(void **state)
+{
+    (void)state;
+    for (uint32_t version = 1; version <= 3; version += 2) {
+        struct gb b;
+        memset(&b, 0, sizeof b);
+        gb_header(&b, version, 0, 2);
+        gb_str(&b, "t.mixed");                /* [[true], [0, 0]] */
+        gb_u32(&b, GGUF_ARRAY);
+        gb_u32(&b, GGUF_ARRAY);
+        gb_count(&b, 2);
+        gb_u32(&b, GGUF_BOOL);
+        gb_count(&b, 1);
+        gb_u8(&b, 1);
+        gb_u32(&b, GGUF_U8);
+        gb_count(&b, 2);
+        gb_u8(&b, 0);
+        gb_u8(&b, 0);
+        gb_str(&b, "t.same");                 /* [[1], [2, 3]] of i32 */
+        gb_u32(&b, GGUF_ARRAY);
+        gb_u32(&b, GGUF_ARRAY);
+        gb_count(&b, 2);
+        gb_u32(&b, GGUF_I32);
+        gb_count(&b, 1);
+        gb_u32(&b, 1);
+        gb_u32(&b, GGUF_I32);
+        gb_count(&b, 2);
+        gb_u32(&b, 2);
+        gb_u32(&b, 3);
+        struct gguf_file *f;
+        struct gguf_diag d;
+        if (gguf_parse(b.p, b.len, b.len, &f, &d, NULL) != GGUF_OK)
+            fail_msg("the test model does not parse: %s", d.msg);
+        assert_false(gguf_kv_uniform(f, &f->kv[0]));
+        assert_true(gguf_kv_uniform(f, &f->kv[1]));
+        struct gguf_buf hdr = { 0 };
+        const char *same = "[true]\n[0, 0]\n";
+        assert_int_equal(gguf_kvedit_set(f, 0, same, strlen(same), &hdr, &d), GGUF_E_PERM);
+        assert_non_null(strstr(d.msg, "t.mixed"));
+        assert_int_equal(hdr.len, 0);
+        const char *t = "[4, 5]\n";
+        assert_int_equal(gguf_kvedit_set(f, 1, t, strlen(t), &hdr, &d), GGUF_OK);
+        gguf_buf_free(&hdr);
+        assert_int_equal(gguf_kvedit_delete(f, 0, &hdr, &d), GGUF_OK);
+        gguf_buf_free(&hdr);
+        gguf_close(f);
+        free(b.p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set),
+        cmocka_unit_test(test_nested_mixed),
         cmocka_unit_test(test_create),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_rename),
