@@ -96,8 +96,10 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     const struct gguf_shard *sh = &st->model->shards[r->shard];
     uint64_t pos = sh->gf->data_off + r->t->offset + first_block * ti->blck_bytes;
     /* a read error, or the file shrank underneath */
-    if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0)
+    if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0) {
+        ggfs_source_failed(fs, sh->src);
         return EIO;
+    }
     if (sh->gf->enc.big_endian)
         swap_elems(buf, bytes, plain_elem_size(r->t->type));
     ggfs_dequant(r->t->type, buf, dst, n_blocks);

@@ -176,6 +176,7 @@ struct ggfs {
     const char *model_path;      /* as given, for messages */
     const char *model_real;      /* the first shard's absolute path (edits go there) */
     bool read_only;
+    bool remote;                 /* the model is read by HTTP (remote/) */
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
@@ -200,6 +201,7 @@ struct ggfs {
 
     struct workers *workers;
     struct notify *notify;
+    atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 };
 
 /* The context of a request. */
@@ -215,9 +217,12 @@ int ggfs_errno(enum gguf_err e);
 
 /* Opens the model at path (absolute); a shard of a split model opens
  * every shard.  Recovers an interrupted edit of the first shard first, or,
- * read-only, refuses the model while one is there.  The diag's message
- * names the file concerned when it is not path. */
-enum gguf_err ggfs_open_model(const char *path, bool read_only, struct gguf_split **out,
+ * read-only, refuses the model while one is there.  With remote options,
+ * path is a URL and every shard a remote source (remote/source.h).  The
+ * diag's message names the file concerned when it is not path. */
+struct remote_opts;
+enum gguf_err ggfs_open_model(const char *path, bool read_only,
+                              const struct remote_opts *remote, struct gguf_split **out,
                               struct gguf_diag *d);
 
 /* ---- state.c ---- */
@@ -282,6 +287,9 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
 
 /* ---- read.c ---- */
 
+/* A read of src failed with EIO: logs the reason if src is remote (a
+ * remote that changed is logged once per mount). */
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src);
 void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);

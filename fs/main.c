@@ -12,6 +12,9 @@
 #include "options.h"
 
 #include "gguf/info.h"
+#include "remote/http.h"
+#include "remote/source.h"
+#include "remote/url.h"
 #include "kernels/dequant.h"
 
 #include <errno.h>
@@ -93,23 +96,142 @@ static bool check_mountpoint(const struct options *o)
     return why == NULL;
 }
 
+/* Rewrites every URL in text as remote_url_redact shows it (a diag may
+ * name a shard's URL). */
+static void redact_urls(char *text, size_t cap)
+{
+    char out[1024];
+    size_t k = 0;
+    for (const char *p = text; *p && k + 1 < sizeof out;) {
+        const char *u = strstr(p, "://");
+        const char *start = u;
+        while (start && start > p && ((start[-1] >= 'a' && start[-1] <= 'z') ||
+                                      (start[-1] >= 'A' && start[-1] <= 'Z')))
+            start--;
+        if (!u || start == u) {
+            size_t n = u ? (size_t)(u + 3 - p) : strlen(p);
+            if (n > sizeof out - 1 - k)
+                n = sizeof out - 1 - k;
+            memcpy(out + k, p, n);
+            k += n;
+            p += n;
+            continue;
+        }
+        memcpy(out + k, p, (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p)
+                                                                    : sizeof out - 1 - k);
+        k += (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p) : sizeof out - 1 - k;
+        size_t n = strcspn(start, " \t\n\"'");
+        if (n && start[n - 1] == ':')
+            n--;
+        char url[2048], red[1024];
+        snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), start);
+        remote_url_redact_to(url, red, sizeof red);
+        size_t rn = strlen(red);
+        if (rn > sizeof out - 1 - k)
+            rn = sizeof out - 1 - k;
+        memcpy(out + k, red, rn);
+        k += rn;
+        p = start + n;
+    }
+    out[k] = '\0';
+    snprintf(text, cap, "%s", out);
+}
+
+/* The one-line refusal of a remote model: the diag's own URL when it
+ * names one (HTTP errors do), else the given one, redacted either way. */
+static void remote_refuse(const char *model, struct gguf_diag *d)
+{
+    char shown[1024], line[1536];
+    redact_urls(d->msg, sizeof d->msg);
+    remote_url_redact_to(model, shown, sizeof shown);
+    gguf_diag_format(d, strstr(d->msg, "://") ? NULL : shown, line, sizeof line);
+    fprintf(stderr, "gguffs: %s\n", line);
+}
+
+/* The token for a remote model: -o bearer_token_file, else HF_TOKEN, else
+ * none.  *tok is NULL (none) or malloc'd; false after a one-line error. */
+static bool read_token(const struct options *o, char **tok)
+{
+    *tok = NULL;
+    if (!o->bearer_token_file) {
+        const char *env = getenv("HF_TOKEN");
+        if (env && *env && !(*tok = strdup(env))) {
+            fprintf(stderr, "gguffs: out of memory\n");
+            return false;
+        }
+        return true;
+    }
+    FILE *f = fopen(o->bearer_token_file, "re");
+    if (!f) {
+        fprintf(stderr, "gguffs: bearer_token_file=%s: %s\n", o->bearer_token_file,
+                strerror(errno));
+        return false;
+    }
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    bool big = n == sizeof buf;
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    bool ctl = false;
+    for (size_t i = 0; i < n; i++)
+        ctl |= (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f;
+    if (big || ctl || n == 0) {
+        fprintf(stderr, "gguffs: bearer_token_file=%s: %s\n", o->bearer_token_file,
+                big ? "larger than 8 KiB" : ctl ? "holds control characters besides "
+                "a final newline" : "empty");
+        explicit_bzero(buf, sizeof buf);
+        return false;
+    }
+    *tok = strndup(buf, n);
+    explicit_bzero(buf, sizeof buf);
+    if (!*tok)
+        fprintf(stderr, "gguffs: out of memory\n");
+    return *tok != NULL;
+}
+
 /* Opens and validates the model (every shard) and builds the first state:
  * before anything is mounted. */
 static bool open_model(struct ggfs *fs, const struct options *o)
 {
-    /* Edits rename files beside the model and daemonizing changes to /:
-     * keep the absolute path. */
-    char *real = realpath(o->model, NULL);
-    if (!real) {
-        fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(errno));
-        return false;
-    }
-    struct gguf_split *model;
+    char *real = NULL, *token = NULL;
+    struct remote_opts ro = { 0 };
     struct gguf_diag d;
-    enum gguf_err ge = ggfs_open_model(real, o->ro, &model, &d);
+    enum gguf_err ge;
+    struct gguf_split *model = NULL;
+    if (o->remote) {
+        /* The URL to read: hf:// expanded; shown only redacted. */
+        if (remote_url_expand(o->model, &real, &d) != GGUF_OK) {
+            remote_refuse(o->model, &d);
+            return false;
+        }
+        if (!read_token(o, &token)) {
+            free(real);
+            return false;
+        }
+        ro = (struct remote_opts){ .url = real, .bearer_token = token, .ca_file = o->ca_file,
+                                   .connections = o->connections, .timeout_s = o->timeout };
+        ge = ggfs_open_model(real, true, &ro, &model, &d);
+        if (token) {
+            explicit_bzero(token, strlen(token));
+            free(token);
+        }
+    } else {
+        /* Edits rename files beside the model and daemonizing changes to /:
+         * keep the absolute path. */
+        real = realpath(o->model, NULL);
+        if (!real) {
+            fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(errno));
+            return false;
+        }
+        ge = ggfs_open_model(real, o->ro, NULL, &model, &d);
+    }
     free(real);
     if (ge) {
-        refuse(o->model, &d);
+        if (o->remote)
+            remote_refuse(o->model, &d);
+        else
+            refuse(o->model, &d);
         return false;
     }
     /* edits go to the first shard, wherever the user pointed */
@@ -118,7 +240,7 @@ static bool open_model(struct ggfs *fs, const struct options *o)
     if (e) {
         free(first);
         gguf_split_close(model);
-        fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(e));
+        fprintf(stderr, "gguffs: %s: %s\n", fs->model_path, strerror(e));
         return false;
     }
     fs->model_real = first;
@@ -184,8 +306,9 @@ static void set_readahead(const char *dev, uint64_t bytes)
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
 static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *args)
 {
-    char *fsname = options_fsname(o->model);
+    char *fsname = options_fsname(fs->model_path);
     if (!fsname || fuse_opt_add_arg(args, fsname) != 0 ||
+        (o->remote && fuse_opt_add_arg(args, "-oro") != 0) ||
         fuse_opt_add_arg(args, "-osubtype=gguffs") != 0 ||
         fuse_opt_add_arg(args, "-odefault_permissions") != 0) {
         free(fsname);
@@ -261,7 +384,15 @@ int main(int argc, char *argv[])
         options_free(&o, &args);
         return ret;
     }
-    fs.model_path = o.model;
+    /* messages and mountinfo name a URL only without its credentials */
+    char *shown = o.remote ? remote_url_redact(o.model) : NULL;
+    if (o.remote && !shown) {
+        fprintf(stderr, "gguffs: out of memory\n");
+        options_free(&o, &args);
+        return 1;
+    }
+    fs.model_path = o.remote ? shown : o.model;
+    fs.remote = o.remote;
     fs.read_only = o.ro;
     fs.cache_size = o.cache_size;
     fs.threads = o.threads;
@@ -300,6 +431,7 @@ int main(int argc, char *argv[])
     pthread_mutex_destroy(&fs.commit_mu);
     pthread_mutex_destroy(&fs.states_mu);
     pthread_mutex_destroy(&fs.pend_mu);
+    free(shown);
     options_free(&o, &args);
     return ret;
 }

@@ -7,6 +7,7 @@
 #include "fs.h"
 
 #include "gguf/commit.h"
+#include "remote/source.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -42,13 +43,31 @@ static enum gguf_err open_file(void *ctx, const char *name, struct gguf_source *
     return gguf_split_open_file(NULL, name, out, d);
 }
 
-enum gguf_err ggfs_open_model(const char *path, bool read_only, struct gguf_split **out,
+/* A shard of a remote model: its URL opened with the mount's options. */
+static enum gguf_err open_url(void *ctx, const char *name, struct gguf_source **out,
+                              struct gguf_diag *d)
+{
+    struct remote_opts ro = *(const struct remote_opts *)ctx;
+    ro.url = name;
+    enum gguf_err e = remote_source_open(&ro, out, d);
+    /* a shard that is not there: the split code names it */
+    if (e == GGUF_E_IO && strstr(d->msg, "HTTP 404"))
+        return GGUF_E_NOENT;
+    return e;
+}
+
+enum gguf_err ggfs_open_model(const char *path, bool read_only,
+                              const struct remote_opts *remote, struct gguf_split **out,
                               struct gguf_diag *d)
 {
     struct opener o = { read_only };
-    enum gguf_err e = gguf_split_open(path, open_file, &o, out, d);
+    enum gguf_err e = remote ? gguf_split_open(path, open_url, (void *)remote, out, d)
+                             : gguf_split_open(path, open_file, &o, out, d);
     if (e)
         return e;
+    /* the headers are parsed: remote reads from any thread from now on */
+    for (unsigned i = 0; i < (*out)->n; i++)
+        remote_source_opened((*out)->shards[i].src);
     /* Tensor reads are mostly long sequential runs: a larger readahead
      * window keeps the disk busy while FUSE replies. */
     for (unsigned i = 0; i < (*out)->n; i++)

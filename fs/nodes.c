@@ -2,6 +2,8 @@
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
 
+#include "remote/source.h"
+
 #include "gguf/types.h"
 #include "gguf/value.h"
 #include "kernels/dequant.h"
@@ -151,6 +153,30 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
                      (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES,
                      ggfs_dequant_level());
+    if (n >= 0 && (size_t)n < cap && fs->remote) {
+        /* every shard's HTTP counters, summed (the model is fixed for a
+         * remote mount: no edit swaps the shards) */
+        struct remote_stats sum = { 0 }, rs;
+        const struct gguf_split *m = fs->st->model;
+        for (unsigned i = 0; i < m->n; i++) {
+            struct remote *r = remote_source_remote(m->shards[i].src);
+            if (!r)
+                continue;
+            remote_get_stats(r, &rs);
+            sum.requests += rs.requests;
+            sum.bytes += rs.bytes;
+            sum.retries += rs.retries;
+            sum.redirects += rs.redirects;
+            sum.reresolves += rs.reresolves;
+            sum.errors += rs.errors;
+        }
+        n += snprintf(buf + n, cap - (size_t)n,
+                      "remote_requests %llu\nremote_bytes %llu\nremote_retries %llu\n"
+                      "remote_redirects %llu\nremote_reresolves %llu\nremote_errors %llu\n",
+                      (unsigned long long)sum.requests, (unsigned long long)sum.bytes,
+                      (unsigned long long)sum.retries, (unsigned long long)sum.redirects,
+                      (unsigned long long)sum.reresolves, (unsigned long long)sum.errors);
+    }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
@@ -193,7 +219,7 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
 {
     struct node n = ggfs_classify(st, ino);
     fill_common(st, out, ino);
-    char buf[512];
+    char buf[1024];
     switch (n.kind) {
     case K_NONE:
         return ENOENT;

@@ -355,7 +355,7 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
                     size_t size, off_t off)
 {
     struct node n = ggfs_classify(st, ino);
-    char buf[512];
+    char buf[1024];
     switch (n.kind) {
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);

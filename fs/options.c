@@ -1,6 +1,8 @@
 /* fs/options.c — gguffs's command line (see options.h). */
 #include "options.h"
 
+#include "remote/url.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,6 +19,10 @@ struct raw_options {
     char *cache_size;
     char *threads;
     char *readahead;
+    char *connections;
+    char *timeout;
+    char *bearer_token_file;
+    char *ca_file;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -38,6 +44,10 @@ static const struct fuse_opt opt_spec[] = {
     { "cache_size=%s", offsetof(struct raw_options, cache_size), 0 },
     { "threads=%s", offsetof(struct raw_options, threads), 0 },
     { "readahead=%s", offsetof(struct raw_options, readahead), 0 },
+    { "connections=%s", offsetof(struct raw_options, connections), 0 },
+    { "timeout=%s", offsetof(struct raw_options, timeout), 0 },
+    { "bearer_token_file=%s", offsetof(struct raw_options, bearer_token_file), 0 },
+    { "ca_file=%s", offsetof(struct raw_options, ca_file), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -95,6 +105,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static void usage(const char *prog)
 {
     printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
+           "       %s [options] URL MOUNTPOINT\n"
            "       %s --dump MODEL.gguf\n"
            "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
@@ -115,6 +126,16 @@ static void usage(const char *prog)
            "  -o threads=N           dequantization workers (default: one per CPU)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
            "                         suffixes; default 1M; 0: the kernel's default)\n"
+           "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
+           "read-only; HF_ENDPOINT replaces https://huggingface.co, HF_TOKEN is the\n"
+           "token unless bearer_token_file is given):\n"
+           "  -o connections=N       parallel HTTP connections (1 to 256; default 8)\n"
+           "  -o timeout=SECONDS     connect timeout, and the time a transfer may\n"
+           "                         stall before it is retried (1 to 3600; default 30)\n"
+           "  -o bearer_token_file=FILE  the token sent as Authorization: Bearer to\n"
+           "                         the URL's host (never to hosts it redirects to)\n"
+           "  -o ca_file=FILE        PEM CA certificates to verify TLS servers with\n"
+           "                         (default: the system's)\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -128,7 +149,7 @@ static void usage(const char *prog)
            "  -o dev,nodev,suid,nosuid,exec,noexec,atime,noatime\n"
            "  -o sync,async,dirsync\n\n"
            "Unmount with: fusermount3 -u MOUNTPOINT (or umount MOUNTPOINT as root)\n\n"
-           "FUSE options:\n", prog, prog);
+           "FUSE options:\n", prog, prog, prog);
     fuse_cmdline_help();
     fuse_lowlevel_help();
 }
@@ -171,16 +192,18 @@ static bool parse_size(const char *s, uint64_t *out)
 }
 
 
-static bool parse_threads(const char *s, unsigned *out)
+/* "N" with 1 <= N <= max -> N; false on anything else. */
+static bool parse_uint(const char *s, unsigned max, unsigned *out)
 {
     char *end;
     errno = 0;
     unsigned long n = strtoul(s, &end, 10);
-    if (errno || *end || s[0] < '1' || s[0] > '9' || n > 1024)
+    if (errno || *end || s[0] < '1' || s[0] > '9' || n > max)
         return false;
     *out = (unsigned)n;
     return true;
 }
+
 
 enum options_result options_parse(int argc, char *argv[], struct options *o,
                                   struct fuse_args *args)
@@ -233,13 +256,39 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 "optional K, M or G suffix)\n", raw.readahead);
         goto out;
     }
-    if (raw.threads && !parse_threads(raw.threads, &o->threads)) {
+    if (raw.threads && !parse_uint(raw.threads, 1024, &o->threads)) {
         fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
                 raw.threads);
         goto out;
     }
+    o->remote = remote_url_is_remote(o->model);
+    if (!o->remote && (raw.connections || raw.timeout || raw.bearer_token_file ||
+                       raw.ca_file)) {
+        fprintf(stderr, "gguffs: connections, timeout, bearer_token_file and ca_file "
+                "are options of remote models (http://, https://, hf://)\n");
+        goto out;
+    }
+    if (raw.connections && (!parse_uint(raw.connections, 256, &o->connections))) {
+        fprintf(stderr, "gguffs: connections=%s: not a number from 1 to 256\n",
+                raw.connections);
+        goto out;
+    }
+    if (raw.timeout && (!parse_uint(raw.timeout, 3600, &o->timeout))) {
+        fprintf(stderr, "gguffs: timeout=%s: not a number of seconds from 1 to 3600\n",
+                raw.timeout);
+        goto out;
+    }
+    o->bearer_token_file = raw.bearer_token_file;
+    o->ca_file = raw.ca_file;
+    raw.bearer_token_file = raw.ca_file = NULL;
+    if (o->remote)
+        o->ro = true;          /* no overlay: nothing to write to */
     r = OPTS_RUN;
 out:
+    free(raw.connections);
+    free(raw.timeout);
+    free(raw.bearer_token_file);
+    free(raw.ca_file);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -248,6 +297,8 @@ out:
 
 void options_free(struct options *o, struct fuse_args *args)
 {
+    free(o->bearer_token_file);
+    free(o->ca_file);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

@@ -20,6 +20,12 @@ struct options {
     uint64_t cache_size;        /* -o cache_size, or the default */
     unsigned threads;           /* -o threads (0: one per CPU) */
     uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
+    /* a model given as a URL (http://, https://, hf://) */
+    bool remote;
+    unsigned connections;       /* -o connections (0: the default) */
+    unsigned timeout;           /* -o timeout, seconds (0: the default) */
+    char *bearer_token_file;    /* -o bearer_token_file */
+    char *ca_file;              /* -o ca_file */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

@@ -8,6 +8,7 @@
 #include "fs.h"
 
 #include "gguf/types.h"
+#include "remote/source.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +20,19 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
         return (void)fuse_reply_buf(req, NULL, 0);
     size_t n = len - (size_t)off < size ? len - (size_t)off : size;
     fuse_reply_buf(req, data + off, n);
+}
+
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
+{
+    struct remote *r = remote_source_remote(src);
+    struct gguf_diag d;
+    if (!r || !remote_last_error(r, &d))
+        return;
+    /* A remote that changed fails every read not yet cached: say so once.
+     * Other failures (after the retries) are rare enough to log each. */
+    if (remote_changed(r) && atomic_exchange(&fs->changed_logged, true))
+        return;
+    fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
 }
 
 /* Replies with size bytes of src at pos. */
@@ -34,6 +48,8 @@ static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, 
     }
     char *buf = malloc(size ? size : 1);
     int e = buf ? gguf_source_read_all(src, buf, size, pos) : ENOMEM;
+    if (e == EIO)
+        ggfs_source_failed(req_fs(req), src);
     if (e)
         fuse_reply_err(req, e);
     else

@@ -2,12 +2,15 @@
  * text; and the counted list of live versions. */
 #include "fs.h"
 
+#include "remote/source.h"
+
 #include "gguf/info.h"
 #include "gguf/names.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- name tables: file names (NUL-terminated, owned) in a gguf_ntab ---- */
@@ -308,9 +311,17 @@ static int render_info(struct state *st, const char *path)
             shown = merged;
         gguf_buf_printf(&b, "split model of %u shards:", st->model->n);
         for (unsigned i = 0; i < st->model->n; i++)
-            gguf_buf_printf(&b, " %s", st->model->shards[i].name);
+            gguf_buf_printf(&b, " %s", st->model->shards[i].src->name);
         gguf_buf_printf(&b, "\nmetadata from the first shard; shown as model.gguf "
                         "(split.* keys dropped)\n\n");
+    }
+    for (unsigned i = 0; i < st->model->n; i++) {
+        struct remote *r = remote_source_remote(st->model->shards[i].src);
+        if (r)
+            gguf_buf_printf(&b, "remote: %s\nidentity: %s\nsize: %llu bytes\n%s",
+                            remote_display_url(r), remote_identity(r),
+                            (unsigned long long)remote_size(r),
+                            i + 1 == st->model->n ? "\n" : "");
     }
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
@@ -335,8 +346,15 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     st->refs = 1;
     st->gen = gen;
     st->model = model;
-    if (model->shards[0].src->fd >= 0)
+    if (model->shards[0].src->fd >= 0) {
         fstat(model->shards[0].src->fd, &st->model_st);
+    } else {
+        /* a remote model: the mounting user's, dated from the mount */
+        st->model_st.st_uid = getuid();
+        st->model_st.st_gid = getgid();
+        clock_gettime(CLOCK_REALTIME, &st->model_st.st_mtim);
+        st->model_st.st_atim = st->model_st.st_ctim = st->model_st.st_mtim;
+    }
     int e = index_tensors(st);
     if (!e && model->n > 1) {
         struct gguf_diag d;
