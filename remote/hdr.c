@@ -217,7 +217,7 @@ static bool hms(const char *v, size_t len, size_t *i, int *h, int *mi, int *s)
 static bool make_time(int64_t y, int mo, int d, int h, int mi, int s, int64_t *out)
 {
     static const int mdays[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-    if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 60)
+    if (y < 1900 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 60)
         return false;
     if (d > mdays[mo - 1] + (mo == 2 && leap(y)))
         return false;

@@ -124,7 +124,8 @@ bool remote_hdr_uint(const char *v, size_t len, uint64_t *out);
  * does not fit or is not an entity-tag). */
 bool remote_hdr_etag(const char *v, size_t len, char *out, size_t cap, bool *weak);
 /* An HTTP-date (the three forms of RFC 9110 5.6.7), in seconds since the
- * epoch; a two-digit RFC 850 year means 1970-2069. */
+ * epoch; years 1900-9999, a two-digit RFC 850 year means 1970-2069; the
+ * day name is not checked against the date. */
 bool remote_hdr_date(const char *v, size_t len, int64_t *out);
 bool remote_hdr_retry_after(const char *v, size_t len, int64_t now, uint64_t *secs);
 /* A status line: the code (100-999) and the HTTP version x 10. */

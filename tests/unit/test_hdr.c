@@ -141,6 +141,7 @@ static void test_date(void **state)
         "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT",
         "Sun, 06 Xyz 1994 08:49:37 GMT", "Sun, 31 Nov 1994 08:49:37 GMT",
         "Sun, 29 Feb 1900 08:49:37 GMT", "Sun, 00 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1899 08:49:37 GMT", "Sun, 06 Nov 0000 08:49:37 GMT",
         "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
         "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
         "Xyz, 06 Nov 1994 08:49:37 GMT", "Sun,06 Nov 1994 08:49:37 GMT",
