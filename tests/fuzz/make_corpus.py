@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and tests/oracle/gguf_write.py files) and, with --run, replays them once.
 """
-    make_corpus.py --kind parse|value|roundtrip --out DIR [--run FUZZER]
+    make_corpus.py --kind parse|value|roundtrip|http_hdr --out DIR [--run FUZZER]
 
 parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
            ../shared/corpus/real) shrunk to a small file of the same shape
@@ -15,6 +15,10 @@ parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
 value      a selector byte (see value.c) + the contract's text of each kv of
            those files (tests/oracle/expected.py), + hand-written texts.
 roundtrip  8-byte edit seeds + each parse seed that is a valid file.
+http_hdr   HTTP response header blocks (remote/hdr.c): what nginx, the
+           Hugging Face hub, S3 and CDNs send (206, 200, 302, 416, 429,
+           503, HTTP/2 forms, interim 1xx), and broken ones (duplicates,
+           folded lines, lying or overflowing numbers, odd dates).
 
 Deterministic: the same files every time.  With --run, FUZZER is run once
 over every seed (libFuzzer runs the files given on its command line and
@@ -238,6 +242,46 @@ def roundtrip_seeds(parse_files):
     return seeds
 
 
+HTTP_HDR = {
+    "nginx-206": "HTTP/1.1 206 Partial Content\r\nServer: nginx/1.22.1\r\n"
+                 "Date: Sun, 23 Nov 2025 14:18:00 GMT\r\nContent-Type: application/octet-stream\r\n"
+                 "Content-Length: 2097152\r\nLast-Modified: Sun, 23 Nov 2025 14:18:00 GMT\r\n"
+                 "Connection: keep-alive\r\nETag: \"6b046837-600000\"\r\n"
+                 "Content-Range: bytes 0-2097151/6291456\r\n\r\n",
+    "hub-302": "HTTP/1.1 302 Found\r\nContent-Type: text/plain; charset=utf-8\r\n"
+               "Content-Length: 1338\r\nX-Linked-Size: 397808192\r\n"
+               "X-Linked-ETag: \"6f9d1c0ee1f9d8d8b4e8a0d2f2c1b0a9\"\r\n"
+               "Location: https://cdn-lfs.example.co/repos/ab/cd/abcdef?response-content-disposition="
+               "attachment%3B+filename%2A%3DUTF-8%27%27m.gguf&Expires=1732380000&Signature=abc~def"
+               "&Key-Pair-Id=K3ESJI6DHPFC7\r\nVary: Origin, Accept\r\n\r\n",
+    "cdn-206": "HTTP/2 206 \r\ncontent-type: binary/octet-stream\r\ncontent-length: 1048576\r\n"
+               "content-range: bytes 2097152-3145727/397808192\r\naccept-ranges: bytes\r\n"
+               "last-modified: Tue, 07 May 2024 10:11:12 GMT\r\n"
+               "etag: \"a1b2c3d4e5f60718293a4b5c6d7e8f90-24\"\r\nx-cache: Hit from cloudfront\r\n\r\n",
+    "s3-weak": "HTTP/1.1 206 Partial Content\r\nETag: W/\"abc\"\r\n"
+               "Content-Range: bytes 100-199/*\r\nContent-Length: 100\r\n\r\n",
+    "200-whole": "HTTP/1.1 200 OK\r\nContent-Length: 102400\r\nETag: \"x\"\r\n\r\n",
+    "416": "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */0\r\n\r\n",
+    "429": "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n",
+    "503-date": "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Fri, 31 Dec 1999 23:59:59 GMT\r\n\r\n",
+    "interim": "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+               "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-0/1\r\n\r\n"
+               "X-Trailer: after\r\n",
+    "dates": "HTTP/1.0 304 x\r\nLast-Modified: Sunday, 06-Nov-94 08:49:37 GMT\r\n"
+             "Last-Modified: Sun Nov  6 08:49:37 1994\r\n\r\n",
+    "broken": "HTTP/1.1 206 x\r\nContent-Range: bytes 0-99/1000\r\nContent-Range: bytes 0-9/10\r\n"
+              "Content-Length: 100\r\nContent-Length: 101\r\n folded\r\nETag: \"a\" \"b\"\r\n"
+              "Location: /a b\r\nContent-Encoding: gzip, identity\r\n"
+              "Content-Range: bytes 0-9223372036854775807/9223372036854775808\r\n\r\n",
+    "no-status": "Content-Range: bytes 0-1/2\r\n\r\n",
+    "bare-lf": "HTTP/1.1 302 Found\nLocation: //cdn/x\n\n",
+}
+
+
+def http_hdr_seeds():
+    return {k: v.encode("latin-1") for k, v in HTTP_HDR.items()}
+
+
 def write(out, seeds):
     os.makedirs(out, exist_ok=True)
     paths = []
@@ -253,13 +297,16 @@ def write(out, seeds):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip"])
+    ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip", "http_hdr"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--run", help="fuzzer to replay the seeds with")
     a = ap.parse_args()
-    pf = parse_seeds()
-    seeds = {"parse": lambda: pf, "value": lambda: value_seeds(pf),
-             "roundtrip": lambda: roundtrip_seeds(pf)}[a.kind]()
+    if a.kind == "http_hdr":
+        seeds = http_hdr_seeds()
+    else:
+        pf = parse_seeds()
+        seeds = {"parse": lambda: pf, "value": lambda: value_seeds(pf),
+                 "roundtrip": lambda: roundtrip_seeds(pf)}[a.kind]()
     paths = write(a.out, seeds)
     print("make_corpus: %d %s seeds in %s (%d bytes largest)" % (
         len(paths), a.kind, a.out, max(len(b) for b in seeds.values())))

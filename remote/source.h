@@ -1,0 +1,49 @@
+/*
+ * remote/source.h — a remote object as a gguf_source (gguf/source.h).
+ *
+ * remote_source_open opens the remote (remote_open: one request plus
+ * redirects, which also fetches the first REMOTE_PREFIX_SIZE bytes) and
+ * wraps it as a byte source, so that the gguf/ core reads a remote model
+ * exactly as it reads a local file.  Its size and identity are the
+ * remote's; its name is the redacted URL; it has no file descriptor
+ * (fd -1).  Its read serves, in this order:
+ *
+ *   1. bytes of the prefix, from memory (no request);
+ *   2. while the model is being opened (until remote_source_opened), bytes
+ *      after the prefix from one stream ("Range: bytes=OFF-", remote/http.h),
+ *      as long as the reads follow one another (each starts where the last
+ *      one ended) — the header parser's reads do — so that a header longer
+ *      than the prefix costs one request more, whatever its length.  The
+ *      first read that does not follow stops the stream for good;
+ *   3. everything else by remote_read (validated range requests, retries).
+ *
+ * A read is short only at the end of the file; a failure is -EIO (or
+ * -ENOMEM), with the reason available from remote_last_error.  Reads may
+ * come from any number of threads; while the stream is on they are served
+ * one at a time, so call remote_source_opened as soon as the header is
+ * parsed (gguf_open_source returned), before sharing the source.
+ *
+ * Closing the source (gguf_source_close) stops the stream and closes the
+ * remote.
+ */
+#ifndef REMOTE_SOURCE_H
+#define REMOTE_SOURCE_H
+
+#include "gguf/source.h"
+#include "http.h"
+
+/* Opens opts->url as a source (errors as remote_open's). */
+enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_source **out,
+                                 struct gguf_diag *diag);
+
+/* The model is open: stops the stream; reads past the prefix are plain
+ * range requests from now on.  Call it once, before reads of several
+ * threads. */
+void remote_source_opened(struct gguf_source *src);
+
+/* The remote behind a source made by remote_source_open (for its stats,
+ * identity, last error, remote_drop_prefix — see remote/http.h); NULL for
+ * any other source (remote_source_opened does nothing to those). */
+struct remote *remote_source_remote(struct gguf_source *src);
+
+#endif
