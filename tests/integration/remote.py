@@ -70,9 +70,11 @@ the next `times` (None: all).  Faults:
                 `etag` (and Last-Modified by another date); If-Match with
                 another tag gets 412, If-Range with another tag a 200 with
                 the whole (upstream) body, as a real server would answer
-  expire        for /cdn/ URLs (those px.resolve_url redirects to): each
-                generation of presigned URL serves `after` requests, then
-                answers `code` (default 403), as an expired URL does
+  expire        for /cdn/ URLs (those px.resolve_url redirects to): the
+                first `generations` (default 1; None: all) presigned URLs
+                serve `after` requests each, then answer `code` (default
+                403), as a URL does once it expired; later ones live on, as
+                a freshly resolved URL does
   redirect      answers 302 to `to`
 
 Every request is logged in px.log (number, method, path, Range, If-Match,
@@ -541,7 +543,8 @@ class Rule:
         if self.fault == "expire":
             gen = path.split("/")[2]
             self.gens[gen] = self.gens.get(gen, 0) + 1
-            if self.gens[gen] <= self.after:
+            lives = self.params.get("generations", 1)
+            if self.gens[gen] <= self.after or (lives is not None and int(gen) >= lives):
                 return False
             self.applied += 1
             return True

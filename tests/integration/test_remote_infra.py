@@ -261,6 +261,12 @@ def proxy_checks(h, ng, data):
         h.check(st0 == [206, 403] and "/cdn/1/" in loc1 and st == 206 and body == data[7:10],
                 "expire: %r then %r %d" % (st0, loc1, st))
         h.check(px.resolves == 2 and len(px.faults("expire")) == 1, "expire counted")
+        st = [request(loc1, {"Range": "bytes=0-0"})[0] for _ in range(3)]
+        h.check(st == [206] * 3, "expire: a later generation lives on: %r" % st)
+    with FaultProxy(ng.base, [Rule("expire", after=1, generations=None)]) as px:
+        locs = [request(px.resolve_url("blob.bin"))[1].get("location") for _ in range(2)]
+        st = [request(loc, {"Range": "bytes=0-0"})[0] for loc in locs for _ in range(2)]
+        h.check(st == [206, 403] * 2, "expire every generation: %r" % st)
     with FaultProxy(ng.base, [Rule("redirect", to="http://127.0.0.1:1/x")]) as px:
         st, hd, _, _ = request(url(px))
         h.check(st == 302 and hd.get("location") == "http://127.0.0.1:1/x", "redirect")
