@@ -87,7 +87,6 @@ threads.
 """
 import ctypes
 import email.utils
-import errno
 import http.client
 import http.server
 import json
@@ -675,6 +674,11 @@ class FaultProxy:
         srv.server_close()          # joins the handler threads
         if self._thread is not None:
             self._thread.join(STOP_WAIT)
+
+    def add(self, rule):
+        """Adds a rule to the plan from now on (e.g. once a mount is up)."""
+        with self._lock:
+            self.plan.append(rule)
 
     # ---- addresses and results
     def url(self, path):
