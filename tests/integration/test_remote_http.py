@@ -14,6 +14,7 @@ Retry-After is checked by counting requests, not by timing them.  Memory is
 the CLI's peak RSS from wait4()'s rusage, compared with the largest of the
 plain runs before.
 """
+import email.utils
 import os
 import re
 import select
@@ -350,7 +351,6 @@ def retry_after(t, ng):
                 # counted, not timed: the open, two refusals, one success
                 h.check(px.n == 4 and r.stats["retries"] == 2,
                         "%s: %d requests (want 4), stats %r" % (lab, px.n, r.stats))
-    import email.utils
     with FaultProxy(ng.base, [Rule("status", code=503, after=1, times=1,
                                    retry_after=email.utils.formatdate(0, usegmt=True))]) as px:
         r = run_get(px.url("blob.bin"), off, ln)
