@@ -27,7 +27,8 @@ client that sends its token there is seen in the log).  Both serve root_dir
 under /files/ with nginx's own ranges and ETags (strong, "mtime-size"); the
 HTTPS ones speak HTTP/2 too (ALPN).  The access log is JSON lines with the
 port, request, status, bytes sent, Range/If-Match/If-Range, the protocol,
-nginx's connection serial number (connection reuse) and `auth` = yes/no
+nginx's connection serial number (connection reuse), the worker's pid and
+`auth` = yes/no
 (whether an Authorization header came: never the header itself).
 
 requests() first makes a request of its own (GET /__sync on the hub port)
@@ -39,8 +40,8 @@ notices; tests do not count on those.)
 
 Bounds: a watchdog thread stops nginx after `lifetime` seconds or once the
 log holds more than `max_requests` requests (then `overflow` is true and
-clients get connection errors: a client in a retry loop cannot spin
-forever).  On exit nginx gets SIGTERM and is waited for (SIGKILL, to it and
+clients get connection errors once it has exited: its worker may answer a
+few more requests first; a client in a retry loop cannot spin forever).  On exit nginx gets SIGTERM and is waited for (SIGKILL, to it and
 its worker, if it does not go within a bound), then the directory goes.
 
 FaultProxy(upstream, plan) is a threaded Python HTTP/1.1 server on
@@ -251,7 +252,7 @@ http {{
         '"uri":"$request_uri","status":"$status","bytes":"$body_bytes_sent",'
         '"range":"$http_range","if_match":"$http_if_match","if_range":"$http_if_range",'
         '"auth":"$gguffs_auth","proto":"$server_protocol","conn":"$connection",'
-        '"conn_requests":"$connection_requests"}}';
+        '"conn_requests":"$connection_requests","pid":"$pid"}}';
     access_log {d}/access.log gguffs;
 {ssl}
     server {{
@@ -488,7 +489,7 @@ class Nginx:
         for r in self._lines():
             if r["uri"].startswith("/__sync"):
                 continue
-            for k in ("port", "status", "bytes", "conn", "conn_requests"):
+            for k in ("port", "status", "bytes", "conn", "conn_requests", "pid"):
                 r[k] = int(r[k]) if r[k].isdigit() else r[k]
             out.append(r)
         return out
