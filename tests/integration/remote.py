@@ -101,6 +101,7 @@ import socketserver
 import ssl
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -599,6 +600,13 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         with self.px._lock:
             self.px._conns.add(request)
         super().process_request(request, client_address)
+
+    def handle_error(self, request, client_address):
+        """A client that resets or drops its connection is no error of the
+        proxy's (socketserver would print a traceback for it)."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
     def shutdown_request(self, request):
         with self.px._lock:
