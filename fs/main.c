@@ -134,7 +134,9 @@ static void redact_urls(char *text, size_t cap)
         p = start + n;
     }
     out[k] = '\0';
-    snprintf(text, cap, "%s", out);
+    size_t n = k < cap - 1 ? k : cap - 1;
+    memcpy(text, out, n);
+    text[n] = '\0';
 }
 
 /* The one-line refusal of a remote model: the diag's own URL when it

@@ -5,9 +5,6 @@ Served by tests/integration/remote.py's Nginx (and FaultProxy for the
 faults).  The expected values come from the local copy of each file
 (checks.Expect), the mount is of its URL.
 
-TEMPORARY: until gguffs accepts URLs this test skips (exit 77, CI or not)
-when `gguffs http://... MNT` answers that no such file exists; remove
-url_support_or_skip()'s skip when remote mounts land.
 """
 import errno
 import os
@@ -32,17 +29,12 @@ TYPES = ["f32", "f16", "bf16", "q4_0", "q8_0", "q4_K", "q6_K", "iq4_xs"]
 
 
 def url_support_or_skip(ng, name):
-    """TEMPORARY (see the module's doc): skips while gguffs takes a URL for
-    a local path; fails if gguffs takes it as a URL and cannot mount it."""
+    """Fails at once (one clear line) if gguffs cannot mount a plain URL."""
     mnt = tempfile.mkdtemp(prefix="gguffs-mnt-")
     try:
         url = ng.url(name)
         rc, _, err = harness.run_gguffs([url, mnt], timeout=harness.MOUNT_WAIT)
         text = err.decode(errors="replace").strip()
-        if rc != 0 and "No such file or directory" in text:
-            print("SKIP: gguffs does not accept URLs yet (`gguffs %s MNT` says %r); "
-                  "remote mounts are tested once it does" % (url, text))
-            sys.exit(harness.SKIP)
         if rc != 0:
             print("FAIL: gguffs %s MNT: exit %d: %s" % (url, rc, text))
             print("0 passed, 1 failed")
