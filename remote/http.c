@@ -658,6 +658,10 @@ static enum outcome fetch(struct xfer *x, char **final)
         }
         case O_EXPIRED:
             if (x->at_open || reresolved) {
+                if (x->at_open && !r->auth && (h->status == 401 || h->status == 403)) {
+                    size_t n = strlen(x->msg);
+                    snprintf(x->msg + n, sizeof x->msg - n, "; no bearer token was given");
+                }
                 free(url);
                 return O_FATAL;
             }

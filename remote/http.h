@@ -48,9 +48,12 @@
  *   - 200 to a range request, a wrong first or last byte, a malformed
  *     header, a body longer than announced: the server is broken; -EIO.
  *   - retried, up to max_retries times with a delay of 100 ms x 2^k
- *     (k = 0, 1, ...): 5xx, 408, 429, connection failures and resets,
- *     timeouts, bodies that end short.  A Retry-After on 429/503 replaces
- *     the delay, capped to timeout_s.
+ *     (k = 0, 1, ...; at most timeout_s): 5xx, 408, 429, connection
+ *     failures and resets, timeouts, bodies that end short, failed name
+ *     resolution.  A Retry-After on 429/503 replaces the delay, capped to
+ *     timeout_s.  The request of remote_open is retried the same way,
+ *     except that a name that does not resolve and a failed TLS handshake
+ *     end it at once (they are not hiccups there).
  *   - 401, 403, 410: resolved again from the original URL (see above),
  *     then the read goes on; a second one in the same read is an error.
  *   - other statuses (404, ...): -EIO at once.

@@ -149,8 +149,10 @@ int main(int argc, char **argv)
     o.url = url;
     struct gguf_source *src;
     enum gguf_err e = remote_source_open(&o, &src, &d);
-    if (e)
+    if (e) {
+        free(url);
         return error_line(&d);
+    }
     struct remote *r = remote_source_remote(src);
     int rc = 0;
     if (gguf) {

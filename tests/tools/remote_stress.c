@@ -137,12 +137,15 @@ int main(int argc, char **argv)
     o.url = url;
     if (remote_open(&o, &R, &d) != GGUF_OK) {
         fprintf(stderr, "remote_stress: %s\n", d.msg);
+        free(url);
         return 1;
     }
     size = remote_size(R);
     if (size != (uint64_t)st.st_size) {
         fprintf(stderr, "remote_stress: remote size %llu, local %llu\n",
                 (unsigned long long)size, (unsigned long long)st.st_size);
+        remote_close(R);
+        free(url);
         return 1;
     }
     pthread_t th[257];
