@@ -812,8 +812,8 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
         if (r->auth)
             snprintf(r->auth, r->auth_len, "%s%s", pre, o->bearer_token);
     }
-    if (!r->url || !r->display || (o->ca_file && !r->ca_file) || !r->slots || !r->prefix || !r->share ||
-        (o->bearer_token && !r->auth))
+    if (!r->url || !r->display || (o->ca_file && !r->ca_file) || !r->slots || !r->prefix ||
+        !r->share || (o->bearer_token && !r->auth))
         return open_fail(r, d, GGUF_E_NOMEM, "out of memory");
     if (curl_share_setopt(r->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
         curl_share_setopt(r->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
@@ -830,9 +830,14 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
     char *final = NULL;
     enum outcome oc = fetch(&x, &final);
     if (oc != O_OK) {
+        /* 404: nothing of that name (what a split model's opener needs to
+         * know about a shard); the answer's status is still in the slot */
+        enum gguf_err e = oc == O_NOMEM ? GGUF_E_NOMEM
+                        : s->resp.done && s->resp.status == 404 && oc == O_FATAL ? GGUF_E_NOENT
+                        : GGUF_E_IO;
         release(r, s);
         atomic_fetch_add(&r->n_errors, 1);
-        return open_fail(r, d, oc == O_NOMEM ? GGUF_E_NOMEM : GGUF_E_IO, x.msg);
+        return open_fail(r, d, e, x.msg);
     }
     const struct remote_resp *h = &s->resp;
     r->final_url = final;

@@ -134,9 +134,11 @@ struct remote_stats {
 
 /* Opens opts->url (see above).  GGUF_E_IO with a one-line message naming
  * the redacted URL and what went wrong (name resolution, connection, TLS
- * with libcurl's message, HTTP status, a refused answer); GGUF_E_INVAL for
- * bad options (a token with control characters, an unreadable ca_file, a
- * value out of range); GGUF_E_NOMEM. */
+ * with libcurl's message, HTTP status, a refused answer); GGUF_E_NOENT,
+ * with the same kind of message, when the (final) answer was 404 Not
+ * Found (a split model's opener takes that as "no such shard");
+ * GGUF_E_INVAL for bad options (a token with control characters, an
+ * unreadable ca_file, a value out of range); GGUF_E_NOMEM. */
 enum gguf_err remote_open(const struct remote_opts *opts, struct remote **out,
                           struct gguf_diag *diag);
 

@@ -373,7 +373,8 @@ static enum gguf_err expand_hf(const char *arg, char **url, struct gguf_diag *d)
     if (!repo[repo_n])
         return refuse(d, arg, "expected hf://ORG/REPO/FILE.gguf[@REVISION]");
     if (!good_name(org, org_n) || !good_name(repo, repo_n))
-        return refuse(d, arg, "ORG and REPO of hf://ORG/REPO/FILE are letters, digits, '.', '_' and '-'");
+        return refuse(d, arg,
+                      "ORG and REPO of hf://ORG/REPO/FILE are letters, digits, '.', '_' and '-'");
     const char *path = repo + repo_n + 1;
     size_t path_n = strlen(path);
     const char *rev = "main";
@@ -387,7 +388,8 @@ static enum gguf_err expand_hf(const char *arg, char **url, struct gguf_diag *d)
             return refuse(d, arg, "an empty revision after '@'");
     }
     if (!good_path(path, path_n))
-        return refuse(d, arg, "the file path of hf://ORG/REPO/FILE has an empty, '.' or '..' component");
+        return refuse(d, arg,
+                      "the file path of hf://ORG/REPO/FILE has an empty, '.' or '..' component");
     const char *endpoint = getenv("HF_ENDPOINT");
     if (!endpoint || !*endpoint)
         endpoint = HF_DEFAULT_ENDPOINT;

@@ -69,7 +69,8 @@ static void test_expand_hf(void **state)
                "https://huggingface.co/org/repo/resolve/v1.0/sub/dir/m.gguf");
     expands_to("hf://org/repo/m.gguf@refs/pr/1",
                "https://huggingface.co/org/repo/resolve/refs%2Fpr%2F1/m.gguf");
-    expands_to("hf://org/repo/a@b.gguf@main", "https://huggingface.co/org/repo/resolve/main/a%40b.gguf");
+    expands_to("hf://org/repo/a@b.gguf@main",
+               "https://huggingface.co/org/repo/resolve/main/a%40b.gguf");
 }
 
 static void test_expand_hf_encoding(void **state)
