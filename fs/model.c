@@ -49,11 +49,9 @@ static enum gguf_err open_url(void *ctx, const char *name, struct gguf_source **
 {
     struct remote_opts ro = *(const struct remote_opts *)ctx;
     ro.url = name;
-    enum gguf_err e = remote_source_open(&ro, out, d);
-    /* a shard that is not there: the split code names it */
-    if (e == GGUF_E_IO && strstr(d->msg, "HTTP 404"))
-        return GGUF_E_NOENT;
-    return e;
+    /* a shard that is not there (404) is GGUF_E_NOENT: the split code
+     * names it */
+    return remote_source_open(&ro, out, d);
 }
 
 enum gguf_err ggfs_open_model(const char *path, bool read_only,

@@ -36,6 +36,7 @@ struct cur {
     uint64_t len;        /* bytes available in b */
     struct gguf_source *src;  /* non-NULL: b is ours (own) and grows by reads */
     uint8_t *own;
+    uint64_t cap;        /* bytes allocated at own */
     uint64_t size;       /* bytes in the whole file */
     uint64_t off;
     struct gguf_enc enc;
@@ -45,7 +46,11 @@ struct cur {
 };
 
 /* Reads more of the file into the cursor's own buffer so that at least upto
- * bytes are there; grows geometrically so the total work stays linear. */
+ * bytes are there.  The buffer grows geometrically so the total work stays
+ * linear.  From a local file (a source with a descriptor) the whole buffer
+ * is filled: reads are cheap.  From a remote source each byte is a byte
+ * transferred, so only up to 1 MiB past upto is read: a header of H bytes
+ * costs at most H + 1 MiB past the source's first 2 MiB, not 2H. */
 static enum gguf_err refill(struct cur *c, uint64_t upto)
 {
     uint64_t want = c->len * 2 > upto ? c->len * 2 : upto;
@@ -53,13 +58,21 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
         want = 1u << 20;
     if (want > c->size)
         want = c->size;
-    uint8_t *nb = realloc(c->own, want ? want : 1);
-    if (!nb)
-        return gguf_diag_set(c->diag, GGUF_E_NOMEM, c->off, "out of memory reading the header");
-    c->own = nb;
-    c->b = nb;
-    while (c->len < want) {
-        ssize_t r = c->src->ops->read(c->src, nb + c->len, (size_t)(want - c->len), c->len);
+    if (want > c->cap) {
+        uint8_t *nb = realloc(c->own, want ? want : 1);
+        if (!nb)
+            return gguf_diag_set(c->diag, GGUF_E_NOMEM, c->off,
+                                 "out of memory reading the header");
+        c->own = nb;
+        c->b = nb;
+        c->cap = want;
+    }
+    uint64_t fill = c->cap;
+    if (c->src->fd < 0 && upto + (1u << 20) < fill)
+        fill = upto + (1u << 20);
+    while (c->len < fill) {
+        ssize_t r = c->src->ops->read(c->src, c->own + c->len, (size_t)(fill - c->len),
+                                      c->len);
         if (r < 0)
             return gguf_diag_set(c->diag, GGUF_E_IO, c->len, "read error: %s", strerror((int)-r));
         if (r == 0)
