@@ -98,6 +98,9 @@ enum {
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 
+/* Room for the stats file's text. */
+#define STATS_TEXT_MAX 1024
+
 struct ggfs;
 
 /* A name table: file name (escaped) -> index. */
@@ -179,9 +182,15 @@ struct ggfs {
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
+    /* The size of the kernel's read requests (main.c request_size). */
+    uint32_t req_bytes;
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
     struct fuse_session *se;
     struct cache *cache;         /* dequantized f32 chunks */
+    uint64_t readahead;          /* -o readahead: bytes (whole requests),
+                                    0 for the kernel's */
+    char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
+    atomic_bool ra_pending;      /* readahead still to be written (ops.c) */
 
     pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
@@ -198,9 +207,19 @@ struct ggfs {
     struct glist live;           /* every handle, freed at the end; under pend_mu */
     struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
 
+    /* Read requests and their bytes, by file (the stats file). */
+    struct {
+        _Atomic uint64_t n, bytes, max;
+    } reads[3];                  /* enum read_kind */
+
     struct workers *workers;
     struct notify *notify;
 };
+
+enum read_kind { RK_RAW, RK_F32, RK_MODEL };
+
+/* Counts a read request of size bytes. */
+void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
 
 /* The context of a request. */
 static inline struct ggfs *req_fs(fuse_req_t req)

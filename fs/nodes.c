@@ -151,6 +151,15 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
                      (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES,
                      ggfs_dequant_level());
+    static const char *const kind[] = { "raw", "f32", "model" };
+    for (int k = 0; k < 3 && n >= 0 && (size_t)n < cap; k++) {
+        int m = snprintf(buf + n, cap - (size_t)n,
+                         "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
+                         kind[k], (unsigned long long)atomic_load(&fs->reads[k].n),
+                         kind[k], (unsigned long long)atomic_load(&fs->reads[k].bytes),
+                         kind[k], (unsigned long long)atomic_load(&fs->reads[k].max));
+        n = m < 0 ? m : n + m;
+    }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
@@ -193,7 +202,7 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
 {
     struct node n = ggfs_classify(st, ino);
     fill_common(st, out, ino);
-    char buf[512];
+    char buf[STATS_TEXT_MAX];
     switch (n.kind) {
     case K_NONE:
         return ENOENT;
