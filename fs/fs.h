@@ -14,7 +14,8 @@
  *   ops.c       the FUSE handlers and the operations table
  *   read.c      reads of raw, f32 and model.gguf
  *   f32.c       dequantizing chunks, and the workers that fill them ahead
- *   cache.c     the bounded cache of dequantized chunks (no FUSE inside)
+ *   cache.c     the bounded cache of fixed-size blocks that holds the
+ *               dequantized chunks (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   notify.c    telling the kernel what an edit changed
@@ -54,7 +55,8 @@
  *                     readers cannot starve a swap.
  *   pend_mu           the lists of created keys, live handles, snapshots
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
- *   cache shard mu    (cache.c), under the state lock (read)
+ *   cache mu          (cache.c), under the state lock (read); held for
+ *                     bookkeeping only, never during a fill
  *   states_mu         the counted list of live states (state.c)
  *   notify queue mu   (notify.c), last: never held while waiting
  *
@@ -97,6 +99,13 @@ enum {
 #define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen) + 1))
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
+
+/* A chunk's block has room for its floats (fs->chunk_bytes) and some
+ * slack, where a fill starts with the source bytes (f32.c
+ * ggfs_fill_chunk): at least the largest block of any type, so every run
+ * of the fill has one block; a page, so the block is one page more than
+ * its floats. */
+#define F32_CHUNK_SLACK 4096u
 
 /* Room for the stats file's text. */
 #define STATS_TEXT_MAX 1024
@@ -182,8 +191,13 @@ struct ggfs {
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
-    /* The size of the kernel's read requests (main.c request_size). */
-    uint32_t req_bytes;
+    /* The size of the kernel's read requests (main.c ggfs_request_size),
+     * and of f32 chunks: the f32 view of a tensor is cut into chunks of
+     * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of
+     * pages, so a whole number of quantization blocks for every type (every
+     * block size divides 1 KiB of floats); one chunk per request when the
+     * readahead is a whole number of requests (see ops.c set_readahead). */
+    uint32_t req_bytes, chunk_bytes;
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
     struct fuse_session *se;
     struct cache *cache;         /* dequantized f32 chunks */
@@ -309,19 +323,26 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 
 /* ---- f32.c ---- */
 
-/* The cache's fill callback (ctx: the struct ggfs): dequantizes one chunk
- * of tensor i of the current state. */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n);
+/* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
+ * tensor of the current state into dst (len bytes: 4 per float). */
+int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
 /* Workers that fill chunks ahead of sequential f32 readers (started after
  * daemonizing: threads do not survive fork). */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
-/* A reader just used chunk of tensor: queue the following ones.  Under the
- * state lock (read). */
-void ggfs_prefetch_after(struct ggfs *fs, const struct state *st, uint64_t tensor,
-                         uint64_t chunk);
+/* A read of chunks [first, last] of tensor: queues for the workers the
+ * chunks it needs besides the first (filled in parallel with it) and those
+ * after it.  Under the state lock (read). */
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, uint64_t tensor, uint64_t first,
+                   uint64_t last);
+/* A reader is about to get chunk c of tensor: off the queue, if a worker
+ * has not taken it yet (the reader fills it, or finds it filled). */
+void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
 /* Floats in chunk of tensor (shorter for a tensor's last chunk). */
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
+/* Chunks of tensor's f32 view. */
+uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
+
 
 /* ---- notify.c ---- */
 

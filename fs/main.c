@@ -219,7 +219,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     /* written by the first request after INIT (ops.c set_readahead) */
     memcpy(fs->bdi, dev, sizeof dev);
     /* a whole number of requests, so that every window of the kernel's
-     * readahead is cut into whole requests */
+     * readahead is cut into whole requests, each one chunk of f32 */
     fs->readahead = o->readahead ? (o->readahead + fs->req_bytes / 2) / fs->req_bytes * fs->req_bytes : 0;
     if (o->readahead && !fs->readahead)
         fs->readahead = fs->req_bytes;
@@ -281,7 +281,7 @@ int main(int argc, char *argv[])
     fs.read_only = o.ro;
     fs.cache_size = o.cache_size;
     fs.threads = o.threads;
-    fs.req_bytes = request_size();
+    fs.req_bytes = fs.chunk_bytes = request_size();
     /* Readers must not starve a commit waiting to swap the state in. */
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
@@ -297,7 +297,7 @@ int main(int argc, char *argv[])
 
     if (check_mountpoint(&o) && open_model(&fs, &o)) {
         ggfs_dequant_init();
-        fs.cache = cache_new(fs.cache_size, ggfs_fill_chunk, &fs);
+        fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         if (fs.cache)
             ret = run_session(&fs, &o, &args);
         else
