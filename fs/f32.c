@@ -147,17 +147,30 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
  * The kernel sends a sequential reader's requests one readahead window at a
  * time; to use every core for one reader, workers fill the chunks ahead of
  * it into the cache while the reader's own thread serves the chunk it
- * asked for: a read of chunks [first, last] queues last+1 .. last+depth.
- * A read that needs several chunks queues all but the first at the front
- * of the queue, so they are filled in parallel with it.  Nothing waits for
- * the queue: a chunk that a worker has not started is taken off the queue
- * and filled by the reader that needs it (a queued chunk the reader has
- * passed would be filled for nothing), and one that a worker is filling is
- * waited for (cache.c).  The queue is bounded; when it is full, hints are
- * dropped (they are only hints).
+ * asked for.  Each open f32 file (a stream) learns its reader's pattern:
+ * while reads follow each other, the depth of chunks queued ahead of the
+ * read doubles, from 1 up to the workers' depth; a read elsewhere sets it
+ * to 0 (no prefetch on random access).  A read that needs several chunks
+ * queues all but the first at the front of the queue, so they are filled
+ * in parallel with it.  Nothing waits for the queue: a chunk that a worker
+ * has not started is taken off the queue and filled by the reader that
+ * needs it (a queued chunk the reader has passed would be filled for
+ * nothing), and one that a worker is filling is waited for (cache.c).  The queue is bounded; when it is full, hints are dropped
+ * (they are only hints).
  */
 
 #define QUEUE_CAP 256
+/* How far behind the furthest chunk read a read may start and still count
+ * as sequential: the requests of a readahead window of 16 MiB, which the
+ * kernel sends at once and which may be served in any order. */
+#define SEQ_BEHIND 16
+
+struct f32_stream {
+    struct glist link;              /* in fs->streams, under pend_mu */
+    /* under the workers' mu (requests of one file may run at once) */
+    uint64_t next;                  /* the chunk after the furthest one read */
+    unsigned depth;                 /* chunks to queue ahead; 0: random */
+};
 
 struct workers {
     struct ggfs *fs;
@@ -308,19 +321,77 @@ void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c)
     pthread_mutex_unlock(&wk->mu);
 }
 
-void ggfs_prefetch(struct ggfs *fs, const struct state *st, uint64_t tensor, uint64_t first,
-                   uint64_t last)
+/* How far ahead to queue for a read of chunks [first, last] of stream s
+ * (learns the pattern, see above): the chunks from *from to *to.  Ahead of
+ * the furthest chunk read so far, not of this read: the kernel sends a
+ * window's requests at once, and a request that runs late must not queue
+ * chunks a later one has read already (they would be filled again). */
+static void stream_ahead(struct f32_stream *s, uint64_t first, uint64_t last, unsigned max,
+                         uint64_t *from, uint64_t *to)
+{
+    uint64_t next = s->next;
+    /* the same chunk again, the next one, one request overtaking another,
+     * or one behind by less than a readahead window of requests */
+    bool seq = first + SEQ_BEHIND >= next && first <= next + 1;
+    unsigned d = s->depth;
+    d = !seq ? 0 : d == 0 ? 1 : 2 * d < max ? 2 * d : max;
+    s->depth = d;
+    uint64_t base = seq && next > last + 1 ? next - 1 : last;
+    if (!seq || last + 1 > next)
+        s->next = last + 1;
+    *from = base + 1;
+    *to = base + d;
+}
+
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+                   uint64_t tensor, uint64_t first, uint64_t last)
 {
     struct workers *wk = fs->workers;
     if (!wk || !wk->n_threads)
         return;
     uint64_t n_chunks = ggfs_chunks(st, tensor);
+    /* The stream moves and the chunks ahead are queued at once (under the
+     * queue's lock): a read that computed where to prefetch from before
+     * another read went further would queue chunks that one has read. */
     pthread_mutex_lock(&wk->mu);
+    uint64_t from = 1, to = 0;
+    if (s)
+        stream_ahead(s, first, last, wk->depth, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */
     for (uint64_t c = last; c > first; c--)
         enqueue(wk, tensor, c, true);
-    for (uint64_t c = last + 1; c <= last + wk->depth && c < n_chunks; c++)
+    for (uint64_t c = from; c <= to && c < n_chunks; c++)
         if (!enqueue(wk, tensor, c, false))
             break;
     pthread_mutex_unlock(&wk->mu);
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+struct f32_stream *ggfs_stream_new(struct ggfs *fs)
+{
+    struct f32_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_add(&fs->streams, &s->link);
+    pthread_mutex_unlock(&fs->pend_mu);
+    return s;
+}
+
+void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s)
+{
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_del(&s->link);
+    pthread_mutex_unlock(&fs->pend_mu);
+    free(s);
+}
+
+void ggfs_streams_free(struct ggfs *fs)
+{
+    while (!glist_empty(&fs->streams)) {
+        struct glist *l = fs->streams.next;
+        glist_del(l);
+        free(GLIST_ENTRY(l, struct f32_stream, link));
+    }
 }

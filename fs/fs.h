@@ -13,7 +13,8 @@
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
  *   read.c      reads of raw, f32 and model.gguf
- *   f32.c       dequantizing chunks, and the workers that fill them ahead
+ *   f32.c       dequantizing chunks, the workers that fill them ahead, and
+ *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the
  *               dequantized chunks (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
@@ -53,7 +54,8 @@
  *   lock (read)       every other handler, for its whole run: it sees one
  *                     version from start to end.  Writer-preferring, so
  *                     readers cannot starve a swap.
- *   pend_mu           the lists of created keys, live handles, snapshots
+ *   pend_mu           the lists of created keys, live handles, snapshots,
+ *                     f32 streams
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
  *   cache mu          (cache.c), under the state lock (read); held for
  *                     bookkeeping only, never during a fill
@@ -220,6 +222,7 @@ struct ggfs {
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
     struct glist live;           /* every handle, freed at the end; under pend_mu */
     struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
+    struct glist streams;        /* every open f32 file's stream (f32.c), under pend_mu */
 
     /* Read requests and their bytes, by file (the stats file). */
     struct {
@@ -316,7 +319,10 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
 /* ---- read.c ---- */
 
 void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off);
+struct f32_stream;
+/* s: the open file's stream (NULL: none, no prefetching) */
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
 /* Replies with [off, off+size) of a buffer of len bytes. */
 void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
@@ -330,11 +336,12 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
  * daemonizing: threads do not survive fork). */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
-/* A read of chunks [first, last] of tensor: queues for the workers the
- * chunks it needs besides the first (filled in parallel with it) and those
- * after it.  Under the state lock (read). */
-void ggfs_prefetch(struct ggfs *fs, const struct state *st, uint64_t tensor, uint64_t first,
-                   uint64_t last);
+/* A read of chunks [first, last] of tensor through stream s (NULL: none):
+ * learns the pattern, and queues for the workers the chunks the read needs
+ * besides the first (filled in parallel with it) and, on a sequential
+ * pattern, those after it.  Under the state lock (read). */
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+                   uint64_t tensor, uint64_t first, uint64_t last);
 /* A reader is about to get chunk c of tensor: off the queue, if a worker
  * has not taken it yet (the reader fills it, or finds it filled). */
 void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
@@ -342,7 +349,11 @@ void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
 /* Chunks of tensor's f32 view. */
 uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
-
+/* An open f32 file's stream (listed in fs->streams), or NULL when out of
+ * memory; freed by ggfs_stream_free, or at the end by ggfs_streams_free. */
+struct f32_stream *ggfs_stream_new(struct ggfs *fs);
+void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
+void ggfs_streams_free(struct ggfs *fs);
 
 /* ---- notify.c ---- */
 

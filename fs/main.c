@@ -253,6 +253,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     ggfs_notify_stop(fs);
     ggfs_edit_stop(fs);
     ggfs_snaps_free(fs);
+    ggfs_streams_free(fs);
 out_signals:
     fuse_remove_signal_handlers(se);
 out_session:
@@ -294,6 +295,7 @@ int main(int argc, char *argv[])
     glist_init(&fs.states);
     glist_init(&fs.live);
     glist_init(&fs.snaps);
+    glist_init(&fs.streams);
 
     if (check_mountpoint(&o) && open_model(&fs, &o)) {
         ggfs_dequant_init();

@@ -18,17 +18,21 @@
 #define XATTR_TYPE "user.gguf.type"
 
 /* fi->fh of an open file, told apart by its low bits (allocations are
- * aligned): 0 nothing (tensor files, stats), a write handle (whandle.c)
- * with tag 0, a snapshot of a meta/ value with tag 1, a state (the version
- * an open info or model.gguf reads) with tag 2. */
+ * aligned): 0 nothing (raw, type, shape, stats), a write handle
+ * (whandle.c) with tag 0, a snapshot of a meta/ value with tag 1, a state
+ * (the version an open info or model.gguf reads) with tag 2, an f32 file's
+ * stream (f32.c) with tag 3. */
 #define FH_TAG 3u
 #define FH_SNAPSHOT 1u
 #define FH_STATE 2u
+#define FH_F32 3u
 #define IS_SNAPSHOT(fi) (((fi)->fh & FH_TAG) == FH_SNAPSHOT)
 #define IS_STATE(fi) (((fi)->fh & FH_TAG) == FH_STATE)
+#define IS_F32(fi) (((fi)->fh & FH_TAG) == FH_F32)
 #define IS_WHANDLE(fi) ((fi)->fh && ((fi)->fh & FH_TAG) == 0)
 #define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STATE_OF(fi) ((struct state *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define FH_STREAM(fi) ((struct f32_stream *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
  * committed text taken at open (see do_open).  Reads hold a reference while
@@ -324,6 +328,11 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         fi->direct_io = 1;
     } else {
         fi->keep_cache = 1;
+        /* its reading pattern, for prefetching; without one (out of
+         * memory) reads work, with no prefetch */
+        struct f32_stream *s = n.tf == TF_F32 ? ggfs_stream_new(fs) : NULL;
+        if (s)
+            fi->fh = (uint64_t)(uintptr_t)s | FH_F32;
     }
     fuse_reply_open(req, fi);
 }
@@ -383,7 +392,7 @@ void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size)
 }
 
 static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
-                    size_t size, off_t off)
+                    size_t size, off_t off, struct f32_stream *s)
 {
     struct node n = ggfs_classify(st, ino);
     char buf[STATS_TEXT_MAX];
@@ -409,7 +418,7 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         return ggfs_read_raw(req, st, n.idx, size, off);
     case TF_F32:
         ggfs_count_read(fs, RK_F32, size);
-        return ggfs_read_f32(req, st, n.idx, size, off);
+        return ggfs_read_f32(req, st, n.idx, size, off, s);
     case TF_TYPE: case TF_SHAPE:
         return ggfs_reply_slice(req, buf, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
                                 size, off);
@@ -442,7 +451,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         ggfs_edit_read(fi, req, size, off);
     } else {
         pthread_rwlock_rdlock(&fs->lock);
-        do_read(req, fs, fs->st, ino, size, off);
+        do_read(req, fs, fs->st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
         pthread_rwlock_unlock(&fs->lock);
     }
 }
@@ -569,6 +578,8 @@ static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         snap_put(SNAPSHOT(fi));
     } else if (IS_STATE(fi)) {
         ggfs_state_put(FH_STATE_OF(fi));
+    } else if (IS_F32(fi)) {
+        ggfs_stream_free(fs, FH_STREAM(fi));
     } else if (IS_WHANDLE(fi)) {
         pthread_mutex_lock(&fs->commit_mu);
         ggfs_edit_release(fs, fi);

@@ -61,7 +61,8 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
  * the reply is written straight from the chunks (one copy, into the
  * kernel's pages; no pipe in between), then the chunks are released with
  * the bytes that went out, which the kernel keeps in its page cache. */
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off)
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s)
 {
     struct ggfs *fs = st->fs;
     /* float32 stored little-endian is its own f32 view: served like raw */
@@ -83,7 +84,7 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
     size_t count = (size_t)(last - first + 1);
     struct cache_block *pinned[MAX_REQ_CHUNKS];
     struct iovec iov[MAX_REQ_CHUNKS];
-    ggfs_prefetch(fs, st, idx, first, last);
+    ggfs_prefetch(fs, st, s, idx, first, last);
     int err = 0;
     size_t k = 0;
     uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Mounts a file with a tensor of every dequantizable ggml type and bit-compares tensors/NAME/f32 with ggml's to_float: whole, random pread ranges, numpy.memmap, 8 concurrent readers (tiny and large cache), bounded RSS while streaming 10x cache_size, and sequential reads in requests of a chunk (counted in stats).
+# Mounts a file with a tensor of every dequantizable ggml type and bit-compares tensors/NAME/f32 with ggml's to_float: whole, random pread ranges, numpy.memmap, 8 concurrent readers (tiny and large cache), bounded RSS while streaming 10x cache_size, and sequential reads (one fill per chunk, requests of a chunk, blocks reused: counted in stats).
 """
 Expectations come from ggml itself (tests/oracle/ggml.py): the file is
 written by ggml's writer, quantized blocks are made by ggml's quantizers
@@ -371,10 +371,15 @@ def bdi_readahead_kib(mnt):
 
 
 def check_stream(h, path, tens):
-    """Sequential reads of f32: the reads reach gguffs in requests of the
-    request size, a chunk each (the mount's readahead, as root, rounded to
-    whole requests).  Counted in the stats file, never timed."""
-    label = "sequential f32 reads: requests of a chunk"
+    """Sequential reads of f32 with the default cache (256 MiB, more than
+    the file): every chunk is filled once (a prefetch behind the reader
+    would fill one again), the reads reach gguffs in requests of a chunk
+    (the mount's readahead, as root, rounded to whole requests), and the
+    chunks read whole are reused rather than kept: the cache holds a few
+    blocks, not the file.  Then reads far apart on one descriptor
+    (POSIX_FADV_RANDOM: no readahead) prefetch nothing.  Counted in the
+    stats file, never timed."""
+    label = "sequential f32 reads: one fill per chunk, large requests, blocks reused"
     with h.case(label):
         with harness.mounted(path, ["-o", "readahead=2M"]) as g:
             mnt = g.mnt
@@ -406,13 +411,49 @@ def check_stream(h, path, tens):
             st = harness.read_stats(mnt)
             print("  %s: %d chunks; bdi read_ahead_kb %s; stats %s" % (label, chunks, ra, st), flush=True)
             h.check(not bad, "%s: wrong data: %s" % (label, bad))
-            h.check(st.get("fill_errors") == 0, "%s: fill errors: %s" % (label, st))
+            h.check(st.get("misses") == chunks and st.get("fill_errors") == 0,
+                    "%s: %d chunks read, %r fills (misses), %r fill errors"
+                    % (label, chunks, st.get("misses"), st.get("fill_errors")))
             h.check(st.get("read_bytes_f32") == total,
                     "%s: read_bytes_f32 %r, %d bytes read" % (label, st.get("read_bytes_f32"), total))
             if os.geteuid() == 0 and ra == want_ra:
                 h.check(st.get("read_max_f32", 0) == CHUNK,
                         "%s: the largest f32 request is %r bytes, want %d (the request size)"
                         % (label, st.get("read_max_f32"), CHUNK))
+            # what a stream needs at once: the chunks of the requests in
+            # flight (a readahead window, across borders), the prefetch depth
+            # (2 per worker, one worker per CPU): far less than the file
+            bound = (2 * os.cpu_count() + 16) * (CHUNK + 8192)
+            h.check(st.get("bytes_held", 0) <= bound,
+                    "%s: the cache holds %r bytes after streaming %d chunks (reuse keeps less than %d)"
+                    % (label, st.get("bytes_held"), chunks, bound))
+
+            # random: chunks 45, 20, 44, 2 of one tensor (more than 16
+            # chunks from the furthest one read: fs/f32.c SEQ_BEHIND)
+            name, tname, raw, want = tens[0]
+            picks = [c for c in (45, 20, 44, 2) if (c + 1) * CHUNK <= len(want)]
+            h.check(len(picks) == 4, "%s: %s has too few chunks for the random reads" % (label, name))
+            before = harness.read_stats(mnt)
+            fd = os.open(os.path.join(mnt, "tensors", name, "f32"), os.O_RDONLY)
+            try:
+                # the sequential pass left the file in the page cache
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                for c in picks:
+                    got = os.pread(fd, 4096, c * CHUNK + 8192)
+                    if got != want[c * CHUNK + 8192:c * CHUNK + 8192 + 4096] and len(bad) < 3:
+                        bad.append(describe(name, tname, c * CHUNK + 8192, got,
+                                            want[c * CHUNK + 8192:c * CHUNK + 8192 + 4096]))
+            finally:
+                os.close(fd)
+            after = harness.read_stats(mnt)
+            h.check(not bad, "%s: wrong data (random reads): %s" % (label, bad))
+            h.check(after.get("reads_f32", 0) - before.get("reads_f32", 0) == len(picks),
+                    "%s: %d random reads made %d requests" % (
+                        label, len(picks), after.get("reads_f32", 0) - before.get("reads_f32", 0)))
+            h.check(after.get("prefetched") == before.get("prefetched"),
+                    "%s: random reads of chunks %s prefetched %d chunks" % (
+                        label, picks, after.get("prefetched", 0) - before.get("prefetched", 0)))
 
 
 def _check_rss_mounted(h, path, tens, f32_total, cache_mb):
