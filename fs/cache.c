@@ -1,340 +1,492 @@
-/* fs/cache.c — sharded CLOCK cache of dequantized chunks (see cache.h). */
+/* fs/cache.c — a bounded cache of fixed-size blocks (see cache.h).
+ *
+ * Every block (struct cache_block and its buffer of block_bytes) is on one
+ * of three lists, or on none while a failed fill's waiters still hold it:
+ *
+ *   ring    blocks in the table that are not used up, pinned or not, and
+ *           blocks being filled: CLOCK sweeps it with the hand
+ *   used    unpinned blocks in the table whose bytes have all been used
+ *           (cache_put), oldest first: reused before anything else
+ *   spare   buffers without bytes (a failed fill's, or left by a clear of
+ *           pinned blocks): reused first of all
+ *
+ * A miss takes a buffer from spare, else the oldest used-up block, else a
+ * new one while the cache is below its capacity, else the CLOCK victim, and
+ * only when everything is pinned a new one above the capacity (freed again
+ * as pins are released: trim).
+ */
 #include "cache.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-struct cache_chunk {
-    uint64_t tensor, chunk;
-    size_t n;                       /* floats */
+enum where { W_NONE, W_RING, W_USED, W_SPARE };
+
+struct cache_block {
+    uint64_t a, b;
+    size_t len;                     /* bytes of data */
+    size_t used;                    /* bytes callers used (cache_put), at most len */
     unsigned pins;
+    unsigned char where;            /* enum where */
+    bool in_table;
     bool ref;                       /* CLOCK's second-chance bit */
-    bool filling;                   /* placeholder: data not there yet */
+    bool filling;                   /* placeholder: bytes not there yet */
     int fill_err;                   /* set with filling=false on failure */
-    struct cache_chunk *hnext;      /* hash bucket chain */
-    struct cache_chunk *prev, *next;/* CLOCK ring */
-    float data[];
-};
-
-struct shard {
-    pthread_mutex_t mu;
-    pthread_cond_t filled;          /* a placeholder became ready or failed */
-    struct cache_chunk **bucket;
-    uint64_t nbucket;               /* power of two */
-    struct cache_chunk *hand;       /* CLOCK hand; NULL when empty */
-    uint64_t bytes, cap, chunks;
-    uint64_t hits, misses, evictions, fill_errors;
+    struct cache_block *hnext;      /* hash bucket chain */
+    struct cache_block *prev, *next;/* the list it is on (circular) */
+    unsigned char *data;            /* block_bytes of room */
 };
 
 struct cache {
-    struct shard *shard;
-    unsigned nshard;                /* power of two */
-    uint64_t capacity;
+    pthread_mutex_t mu;
+    pthread_cond_t filled;          /* a placeholder became ready or failed */
+    size_t block_bytes;
+    size_t map_bytes;               /* block_bytes in whole pages */
+    uint64_t capacity, max_blocks;
     cache_fill_fn fill;
     void *ctx;
+    struct cache_block **bucket;
+    uint64_t nbucket;               /* power of two */
+    struct cache_block *hand;       /* the ring, at CLOCK's hand; NULL: empty */
+    struct cache_block *used;       /* the used-up list, oldest first */
+    struct cache_block *spare;
+    uint64_t nbuf;                  /* buffers allocated, wherever they are */
+    uint64_t in_table;
+    uint64_t hits, misses, evictions, fill_errors, waits, prefetched;
 };
 
-static uint64_t mix(uint64_t tensor, uint64_t chunk)
+static uint64_t mix(uint64_t a, uint64_t b)
 {
-    uint64_t h = tensor * 0x9E3779B97F4A7C15ull ^ (chunk + 0x632BE59BD9B4E019ull);
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
     h ^= h >> 32;
     h *= 0xD6E8FEB86659FD93ull;
     return h ^ (h >> 29);
 }
 
-static size_t chunk_bytes(size_t n) { return sizeof(struct cache_chunk) + n * sizeof(float); }
-
-struct cache *cache_new(uint64_t capacity, cache_fill_fn fill, void *ctx)
+/* What one buffer counts for: its room (whole pages) and its bookkeeping. */
+static uint64_t buf_cost(const struct cache *c)
 {
+    return sizeof(struct cache_block) + c->map_bytes;
+}
+
+/* ---- lists ---------------------------------------------------------------- */
+
+static void list_add_tail(struct cache_block **head, struct cache_block *x)
+{
+    if (!*head) {
+        x->prev = x->next = x;
+        *head = x;
+    } else {                        /* just behind the head: reached last */
+        x->next = *head;
+        x->prev = (*head)->prev;
+        (*head)->prev->next = x;
+        (*head)->prev = x;
+    }
+}
+
+static void list_del(struct cache_block **head, struct cache_block *x)
+{
+    if (x->next == x) {
+        *head = NULL;
+    } else {
+        x->prev->next = x->next;
+        x->next->prev = x->prev;
+        if (*head == x)
+            *head = x->next;
+    }
+}
+
+static struct cache_block **list_of(struct cache *c, enum where w)
+{
+    return w == W_RING ? &c->hand : w == W_USED ? &c->used : &c->spare;
+}
+
+static void move_to(struct cache *c, struct cache_block *x, enum where w)
+{
+    if (x->where != W_NONE)
+        list_del(list_of(c, x->where), x);
+    x->where = (unsigned char)w;
+    if (w != W_NONE)
+        list_add_tail(list_of(c, w), x);
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+/* A buffer is mapped with its pages in place (MAP_POPULATE): one call
+ * rather than a page fault per page when it is first filled.  It is kept
+ * and reused (see the top of this file), so this is rare. */
+static struct cache_block *new_buffer(struct cache *c)
+{
+    struct cache_block *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->data = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (x->data == MAP_FAILED) {
+        free(x);
+        return NULL;
+    }
+    c->nbuf++;
+    return x;
+}
+
+static void free_buffer(struct cache *c, struct cache_block *x)
+{
+    c->nbuf--;
+    munmap(x->data, c->map_bytes);
+    free(x);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+static struct cache_block **bucket_of(struct cache *c, uint64_t a, uint64_t b)
+{
+    return &c->bucket[(mix(a, b) >> 8) & (c->nbucket - 1)];
+}
+
+static struct cache_block *lookup(struct cache *c, uint64_t a, uint64_t b)
+{
+    for (struct cache_block *x = *bucket_of(c, a, b); x; x = x->hnext)
+        if (x->a == a && x->b == b)
+            return x;
+    return NULL;
+}
+
+static void table_del(struct cache *c, struct cache_block *x)
+{
+    struct cache_block **pp = bucket_of(c, x->a, x->b);
+    while (*pp != x)
+        pp = &(*pp)->hnext;
+    *pp = x->hnext;
+    x->in_table = false;
+    c->in_table--;
+}
+
+/* Takes unpinned block x out of the table and off its list. */
+static void evict(struct cache *c, struct cache_block *x)
+{
+    table_del(c, x);
+    move_to(c, x, W_NONE);
+    c->evictions++;
+}
+
+/* The CLOCK victim: an unpinned block of the ring whose second chance is
+ * spent; NULL after two full turns (everything pinned). */
+static struct cache_block *clock_victim(struct cache *c)
+{
+    for (uint64_t steps = 2 * c->in_table + 2; c->hand && steps--;) {
+        struct cache_block *x = c->hand;
+        c->hand = x->next;
+        if (x->pins)
+            continue;
+        if (x->ref) {
+            x->ref = false;
+            continue;
+        }
+        return x;
+    }
+    return NULL;
+}
+
+/* A buffer for a new block (see the top of this file); NULL: ENOMEM. */
+static struct cache_block *take_buffer(struct cache *c)
+{
+    struct cache_block *x;
+    if ((x = c->spare)) {
+        move_to(c, x, W_NONE);
+        return x;
+    }
+    if ((x = c->used) || (c->nbuf >= c->max_blocks && (x = clock_victim(c)))) {
+        evict(c, x);
+        return x;
+    }
+    return new_buffer(c);
+}
+
+/* Frees buffers until the cache is within its capacity again, or only
+ * pinned blocks are left. */
+static void trim(struct cache *c)
+{
+    while (c->nbuf > c->max_blocks) {
+        struct cache_block *x = c->spare;
+        if (x)
+            move_to(c, x, W_NONE);
+        else if ((x = c->used) || (x = clock_victim(c)))
+            evict(c, x);
+        else
+            return;
+        free_buffer(c, x);
+    }
+}
+
+/* A buffer nobody holds any more and that is in no table: spare, or freed
+ * when the cache is over its capacity. */
+static void release_buffer(struct cache *c, struct cache_block *x)
+{
+    if (c->nbuf > c->max_blocks)
+        free_buffer(c, x);
+    else
+        move_to(c, x, W_SPARE);
+}
+
+/* Drops one pin of x and records its use; the lock is held. */
+static void unpin(struct cache *c, struct cache_block *x, size_t used)
+{
+    x->used = used < x->len - x->used ? x->used + used : x->len;
+    if (--x->pins == 0) {
+        if (!x->in_table)
+            release_buffer(c, x);
+        else if (x->used >= x->len && x->where == W_RING)
+            move_to(c, x, W_USED);
+    }
+    if (c->nbuf > c->max_blocks)
+        trim(c);
+}
+
+/* ---- the cache ------------------------------------------------------------ */
+
+struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fill, void *ctx)
+{
+    if (block_bytes == 0 || block_bytes > SIZE_MAX / 2)
+        return NULL;
     struct cache *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    /* Enough shards that readers rarely meet, but each must hold a few
-     * chunks or the cache would thrash long before it is full. */
-    unsigned n = 1;
-    while (n < 64 && capacity / (n * 2) >= 4ull * CACHE_CHUNK_BYTES)
-        n *= 2;
-    c->nshard = n;
+    c->block_bytes = block_bytes;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pg = page > 0 ? (size_t)page : 4096;
+    c->map_bytes = (block_bytes + pg - 1) / pg * pg;
     c->capacity = capacity;
+    c->max_blocks = capacity / buf_cost(c);
     c->fill = fill;
     c->ctx = ctx;
-    c->shard = calloc(n, sizeof *c->shard);
-    if (!c->shard) {
+    uint64_t nb = 16;
+    while (nb < 2 * c->max_blocks && nb < (1u << 20))
+        nb *= 2;
+    c->nbucket = nb;
+    c->bucket = calloc(nb, sizeof *c->bucket);
+    if (!c->bucket) {
         free(c);
         return NULL;
     }
-    for (unsigned i = 0; i < n; i++) {
-        struct shard *s = &c->shard[i];
-        pthread_mutex_init(&s->mu, NULL);
-        pthread_cond_init(&s->filled, NULL);
-        s->cap = capacity / n;
-        uint64_t nb = 16;
-        while (nb < 2 * (s->cap / CACHE_CHUNK_BYTES + 1))
-            nb *= 2;
-        s->nbucket = nb;
-        s->bucket = calloc(nb, sizeof *s->bucket);
-        if (!s->bucket) {
-            c->nshard = i + 1;
-            cache_free(c);
-            return NULL;
-        }
-    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->filled, NULL);
     return c;
 }
 
-static void unlink_chunk(struct shard *s, struct cache_chunk *ch, uint64_t h)
+static void free_list(struct cache *c, struct cache_block **head)
 {
-    struct cache_chunk **pp = &s->bucket[(h >> 8) & (s->nbucket - 1)];
-    while (*pp != ch)
-        pp = &(*pp)->hnext;
-    *pp = ch->hnext;
-    if (ch->next == ch) {
-        s->hand = NULL;
-    } else {
-        ch->prev->next = ch->next;
-        ch->next->prev = ch->prev;
-        if (s->hand == ch)
-            s->hand = ch->next;
+    while (*head) {
+        struct cache_block *x = *head;
+        list_del(head, x);
+        free_buffer(c, x);
     }
-    s->bytes -= chunk_bytes(ch->n);
-    s->chunks--;
 }
 
 void cache_free(struct cache *c)
 {
     if (!c)
         return;
-    for (unsigned i = 0; i < c->nshard; i++) {
-        struct shard *s = &c->shard[i];
-        for (uint64_t b = 0; s->bucket && b < s->nbucket; b++)
-            for (struct cache_chunk *ch = s->bucket[b], *nx; ch; ch = nx) {
-                nx = ch->hnext;
-                free(ch);
-            }
-        free(s->bucket);
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->filled);
-    }
-    free(c->shard);
+    free_list(c, &c->hand);
+    free_list(c, &c->used);
+    free_list(c, &c->spare);
+    free(c->bucket);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->filled);
     free(c);
 }
 
-static struct cache_chunk *lookup(struct shard *s, uint64_t h, uint64_t tensor,
-                                  uint64_t chunk)
+/* Inserts a pinned placeholder for block (a, b) (absent: the lock is
+ * held), counted as a miss; NULL when out of memory. */
+static struct cache_block *insert(struct cache *c, uint64_t a, uint64_t b, size_t len,
+                                  bool prefetch)
 {
-    for (struct cache_chunk *ch = s->bucket[(h >> 8) & (s->nbucket - 1)]; ch; ch = ch->hnext)
-        if (ch->tensor == tensor && ch->chunk == chunk)
-            return ch;
-    return NULL;
+    c->misses++;
+    struct cache_block *x = take_buffer(c);
+    if (!x)
+        return NULL;
+    x->a = a;
+    x->b = b;
+    x->len = len;
+    x->used = 0;
+    x->pins = 1;
+    x->ref = true;
+    x->filling = true;
+    x->fill_err = 0;
+    struct cache_block **bk = bucket_of(c, a, b);
+    x->hnext = *bk;
+    *bk = x;
+    x->in_table = true;
+    c->in_table++;
+    move_to(c, x, W_RING);          /* just behind the hand: swept last */
+    if (prefetch)
+        c->prefetched++;
+    return x;
 }
 
-/* Evicts unpinned chunks until need more bytes fit; gives up after two full
- * turns of the hand (everything pinned). */
-static void make_room(struct shard *s, size_t need)
+/* Fills placeholder x (pinned once by the caller), unlocked; then wakes its
+ * waiters.  0, or the fill's error: the block has left the table and the
+ * caller's pin is gone. */
+static int fill(struct cache *c, struct cache_block *x)
 {
-    uint64_t steps = 2 * s->chunks + 2;
-    while (s->hand && s->bytes + need > s->cap && steps--) {
-        struct cache_chunk *ch = s->hand;
-        if (ch->pins) {
-            s->hand = ch->next;
-        } else if (ch->ref) {
-            ch->ref = false;
-            s->hand = ch->next;
-        } else {
-            unlink_chunk(s, ch, mix(ch->tensor, ch->chunk));
-            free(ch);
-            s->evictions++;
-        }
+    /* Fill outside the lock: producing the bytes is the slow part. */
+    int e = c->fill(c->ctx, x->a, x->b, x->data, x->len);
+    pthread_mutex_lock(&c->mu);
+    x->filling = false;
+    pthread_cond_broadcast(&c->filled);
+    if (e) {
+        /* Out of the table; waiters see fill_err, the last one releases. */
+        table_del(c, x);
+        move_to(c, x, W_NONE);
+        c->fill_errors++;
+        x->fill_err = e;
+        unpin(c, x, 0);
     }
-}
-
-/* Drops one pin of ch (the shard lock is held).  A shard over its cap
- * (everything was pinned when a chunk came in) shrinks back as soon as
- * pins are released. */
-static void unpin(struct shard *s, struct cache_chunk *ch)
-{
-    ch->pins--;
-    if (s->bytes > s->cap)
-        make_room(s, 0);
-}
-
-/* Inserts ch (pinned, filling) into s; the shard lock is held. */
-static void insert(struct shard *s, struct cache_chunk *ch, uint64_t h)
-{
-    make_room(s, chunk_bytes(ch->n));
-    uint64_t b = (h >> 8) & (s->nbucket - 1);
-    ch->hnext = s->bucket[b];
-    s->bucket[b] = ch;
-    if (!s->hand) {
-        ch->prev = ch->next = ch;
-        s->hand = ch;
-    } else {                        /* just behind the hand: swept last */
-        ch->next = s->hand;
-        ch->prev = s->hand->prev;
-        s->hand->prev->next = ch;
-        s->hand->prev = ch;
-    }
-    s->bytes += chunk_bytes(ch->n);
-    s->chunks++;
+    pthread_mutex_unlock(&c->mu);
+    return e;
 }
 
 /*
- * The one path for hits and misses.  A miss inserts a pinned placeholder
- * first, so a second reader of the same chunk waits for the first one's
- * fill instead of doing it again; the fill itself runs unlocked.
- * With only_if_absent (prefetch), an existing entry is left alone and NULL
- * is returned; so is NULL after a prefetch fill.
+ * Hits and misses.  A miss inserts a pinned placeholder first, so a second
+ * getter of the same block waits for the first one's fill instead of doing
+ * it again; the fill itself runs unlocked.
  */
-static struct cache_chunk *get(struct cache *c, uint64_t tensor, uint64_t chunk,
-                               size_t n, int *err, bool only_if_absent)
+struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, int *err)
 {
-    if (n > CACHE_CHUNK_ELEMS) {    /* never sized by an unchecked number */
+    if (len > c->block_bytes) {     /* never sized by an unchecked number */
         *err = EINVAL;
         return NULL;
     }
-    uint64_t h = mix(tensor, chunk);
-    struct shard *s = &c->shard[h & (c->nshard - 1)];
-
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        struct cache_chunk *ch = lookup(s, h, tensor, chunk);
-        if (!ch)
-            break;
-        if (only_if_absent) {
-            pthread_mutex_unlock(&s->mu);
-            return NULL;
-        }
-        if (!ch->filling) {
-            ch->pins++;
-            ch->ref = true;
-            s->hits++;
-            pthread_mutex_unlock(&s->mu);
-            return ch;
+    pthread_mutex_lock(&c->mu);
+    struct cache_block *x;
+    while ((x = lookup(c, a, b))) {
+        x->pins++;
+        if (!x->filling) {
+            x->ref = true;
+            if (x->where == W_USED)     /* wanted again: back in the ring */
+                move_to(c, x, W_RING);
+            c->hits++;
+            pthread_mutex_unlock(&c->mu);
+            return x;
         }
         /* Someone is filling it: wait, then look again (it may have
-         * failed and been removed). */
-        ch->pins++;
-        while (ch->filling)
-            pthread_cond_wait(&s->filled, &s->mu);
-        ch->pins--;
-        if (ch->fill_err) {
-            int e = ch->fill_err;
-            if (ch->pins == 0)
-                free(ch);
-            pthread_mutex_unlock(&s->mu);
+         * failed and left the table). */
+        c->waits++;
+        while (x->filling)
+            pthread_cond_wait(&c->filled, &c->mu);
+        if (x->fill_err) {
+            int e = x->fill_err;
+            unpin(c, x, 0);
+            pthread_mutex_unlock(&c->mu);
             *err = e;
             return NULL;
         }
+        x->pins--;                  /* the hit above pins it again */
     }
-    s->misses++;
-    struct cache_chunk *ch = malloc(chunk_bytes(n));
-    if (!ch) {
-        pthread_mutex_unlock(&s->mu);
+    x = insert(c, a, b, len, false);
+    pthread_mutex_unlock(&c->mu);
+    if (!x) {
         *err = ENOMEM;
         return NULL;
     }
-    ch->tensor = tensor;
-    ch->chunk = chunk;
-    ch->n = n;
-    ch->pins = 1;
-    ch->ref = true;
-    ch->filling = true;
-    ch->fill_err = 0;
-    insert(s, ch, h);
-    pthread_mutex_unlock(&s->mu);
-
-    /* Fill outside the lock: dequantization is the slow part. */
-    int e = c->fill(c->ctx, tensor, chunk, ch->data, n);
-
-    pthread_mutex_lock(&s->mu);
-    ch->filling = false;
+    int e = fill(c, x);
     if (e) {
-        /* Out of the table; waiters see fill_err and the last one frees. */
-        unlink_chunk(s, ch, h);
-        s->fill_errors++;
-        ch->fill_err = e;
-        ch->pins--;
-        if (ch->pins == 0)
-            free(ch);
-        pthread_cond_broadcast(&s->filled);
-        pthread_mutex_unlock(&s->mu);
         *err = e;
         return NULL;
     }
-    pthread_cond_broadcast(&s->filled);
-    if (only_if_absent) {
-        unpin(s, ch);
-        ch = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return ch;
+    return x;
 }
 
-struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
-                              size_t n, int *err)
+struct cache_block *cache_claim(struct cache *c, uint64_t a, uint64_t b, size_t len)
 {
-    return get(c, tensor, chunk, n, err, false);
+    if (len > c->block_bytes)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    struct cache_block *x = lookup(c, a, b) ? NULL : insert(c, a, b, len, true);
+    pthread_mutex_unlock(&c->mu);
+    return x;
 }
 
-void cache_prefetch(struct cache *c, uint64_t tensor, uint64_t chunk, size_t n)
+bool cache_fill_claimed(struct cache *c, struct cache_block *blk)
 {
-    int err;
-    get(c, tensor, chunk, n, &err, true);
+    if (fill(c, blk) != 0)
+        return false;
+    cache_put(c, blk, 0);
+    return true;
 }
 
-bool cache_contains(struct cache *c, uint64_t tensor, uint64_t chunk)
+bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len)
 {
-    uint64_t h = mix(tensor, chunk);
-    struct shard *s = &c->shard[h & (c->nshard - 1)];
-    pthread_mutex_lock(&s->mu);
-    bool r = lookup(s, h, tensor, chunk) != NULL;
-    pthread_mutex_unlock(&s->mu);
+    struct cache_block *x = cache_claim(c, a, b, len);
+    return x && cache_fill_claimed(c, x);
+}
+
+bool cache_contains(struct cache *c, uint64_t a, uint64_t b)
+{
+    pthread_mutex_lock(&c->mu);
+    bool r = lookup(c, a, b) != NULL;
+    pthread_mutex_unlock(&c->mu);
     return r;
 }
 
-uint64_t cache_capacity_chunks(const struct cache *c)
+uint64_t cache_capacity_blocks(const struct cache *c)
 {
-    return c->capacity / CACHE_CHUNK_BYTES;
+    return c->max_blocks;
 }
 
-const float *cache_data(const struct cache_chunk *ch) { return ch->data; }
+const void *cache_data(const struct cache_block *blk) { return blk->data; }
 
-void cache_put(struct cache *c, struct cache_chunk *ch)
+size_t cache_len(const struct cache_block *blk) { return blk->len; }
+
+void cache_put(struct cache *c, struct cache_block *blk, size_t used)
 {
-    struct shard *s = &c->shard[mix(ch->tensor, ch->chunk) & (c->nshard - 1)];
-    pthread_mutex_lock(&s->mu);
-    unpin(s, ch);
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&c->mu);
+    unpin(c, blk, used);
+    pthread_mutex_unlock(&c->mu);
 }
 
 void cache_clear(struct cache *c)
 {
-    for (unsigned i = 0; i < c->nshard; i++) {
-        struct shard *s = &c->shard[i];
-        pthread_mutex_lock(&s->mu);
-        uint64_t cap = s->cap;
-        s->cap = 0;
-        make_room(s, 0);
-        s->cap = cap;
-        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&c->mu);
+    while (c->used) {
+        struct cache_block *x = c->used;
+        evict(c, x);
+        free_buffer(c, x);
     }
+    /* one turn of the ring: the unpinned blocks go, the pinned stay */
+    for (uint64_t n = c->in_table; c->hand && n--;) {
+        struct cache_block *x = c->hand;
+        c->hand = x->next;
+        if (!x->pins) {
+            evict(c, x);
+            free_buffer(c, x);
+        }
+    }
+    while (c->spare) {
+        struct cache_block *x = c->spare;
+        move_to(c, x, W_NONE);
+        free_buffer(c, x);
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 void cache_get_stats(struct cache *c, struct cache_stats *out)
 {
     memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->mu);
+    out->hits = c->hits;
+    out->misses = c->misses;
+    out->evictions = c->evictions;
+    out->fill_errors = c->fill_errors;
+    out->waits = c->waits;
+    out->prefetched = c->prefetched;
+    out->bytes_held = c->nbuf * buf_cost(c);
+    out->blocks_held = c->in_table;
     out->capacity = c->capacity;
-    for (unsigned i = 0; i < c->nshard; i++) {
-        struct shard *s = &c->shard[i];
-        pthread_mutex_lock(&s->mu);
-        out->hits += s->hits;
-        out->misses += s->misses;
-        out->evictions += s->evictions;
-        out->fill_errors += s->fill_errors;
-        out->bytes_held += s->bytes;
-        out->chunks_held += s->chunks;
-        pthread_mutex_unlock(&s->mu);
-    }
+    out->block_bytes = c->block_bytes;
+    pthread_mutex_unlock(&c->mu);
 }

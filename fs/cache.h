@@ -1,28 +1,39 @@
 /*
- * fs/cache.h — a bounded cache of dequantized chunks.  No FUSE inside: built
- * as a library of its own (fs/meson.build), tested by tests/unit/test_cache.c.
+ * fs/cache.h — a bounded cache of fixed-size blocks of bytes.  No FUSE
+ * inside: built as a library of its own (fs/meson.build), tested by
+ * tests/unit/test_cache.c.
  *
- * The f32 view of a tensor is cut into chunks of CACHE_CHUNK_ELEMS floats
- * (a whole number of quantization blocks for every type, since every block
- * size divides it).  A chunk is identified by (tensor index, chunk index);
- * its floats are produced by a fill callback on a miss.
+ * A block is identified by two numbers (a, b) chosen by the user (the f32
+ * view: tensor index and chunk index; a remote source: file and block
+ * number).  Every block of one cache has room for the same number of bytes,
+ * fixed when the cache is made; a block may hold fewer (a tensor's last
+ * chunk).  Its bytes are produced by a fill callback on a miss.
  *
  * Contract:
- *   - cache_get() returns a pinned chunk: its floats stay valid and
- *     unchanged until cache_put() releases it, whatever other threads do.
- *   - The bytes held by unpinned chunks never exceed the capacity; pinned
- *     chunks may exceed it by at most (threads × chunks pinned per read).
- *     A shard that went over (everything in it was pinned) shrinks back
- *     when a pin is released (cache_put, the end of a prefetch).  Bytes
- *     count each chunk's floats and its bookkeeping.
- *   - Eviction is CLOCK (second chance) per shard; lookups lock one shard
- *     only, so readers of different chunks rarely contend.
- *   - A chunk is filled once: a thread that misses a chunk another thread
+ *   - cache_get() returns a pinned block: its bytes stay valid and unchanged
+ *     until cache_put() releases it, whatever other threads do.
+ *   - Memory: the cache holds at most capacity bytes of blocks (each counts
+ *     its room, block_bytes in whole pages, and its bookkeeping) when none
+ *     is pinned.
+ *     Pinned blocks may exceed it by at most the number of pins held at
+ *     once; the excess is freed as the pins are released.  Below one block
+ *     of capacity, a block lives only while it is pinned.
+ *   - Buffers are reused: a block that leaves the cache gives its memory to
+ *     the next block filled, so a cache that has reached its size (or a
+ *     reader that keeps reusing what it has used) touches no new memory.
+ *   - Which block leaves: first a block whose bytes have all been used
+ *     (cache_put's used adds up to its length: served to the kernel, which
+ *     keeps them in its page cache), oldest first; such a block is reused
+ *     even before the cache is full, so a stream of reads holds a few blocks,
+ *     not the capacity.  Otherwise CLOCK (second chance) over the rest.
+ *   - A block is filled once: a thread that asks for a block another thread
  *     is filling waits for that fill.
  *   - A failed fill is not cached: the error goes to the threads waiting
  *     for it, and the next get tries again.
  *   - Thread-safe: every function but cache_new/cache_free may be called
- *     from any number of threads at once.
+ *     from any number of threads at once.  One lock guards the table; it is
+ *     held for lookups and bookkeeping only, never while a block is filled
+ *     or its bytes are read.
  */
 #ifndef FS_CACHE_H
 #define FS_CACHE_H
@@ -31,45 +42,61 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CACHE_CHUNK_ELEMS 65536u            /* 256 KiB of float32 */
-#define CACHE_CHUNK_BYTES (CACHE_CHUNK_ELEMS * 4u)
-
 struct cache;
-struct cache_chunk;
+struct cache_block;
 
-/* Fills dst with n floats of chunk (tensor, chunk); returns 0 or an errno. */
-typedef int (*cache_fill_fn)(void *ctx, uint64_t tensor, uint64_t chunk,
-                             float *dst, size_t n);
+/* Fills dst with the len bytes of block (a, b); returns 0 or an errno.
+ * dst has room for the cache's block_bytes: the fill may use the bytes past
+ * len as scratch.  Runs without the cache's lock, on the thread that missed
+ * the block (or that prefetches it). */
+typedef int (*cache_fill_fn)(void *ctx, uint64_t a, uint64_t b, void *dst, size_t len);
 
 struct cache_stats {
     uint64_t hits, misses, evictions, fill_errors;
-    uint64_t bytes_held, capacity;
-    uint64_t chunks_held;
+    uint64_t waits;          /* gets that waited for another thread's fill */
+    uint64_t prefetched;     /* fills made by cache_prefetch */
+    uint64_t bytes_held;     /* every buffer the cache holds */
+    uint64_t blocks_held;    /* blocks with bytes (or being filled) */
+    uint64_t capacity, block_bytes;
 };
 
-/* capacity in bytes.  A chunk in use is always allowed, even above it: a
- * capacity below one chunk caches nothing between a put and the next get. */
-struct cache *cache_new(uint64_t capacity, cache_fill_fn fill, void *ctx);
+/* A cache of blocks of up to block_bytes bytes (at least 1), holding at
+ * most capacity bytes; NULL when out of memory or block_bytes is 0. */
+struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fill, void *ctx);
 void cache_free(struct cache *c);
 
-/* Returns the pinned chunk, filling it on a miss (n floats: the chunk's
- * length, at most CACHE_CHUNK_ELEMS, shorter for a tensor's last chunk).
- * NULL with *err set: the fill's error, ENOMEM, or EINVAL for n above
- * CACHE_CHUNK_ELEMS. */
-struct cache_chunk *cache_get(struct cache *c, uint64_t tensor, uint64_t chunk,
-                              size_t n, int *err);
-const float *cache_data(const struct cache_chunk *ch);
+/* Returns block (a, b) pinned, filling it on a miss with len bytes (its
+ * length: at most block_bytes).  NULL with *err set: the fill's error,
+ * ENOMEM, or EINVAL for len above block_bytes. */
+struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, int *err);
+const void *cache_data(const struct cache_block *blk);
+size_t cache_len(const struct cache_block *blk);
 
-/* Fills the chunk if it is neither cached nor being filled (for prefetch
- * workers); does not pin it. */
-void cache_prefetch(struct cache *c, uint64_t tensor, uint64_t chunk, size_t n);
-bool cache_contains(struct cache *c, uint64_t tensor, uint64_t chunk);
-uint64_t cache_capacity_chunks(const struct cache *c);
-void cache_put(struct cache *c, struct cache_chunk *ch);
+/* Releases a pin.  used: how many of the block's bytes this caller used
+ * for good (0 if unsure); once the uses of a block add up to its length,
+ * it is the first to be reused (see above). */
+void cache_put(struct cache *c, struct cache_block *blk, size_t used);
 
-/* Drops every unpinned chunk (after an edit changes tensor data layout).
- * A chunk being filled is pinned by its filler: it stays, so a caller that
- * clears to invalidate data must keep fills out meanwhile. */
+/* Fills block (a, b) if it is neither cached nor being filled (for
+ * prefetch workers); does not pin it.  true if this call filled it. */
+bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len);
+/* cache_prefetch in two steps, for a caller that must decide under a lock
+ * of its own that it fills a block, and fill it after releasing that lock:
+ * cache_claim inserts block (a, b) as being filled (a getter waits for it)
+ * and returns it, or NULL if it is cached or being filled already (or len
+ * is above block_bytes, or out of memory).  A claimed block must be given
+ * to cache_fill_claimed, which fills it and releases it (true if the fill
+ * succeeded). */
+struct cache_block *cache_claim(struct cache *c, uint64_t a, uint64_t b, size_t len);
+bool cache_fill_claimed(struct cache *c, struct cache_block *blk);
+/* true if block (a, b) is cached or being filled. */
+bool cache_contains(struct cache *c, uint64_t a, uint64_t b);
+/* Blocks that fit in the capacity. */
+uint64_t cache_capacity_blocks(const struct cache *c);
+
+/* Drops every unpinned block and frees its memory.  A block being filled
+ * is pinned by its filler: it stays, so a caller that clears to invalidate
+ * data must keep fills out meanwhile. */
 void cache_clear(struct cache *c);
 
 void cache_get_stats(struct cache *c, struct cache_stats *out);

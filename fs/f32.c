@@ -15,8 +15,15 @@
 
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk)
 {
-    uint64_t n = st->tens[tensor].t->n_elems - chunk * CACHE_CHUNK_ELEMS;
-    return (size_t)(n < CACHE_CHUNK_ELEMS ? n : CACHE_CHUNK_ELEMS);
+    uint64_t per = st->fs->chunk_bytes / sizeof(float);
+    uint64_t n = st->tens[tensor].t->n_elems - chunk * per;
+    return (size_t)(n < per ? n : per);
+}
+
+uint64_t ggfs_chunks(const struct state *st, uint64_t tensor)
+{
+    uint64_t per = st->fs->chunk_bytes / sizeof(float);
+    return (st->tens[tensor].t->n_elems + per - 1) / per;
 }
 
 /* Element size of the plain types a big-endian file may hold (the only
@@ -81,16 +88,32 @@ static uint8_t *thread_buffer(size_t bytes)
     return b->p;
 }
 
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n)
+/*
+ * Fills one chunk.  The source bytes are read into the chunk's own block,
+ * at its end, and dequantized forward from there: block k's floats end
+ * before block k's source bytes begin as long as the source is no larger
+ * than the floats, so each ggfs_dequant call gets a run of blocks whose
+ * floats do not overlap its source (the kernels' contract), the first run
+ * most of the chunk, each next one a fraction of the rest.  The slack past
+ * the chunk (F32_CHUNK_SLACK) makes the last runs long.  No buffer besides
+ * the block is touched: a thread's first fill costs no new memory.  Types
+ * whose source is larger than their floats (f64, i64) go through a
+ * per-thread buffer.
+ */
+int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len)
 {
     struct ggfs *fs = ctx;
+    size_t n = len / sizeof(float);
     const struct state *st = fs->st;       /* under the state lock (read) */
     const struct tref *r = &st->tens[tensor];
     const struct ggml_type_info *ti = ggml_type_get(r->t->type);
-    uint64_t first_block = chunk * (CACHE_CHUNK_ELEMS / ti->blck_elems);
+    size_t room = fs->chunk_bytes + F32_CHUNK_SLACK;
+    uint64_t first_block = chunk * (fs->chunk_bytes / sizeof(float) / ti->blck_elems);
     size_t n_blocks = n / ti->blck_elems;
     size_t bytes = n_blocks * ti->blck_bytes;
-    uint8_t *buf = thread_buffer(bytes);
+    size_t out_bytes = ti->blck_elems * sizeof(float);   /* floats of one block */
+    bool in_place = bytes <= len;
+    uint8_t *buf = in_place ? (uint8_t *)dst + room - bytes : thread_buffer(bytes);
     if (!buf)
         return ENOMEM;
     const struct gguf_shard *sh = &st->model->shards[r->shard];
@@ -102,20 +125,54 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size
     }
     if (sh->gf->enc.big_endian)
         swap_elems(buf, bytes, plain_elem_size(r->t->type));
-    ggfs_dequant(r->t->type, buf, dst, n_blocks);
+    if (!in_place) {
+        ggfs_dequant(r->t->type, buf, dst, n_blocks);
+        return 0;
+    }
+    size_t src_off = room - bytes;
+    for (size_t k0 = 0; k0 < n_blocks;) {
+        /* the blocks whose floats end by where block k0's source begins */
+        size_t k1 = (src_off + k0 * ti->blck_bytes) / out_bytes;
+        if (k1 > n_blocks)
+            k1 = n_blocks;
+        if (k1 <= k0)           /* a block larger than the slack: none is */
+            return EIO;
+        ggfs_dequant(r->t->type, buf + k0 * ti->blck_bytes,
+                     (float *)dst + k0 * ti->blck_elems, k1 - k0);
+        k0 = k1;
+    }
     return 0;
 }
 
 /* ---- dequantization workers ---------------------------------------------
  *
- * A sequential reader of f32 asks for one chunk at a time (the kernel's
- * readahead sends 128 KiB requests).  To use every core for one reader, a
- * read of chunk c queues c+1 .. c+depth of the same tensor, and workers
- * fill them into the cache while the reader is busy with c.  The queue is
- * bounded; when it is full, hints are dropped (they are only hints).
+ * The kernel sends a sequential reader's requests one readahead window at a
+ * time; to use every core for one reader, workers fill the chunks ahead of
+ * it into the cache while the reader's own thread serves the chunk it
+ * asked for.  Each open f32 file (a stream) learns its reader's pattern:
+ * while reads follow each other, the depth of chunks queued ahead of the
+ * read doubles, from 1 up to the workers' depth; a read elsewhere sets it
+ * to 0 (no prefetch on random access).  A read that needs several chunks
+ * queues all but the first at the front of the queue, so they are filled
+ * in parallel with it.  Nothing waits for the queue: a chunk that a worker
+ * has not started is taken off the queue and filled by the reader that
+ * needs it (a queued chunk the reader has passed would be filled for
+ * nothing), and one that a worker is filling is waited for (cache.c).  The queue is bounded; when it is full, hints are dropped
+ * (they are only hints).
  */
 
 #define QUEUE_CAP 256
+/* How far behind the furthest chunk read a read may start and still count
+ * as sequential: the requests of a readahead window of 16 MiB, which the
+ * kernel sends at once and which may be served in any order. */
+#define SEQ_BEHIND 16
+
+struct f32_stream {
+    struct glist link;              /* in fs->streams, under pend_mu */
+    /* under the workers' mu (requests of one file may run at once) */
+    uint64_t next;                  /* the chunk after the furthest one read */
+    unsigned depth;                 /* chunks to queue ahead; 0: random */
+};
 
 struct workers {
     struct ggfs *fs;
@@ -123,7 +180,7 @@ struct workers {
     pthread_cond_t cv;
     pthread_t *threads;
     unsigned n_threads;
-    unsigned depth;
+    unsigned depth;                 /* the most chunks queued ahead of a read */
     bool stop;
     uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];   /* under mu */
     unsigned head, len;
@@ -139,13 +196,27 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&wk->cv, &wk->mu);
         if (wk->stop)
             break;
-        uint64_t t = wk->q_tensor[wk->head], c = wk->q_chunk[wk->head];
-        wk->head = (wk->head + 1) % QUEUE_CAP;
-        wk->len--;
+        /* The state lock first (the lock order), then the queue's again:
+         * a chunk leaves the queue and is claimed in the cache at once, so
+         * a reader either takes it off the queue first (and fills it) or
+         * finds it being filled (and waits), never fills it a second time
+         * after this worker took it.  The fill runs under the state lock,
+         * as every fill does, and not under the queue's. */
         pthread_mutex_unlock(&wk->mu);
         pthread_rwlock_rdlock(&fs->lock);
-        if (t < fs->st->n_tensors)
-            cache_prefetch(fs->cache, t, c, ggfs_chunk_len(fs->st, t, c));
+        pthread_mutex_lock(&wk->mu);
+        struct cache_block *blk = NULL;
+        if (wk->len && !wk->stop) {
+            uint64_t t = wk->q_tensor[wk->head], c = wk->q_chunk[wk->head];
+            wk->head = (wk->head + 1) % QUEUE_CAP;
+            wk->len--;
+            const struct state *st = fs->st;
+            if (t < st->n_tensors && c < ggfs_chunks(st, t))
+                blk = cache_claim(fs->cache, t, c, ggfs_chunk_len(st, t, c) * sizeof(float));
+        }
+        pthread_mutex_unlock(&wk->mu);
+        if (blk)
+            cache_fill_claimed(fs->cache, blk);
         pthread_rwlock_unlock(&fs->lock);
         pthread_mutex_lock(&wk->mu);
     }
@@ -157,7 +228,7 @@ int ggfs_workers_start(struct ggfs *fs, unsigned n)
 {
     /* Prefetching more chunks than a quarter of the cache would evict what
      * the reader is about to use. */
-    uint64_t cap = cache_capacity_chunks(fs->cache) / 4;
+    uint64_t cap = cache_capacity_blocks(fs->cache) / 4;
     unsigned depth = 2 * n < cap ? 2 * n : (unsigned)cap;
     if (n == 0 || depth == 0)
         return 0;
@@ -203,33 +274,126 @@ void ggfs_workers_stop(struct ggfs *fs)
     fs->workers = NULL;
 }
 
-void ggfs_prefetch_after(struct ggfs *fs, const struct state *st, uint64_t tensor,
-                         uint64_t chunk)
+/* Queues chunk c of tensor (at the front if urgent) unless it is cached,
+ * being filled or queued; false when the queue is full.  wk->mu held. */
+static bool enqueue(struct workers *wk, uint64_t tensor, uint64_t c, bool urgent)
+{
+    if (wk->len == QUEUE_CAP)
+        return false;
+    if (cache_contains(wk->fs->cache, tensor, c))
+        return true;
+    for (unsigned k = 0; k < wk->len; k++) {
+        unsigned i = (wk->head + k) % QUEUE_CAP;
+        if (wk->q_tensor[i] == tensor && wk->q_chunk[i] == c)
+            return true;
+    }
+    unsigned at;
+    if (urgent) {
+        wk->head = (wk->head + QUEUE_CAP - 1) % QUEUE_CAP;
+        at = wk->head;
+    } else {
+        at = (wk->head + wk->len) % QUEUE_CAP;
+    }
+    wk->q_tensor[at] = tensor;
+    wk->q_chunk[at] = c;
+    wk->len++;
+    pthread_cond_signal(&wk->cv);
+    return true;
+}
+
+void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c)
 {
     struct workers *wk = fs->workers;
     if (!wk || !wk->n_threads)
         return;
-    uint64_t n_chunks = (st->tens[tensor].t->n_elems + CACHE_CHUNK_ELEMS - 1)
-                        / CACHE_CHUNK_ELEMS;
     pthread_mutex_lock(&wk->mu);
-    for (uint64_t c = chunk + 1; c <= chunk + wk->depth && c < n_chunks; c++) {
-        if (wk->len == QUEUE_CAP)
-            break;
-        if (cache_contains(fs->cache, tensor, c))
+    for (unsigned k = 0; k < wk->len; k++) {
+        unsigned i = (wk->head + k) % QUEUE_CAP;
+        if (wk->q_tensor[i] != tensor || wk->q_chunk[i] != c)
             continue;
-        /* skip what is queued already */
-        bool queued = false;
-        for (unsigned k = 0; k < wk->len && !queued; k++) {
-            unsigned i = (wk->head + k) % QUEUE_CAP;
-            queued = wk->q_tensor[i] == tensor && wk->q_chunk[i] == c;
+        /* close the gap: the entries after it move up one */
+        for (; k + 1 < wk->len; k++) {
+            unsigned a = (wk->head + k) % QUEUE_CAP, b = (wk->head + k + 1) % QUEUE_CAP;
+            wk->q_tensor[a] = wk->q_tensor[b];
+            wk->q_chunk[a] = wk->q_chunk[b];
         }
-        if (queued)
-            continue;
-        unsigned tail = (wk->head + wk->len) % QUEUE_CAP;
-        wk->q_tensor[tail] = tensor;
-        wk->q_chunk[tail] = c;
-        wk->len++;
-        pthread_cond_signal(&wk->cv);
+        wk->len--;
+        break;
     }
     pthread_mutex_unlock(&wk->mu);
+}
+
+/* How far ahead to queue for a read of chunks [first, last] of stream s
+ * (learns the pattern, see above): the chunks from *from to *to.  Ahead of
+ * the furthest chunk read so far, not of this read: the kernel sends a
+ * window's requests at once, and a request that runs late must not queue
+ * chunks a later one has read already (they would be filled again). */
+static void stream_ahead(struct f32_stream *s, uint64_t first, uint64_t last, unsigned max,
+                         uint64_t *from, uint64_t *to)
+{
+    uint64_t next = s->next;
+    /* the same chunk again, the next one, one request overtaking another,
+     * or one behind by less than a readahead window of requests */
+    bool seq = first + SEQ_BEHIND >= next && first <= next + 1;
+    unsigned d = s->depth;
+    d = !seq ? 0 : d == 0 ? 1 : 2 * d < max ? 2 * d : max;
+    s->depth = d;
+    uint64_t base = seq && next > last + 1 ? next - 1 : last;
+    if (!seq || last + 1 > next)
+        s->next = last + 1;
+    *from = base + 1;
+    *to = base + d;
+}
+
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+                   uint64_t tensor, uint64_t first, uint64_t last)
+{
+    struct workers *wk = fs->workers;
+    if (!wk || !wk->n_threads)
+        return;
+    uint64_t n_chunks = ggfs_chunks(st, tensor);
+    /* The stream moves and the chunks ahead are queued at once (under the
+     * queue's lock): a read that computed where to prefetch from before
+     * another read went further would queue chunks that one has read. */
+    pthread_mutex_lock(&wk->mu);
+    uint64_t from = 1, to = 0;
+    if (s)
+        stream_ahead(s, first, last, wk->depth, &from, &to);
+    /* needed now, in order: the front of the queue gets first+1 last */
+    for (uint64_t c = last; c > first; c--)
+        enqueue(wk, tensor, c, true);
+    for (uint64_t c = from; c <= to && c < n_chunks; c++)
+        if (!enqueue(wk, tensor, c, false))
+            break;
+    pthread_mutex_unlock(&wk->mu);
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+struct f32_stream *ggfs_stream_new(struct ggfs *fs)
+{
+    struct f32_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_add(&fs->streams, &s->link);
+    pthread_mutex_unlock(&fs->pend_mu);
+    return s;
+}
+
+void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s)
+{
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_del(&s->link);
+    pthread_mutex_unlock(&fs->pend_mu);
+    free(s);
+}
+
+void ggfs_streams_free(struct ggfs *fs)
+{
+    while (!glist_empty(&fs->streams)) {
+        struct glist *l = fs->streams.next;
+        glist_del(l);
+        free(GLIST_ENTRY(l, struct f32_stream, link));
+    }
 }

@@ -13,8 +13,10 @@
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
  *   read.c      reads of raw, f32 and model.gguf
- *   f32.c       dequantizing chunks, and the workers that fill them ahead
- *   cache.c     the bounded cache of dequantized chunks (no FUSE inside)
+ *   f32.c       dequantizing chunks, the workers that fill them ahead, and
+ *               each open f32 file's reading pattern
+ *   cache.c     the bounded cache of fixed-size blocks that holds the
+ *               dequantized chunks (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   notify.c    telling the kernel what an edit changed
@@ -52,9 +54,11 @@
  *   lock (read)       every other handler, for its whole run: it sees one
  *                     version from start to end.  Writer-preferring, so
  *                     readers cannot starve a swap.
- *   pend_mu           the lists of created keys, live handles, snapshots
+ *   pend_mu           the lists of created keys, live handles, snapshots,
+ *                     f32 streams
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
- *   cache shard mu    (cache.c), under the state lock (read)
+ *   cache mu          (cache.c), under the state lock (read); held for
+ *                     bookkeeping only, never during a fill
  *   states_mu         the counted list of live states (state.c)
  *   notify queue mu   (notify.c), last: never held while waiting
  *
@@ -97,6 +101,16 @@ enum {
 #define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen) + 1))
 
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
+
+/* A chunk's block has room for its floats (fs->chunk_bytes) and some
+ * slack, where a fill starts with the source bytes (f32.c
+ * ggfs_fill_chunk): at least the largest block of any type, so every run
+ * of the fill has one block; a page, so the block is one page more than
+ * its floats. */
+#define F32_CHUNK_SLACK 4096u
+
+/* Room for the stats file's text. */
+#define STATS_TEXT_MAX 2048
 
 struct ggfs;
 
@@ -180,9 +194,20 @@ struct ggfs {
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
     unsigned threads;            /* -o threads (0: default) */
+    /* The size of the kernel's read requests (main.c ggfs_request_size),
+     * and of f32 chunks: the f32 view of a tensor is cut into chunks of
+     * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of
+     * pages, so a whole number of quantization blocks for every type (every
+     * block size divides 1 KiB of floats); one chunk per request when the
+     * readahead is a whole number of requests (see ops.c set_readahead). */
+    uint32_t req_bytes, chunk_bytes;
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
     struct fuse_session *se;
     struct cache *cache;         /* dequantized f32 chunks */
+    uint64_t readahead;          /* -o readahead: bytes (whole requests),
+                                    0 for the kernel's */
+    char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
+    atomic_bool ra_pending;      /* readahead still to be written (ops.c) */
 
     pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
@@ -198,11 +223,22 @@ struct ggfs {
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
     struct glist live;           /* every handle, freed at the end; under pend_mu */
     struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
+    struct glist streams;        /* every open f32 file's stream (f32.c), under pend_mu */
+
+    /* Read requests and their bytes, by file (the stats file). */
+    struct {
+        _Atomic uint64_t n, bytes, max;
+    } reads[3];                  /* enum read_kind */
 
     struct workers *workers;
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 };
+
+enum read_kind { RK_RAW, RK_F32, RK_MODEL };
+
+/* Counts a read request of size bytes. */
+void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
 
 /* The context of a request. */
 static inline struct ggfs *req_fs(fuse_req_t req)
@@ -291,26 +327,41 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
  * remote that changed is logged once per mount). */
 void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src);
 void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off);
+struct f32_stream;
+/* s: the open file's stream (NULL: none, no prefetching) */
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
 /* Replies with [off, off+size) of a buffer of len bytes. */
 void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
 
 /* ---- f32.c ---- */
 
-/* The cache's fill callback (ctx: the struct ggfs): dequantizes one chunk
- * of tensor i of the current state. */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, float *dst, size_t n);
+/* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
+ * tensor of the current state into dst (len bytes: 4 per float). */
+int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
 /* Workers that fill chunks ahead of sequential f32 readers (started after
  * daemonizing: threads do not survive fork). */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
-/* A reader just used chunk of tensor: queue the following ones.  Under the
- * state lock (read). */
-void ggfs_prefetch_after(struct ggfs *fs, const struct state *st, uint64_t tensor,
-                         uint64_t chunk);
+/* A read of chunks [first, last] of tensor through stream s (NULL: none):
+ * learns the pattern, and queues for the workers the chunks the read needs
+ * besides the first (filled in parallel with it) and, on a sequential
+ * pattern, those after it.  Under the state lock (read). */
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+                   uint64_t tensor, uint64_t first, uint64_t last);
+/* A reader is about to get chunk c of tensor: off the queue, if a worker
+ * has not taken it yet (the reader fills it, or finds it filled). */
+void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
 /* Floats in chunk of tensor (shorter for a tensor's last chunk). */
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
+/* Chunks of tensor's f32 view. */
+uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
+/* An open f32 file's stream (listed in fs->streams), or NULL when out of
+ * memory; freed by ggfs_stream_free, or at the end by ggfs_streams_free. */
+struct f32_stream *ggfs_stream_new(struct ggfs *fs);
+void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
+void ggfs_streams_free(struct ggfs *fs);
 
 /* ---- notify.c ---- */
 

@@ -291,18 +291,28 @@ static long long find_mount(const char *mountpoint, char dev[32])
     return id;
 }
 
-/* The kernel's readahead for the mount (its bdi's read_ahead_kb): larger
- * reads than the default 128 KiB cost FUSE fewer requests (root only; a
- * mount without it keeps the kernel's default). */
-static void set_readahead(const char *dev, uint64_t bytes)
+/* The largest request that libfuse can still splice from a file: it
+ * wants a pipe of the reply (16 bytes of header and the data) plus three
+ * pages, and a pipe is at most /proc/sys/fs/pipe-max-size (1 MiB by
+ * default) for a process without CAP_SYS_RESOURCE.  Larger replies are
+ * read into a buffer allocated for each one, then written: twice the
+ * copies, and a fresh buffer that costs a page fault per page.  At most
+ * 1 MiB (the kernel's limit, FUSE_MAX_MAX_PAGES), at least 128 KiB; whole
+ * pages.  1 MiB less 16 KiB by default. */
+static uint32_t request_size(void)
 {
-    char path[96];
-    snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
-    FILE *f = fopen(path, "we");
-    if (!f)
-        return;
-    fprintf(f, "%llu\n", (unsigned long long)(bytes >> 10));
-    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long pipe_max = 1ul << 20;
+    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "re");
+    if (f) {
+        if (fscanf(f, "%lu", &pipe_max) != 1)
+            pipe_max = 1ul << 20;
+        fclose(f);
+    }
+    unsigned long pg = page > 0 ? (unsigned long)page : 4096;
+    unsigned long m = pipe_max > 4 * pg ? pipe_max - 4 * pg : 0;
+    m -= m % pg;
+    return m > (1ul << 20) ? 1u << 20 : m < (128ul << 10) ? 128u << 10 : (uint32_t)m;
 }
 
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
@@ -331,8 +341,14 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     }
     char dev[32] = "";
     fs->mnt_id = find_mount(o->copts.mountpoint, dev);
-    if (dev[0] && o->readahead)
-        set_readahead(dev, o->readahead);
+    /* written by the first request after INIT (ops.c set_readahead) */
+    memcpy(fs->bdi, dev, sizeof dev);
+    /* a whole number of requests, so that every window of the kernel's
+     * readahead is cut into whole requests, each one chunk of f32 */
+    fs->readahead = o->readahead ? (o->readahead + fs->req_bytes / 2) / fs->req_bytes * fs->req_bytes : 0;
+    if (o->readahead && !fs->readahead)
+        fs->readahead = fs->req_bytes;
+    atomic_store(&fs->ra_pending, dev[0] && o->readahead);
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
     fuse_daemonize(o->copts.foreground);
@@ -362,6 +378,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     ggfs_notify_stop(fs);
     ggfs_edit_stop(fs);
     ggfs_snaps_free(fs);
+    ggfs_streams_free(fs);
 out_signals:
     fuse_remove_signal_handlers(se);
 out_session:
@@ -398,6 +415,7 @@ int main(int argc, char *argv[])
     fs.read_only = o.ro;
     fs.cache_size = o.cache_size;
     fs.threads = o.threads;
+    fs.req_bytes = fs.chunk_bytes = request_size();
     /* Readers must not starve a commit waiting to swap the state in. */
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
@@ -410,10 +428,11 @@ int main(int argc, char *argv[])
     glist_init(&fs.states);
     glist_init(&fs.live);
     glist_init(&fs.snaps);
+    glist_init(&fs.streams);
 
     if (check_mountpoint(&o) && open_model(&fs, &o)) {
         ggfs_dequant_init();
-        fs.cache = cache_new(fs.cache_size, ggfs_fill_chunk, &fs);
+        fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         if (fs.cache)
             ret = run_session(&fs, &o, &args);
         else

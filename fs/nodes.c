@@ -144,15 +144,25 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
 {
     struct cache_stats cs;
     cache_get_stats(fs->cache, &cs);
+    typedef unsigned long long ull;
     int n = snprintf(buf, cap,
                      "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
+                     "waits %llu\nprefetched %llu\n"
                      "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
-                     "chunk_bytes %u\nkernel_level %s\n",
-                     (unsigned long long)cs.hits, (unsigned long long)cs.misses,
-                     (unsigned long long)cs.evictions, (unsigned long long)cs.fill_errors,
-                     (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
-                     (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES,
-                     ggfs_dequant_level());
+                     "chunk_bytes %llu\nkernel_level %s\n",
+                     (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
+                     (ull)cs.waits, (ull)cs.prefetched,
+                     (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
+                     (ull)fs->chunk_bytes, ggfs_dequant_level());
+    static const char *const kind[] = { "raw", "f32", "model" };
+    for (int k = 0; k < 3 && n >= 0 && (size_t)n < cap; k++) {
+        int m = snprintf(buf + n, cap - (size_t)n,
+                         "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
+                         kind[k], (ull)atomic_load(&fs->reads[k].n),
+                         kind[k], (ull)atomic_load(&fs->reads[k].bytes),
+                         kind[k], (ull)atomic_load(&fs->reads[k].max));
+        n = m < 0 ? m : n + m;
+    }
     if (n >= 0 && (size_t)n < cap && fs->remote) {
         /* every shard's HTTP counters, summed (the model is fixed for a
          * remote mount: no edit swaps the shards) */
@@ -219,7 +229,7 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
 {
     struct node n = ggfs_classify(st, ino);
     fill_common(st, out, ino);
-    char buf[1024];
+    char buf[STATS_TEXT_MAX];
     switch (n.kind) {
     case K_NONE:
         return ENOENT;

@@ -18,17 +18,21 @@
 #define XATTR_TYPE "user.gguf.type"
 
 /* fi->fh of an open file, told apart by its low bits (allocations are
- * aligned): 0 nothing (tensor files, stats), a write handle (whandle.c)
- * with tag 0, a snapshot of a meta/ value with tag 1, a state (the version
- * an open info or model.gguf reads) with tag 2. */
+ * aligned): 0 nothing (raw, type, shape, stats), a write handle
+ * (whandle.c) with tag 0, a snapshot of a meta/ value with tag 1, a state
+ * (the version an open info or model.gguf reads) with tag 2, an f32 file's
+ * stream (f32.c) with tag 3. */
 #define FH_TAG 3u
 #define FH_SNAPSHOT 1u
 #define FH_STATE 2u
+#define FH_F32 3u
 #define IS_SNAPSHOT(fi) (((fi)->fh & FH_TAG) == FH_SNAPSHOT)
 #define IS_STATE(fi) (((fi)->fh & FH_TAG) == FH_STATE)
+#define IS_F32(fi) (((fi)->fh & FH_TAG) == FH_F32)
 #define IS_WHANDLE(fi) ((fi)->fh && ((fi)->fh & FH_TAG) == 0)
 #define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STATE_OF(fi) ((struct state *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define FH_STREAM(fi) ((struct f32_stream *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
  * committed text taken at open (see do_open).  Reads hold a reference while
@@ -62,6 +66,26 @@ void ggfs_snaps_free(struct ggfs *fs)
     }
 }
 
+/* The mount's readahead (-o readahead) is its bdi's read_ahead_kb.  The
+ * kernel sets that to at most what it asked for in INIT (the default, 128
+ * KiB) when it handles the reply to INIT, undoing a value written before:
+ * so it is written by the first request after INIT that can come before
+ * an open (lookup, getattr, ...).  An open reads it (a file's readahead is
+ * fixed at open), so every open sees the value written. */
+static void set_readahead(struct ggfs *fs)
+{
+    if (!atomic_load_explicit(&fs->ra_pending, memory_order_acquire) ||
+        !atomic_exchange(&fs->ra_pending, false))
+        return;
+    char path[96];
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", fs->bdi);
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return;                 /* not root: the kernel's default stays */
+    fprintf(f, "%llu\n", (unsigned long long)(fs->readahead >> 10));
+    fclose(f);
+}
+
 /* Defines ggfs_op_NAME: the handler do_NAME(req, fs, st, ...) with the
  * state lock held for reading, so it sees one version from start to end. */
 #define UNUSED __attribute__((unused))
@@ -70,6 +94,7 @@ void ggfs_snaps_free(struct ggfs *fs)
     static void ggfs_op_##name params                   \
     {                                                   \
         struct ggfs *fs = req_fs(req);                  \
+        set_readahead(fs);                              \
         pthread_rwlock_rdlock(&fs->lock);               \
         do_##name(req, fs, fs->st, __VA_ARGS__);        \
         pthread_rwlock_unlock(&fs->lock);               \
@@ -77,14 +102,14 @@ void ggfs_snaps_free(struct ggfs *fs)
 
 static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct ggfs *fs = userdata;
     /* Let the kernel move raw tensor bytes from the model's fd by splice. */
     if (conn->capable & FUSE_CAP_SPLICE_WRITE)
         conn->want |= FUSE_CAP_SPLICE_WRITE;
     if (conn->capable & FUSE_CAP_SPLICE_MOVE)
         conn->want |= FUSE_CAP_SPLICE_MOVE;
-    /* The largest requests the kernel allows: 1 MiB (FUSE_MAX_MAX_PAGES). */
-    conn->max_write = 1u << 20;
+    /* The request size (libfuse asks the kernel for max_write's pages). */
+    conn->max_write = fs->req_bytes;
     conn->max_readahead = conn->max_readahead ? conn->max_readahead : UINT32_MAX;
     /* The bytes of an inode never change (a new version of info or
      * model.gguf is a new inode): no invalidation on open. */
@@ -303,6 +328,11 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         fi->direct_io = 1;
     } else {
         fi->keep_cache = 1;
+        /* its reading pattern, for prefetching; without one (out of
+         * memory) reads work, with no prefetch */
+        struct f32_stream *s = n.tf == TF_F32 ? ggfs_stream_new(fs) : NULL;
+        if (s)
+            fi->fh = (uint64_t)(uintptr_t)s | FH_F32;
     }
     fuse_reply_open(req, fi);
 }
@@ -326,6 +356,7 @@ static int open_for_edit(struct ggfs *fs, fuse_ino_t ino, struct fuse_file_info 
 static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ggfs *fs = req_fs(req);
+    set_readahead(fs);
     bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
     if (rdonly) {
         pthread_rwlock_rdlock(&fs->lock);
@@ -351,11 +382,20 @@ static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         fuse_reply_open(req, fi);
 }
 
+void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size)
+{
+    atomic_fetch_add_explicit(&fs->reads[k].n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&fs->reads[k].bytes, size, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&fs->reads[k].max, memory_order_relaxed);
+    while (size > m && !atomic_compare_exchange_weak(&fs->reads[k].max, &m, size))
+        ;
+}
+
 static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
-                    size_t size, off_t off)
+                    size_t size, off_t off, struct f32_stream *s)
 {
     struct node n = ggfs_classify(st, ino);
-    char buf[1024];
+    char buf[STATS_TEXT_MAX];
     switch (n.kind) {
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);
@@ -374,9 +414,11 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     }
     switch (n.tf) {
     case TF_RAW:
+        ggfs_count_read(fs, RK_RAW, size);
         return ggfs_read_raw(req, st, n.idx, size, off);
     case TF_F32:
-        return ggfs_read_f32(req, st, n.idx, size, off);
+        ggfs_count_read(fs, RK_F32, size);
+        return ggfs_read_f32(req, st, n.idx, size, off, s);
     case TF_TYPE: case TF_SHAPE:
         return ggfs_reply_slice(req, buf, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
                                 size, off);
@@ -394,9 +436,10 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (IS_STATE(fi)) {                   /* info or model.gguf: its version */
         /* held across the reply, like a snapshot (a release may race it) */
         struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
-        if ((ino - VERSION_BASE) % 2)
+        if ((ino - VERSION_BASE) % 2) {
+            ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
-        else
+        } else
             ggfs_reply_slice(req, v->info.data, v->info.len, size, off);
         ggfs_state_put(v);
     } else if (IS_SNAPSHOT(fi)) {         /* meta/ open for reading */
@@ -408,7 +451,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         ggfs_edit_read(fi, req, size, off);
     } else {
         pthread_rwlock_rdlock(&fs->lock);
-        do_read(req, fs, fs->st, ino, size, off);
+        do_read(req, fs, fs->st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
         pthread_rwlock_unlock(&fs->lock);
     }
 }
@@ -535,6 +578,8 @@ static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
         snap_put(SNAPSHOT(fi));
     } else if (IS_STATE(fi)) {
         ggfs_state_put(FH_STATE_OF(fi));
+    } else if (IS_F32(fi)) {
+        ggfs_stream_free(fs, FH_STREAM(fi));
     } else if (IS_WHANDLE(fi)) {
         pthread_mutex_lock(&fs->commit_mu);
         ggfs_edit_release(fs, fi);

@@ -11,6 +11,7 @@
 #include "remote/source.h"
 
 #include <errno.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,10 +69,16 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
     reply_source(req, sh->src, sh->gf->data_off + t->offset + (uint64_t)off, size);
 }
 
+/* The most chunks one request can need: a chunk is as large as the
+ * kernel's requests, which a request may straddle; with room to spare. */
+#define MAX_REQ_CHUNKS 4
+
 /* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks:
- * the reply is gathered straight from the chunks (one copy, into the
- * kernel), then the chunks are released. */
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off)
+ * the reply is written straight from the chunks (one copy, into the
+ * kernel's pages; no pipe in between), then the chunks are released with
+ * the bytes that went out, which the kernel keeps in its page cache. */
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s)
 {
     struct ggfs *fs = st->fs;
     /* float32 stored little-endian is its own f32 view: served like raw */
@@ -83,40 +90,40 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
         return (void)fuse_reply_buf(req, NULL, 0);
     if (size > total - (uint64_t)off)
         size = (size_t)(total - (uint64_t)off);
-    uint64_t first = (uint64_t)off / CACHE_CHUNK_BYTES;
-    uint64_t last = ((uint64_t)off + size - 1) / CACHE_CHUNK_BYTES;
+    /* the kernel never asks for more than 1 MiB; a request that did would
+     * get a short read, as reads may */
+    uint64_t cb = fs->chunk_bytes;
+    if (size > (MAX_REQ_CHUNKS - 1) * cb)
+        size = (size_t)((MAX_REQ_CHUNKS - 1) * cb);
+    uint64_t first = (uint64_t)off / cb;
+    uint64_t last = ((uint64_t)off + size - 1) / cb;
     size_t count = (size_t)(last - first + 1);
-    struct cache_chunk **pinned = calloc(count, sizeof *pinned);
-    struct fuse_bufvec *bv = calloc(1, sizeof *bv + count * sizeof(struct fuse_buf));
+    struct cache_block *pinned[MAX_REQ_CHUNKS];
+    struct iovec iov[MAX_REQ_CHUNKS];
+    ggfs_prefetch(fs, st, s, idx, first, last);
     int err = 0;
-    if (!pinned || !bv) {
-        err = ENOMEM;
-        goto out;
-    }
-    bv->count = count;
+    size_t k = 0;
     uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
-    for (size_t k = 0; k < count; k++) {
+    for (; k < count; k++) {
         uint64_t c = first + k;
-        uint64_t c_start = c * CACHE_CHUNK_BYTES;
-        size_t c_elems = ggfs_chunk_len(st, idx, c);
-        pinned[k] = cache_get(fs->cache, idx, c, c_elems, &err);
+        uint64_t c_start = c * cb;
+        size_t c_len = ggfs_chunk_len(st, idx, c) * sizeof(float);
+        ggfs_unqueue(fs, idx, c);
+        pinned[k] = cache_get(fs->cache, idx, c, c_len, &err);
         if (!pinned[k])
-            goto out;
-        uint64_t c_end = c_start + c_elems * 4;
+            break;
+        uint64_t c_end = c_start + c_len;
         uint64_t to = end < c_end ? end : c_end;
-        bv->buf[k].mem = (char *)cache_data(pinned[k]) + (pos - c_start);
-        bv->buf[k].size = (size_t)(to - pos);
+        iov[k].iov_base = (char *)cache_data(pinned[k]) + (pos - c_start);
+        iov[k].iov_len = (size_t)(to - pos);
         pos = to;
     }
-    fuse_reply_data(req, bv, 0);    /* no page gifting: chunks stay ours */
-    ggfs_prefetch_after(fs, st, idx, last);
-out:
     if (err)
         fuse_reply_err(req, err);
-    for (size_t k = 0; pinned && k < count && pinned[k]; k++)
-        cache_put(fs->cache, pinned[k]);
-    free(pinned);
-    free(bv);
+    else
+        fuse_reply_iov(req, iov, (int)count);
+    for (size_t i = 0; i < k; i++)
+        cache_put(fs->cache, pinned[i], err ? 0 : iov[i].iov_len);
 }
 
 /* ---- model.gguf ----------------------------------------------------------- */

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Mounts a file with a tensor of every dequantizable ggml type and bit-compares tensors/NAME/f32 with ggml's to_float: whole, random pread ranges, numpy.memmap, 8 concurrent readers (tiny and large cache), and bounded RSS while streaming 10x cache_size.
+# Mounts a file with a tensor of every dequantizable ggml type and bit-compares tensors/NAME/f32 with ggml's to_float: whole, random pread ranges, numpy.memmap, 8 concurrent readers (tiny and large cache), bounded RSS while streaming 10x cache_size, and sequential reads (one fill per chunk, requests of a chunk, blocks reused: counted in stats).
 """
 Expectations come from ggml itself (tests/oracle/ggml.py): the file is
 written by ggml's writer, quantized blocks are made by ggml's quantizers
@@ -27,8 +27,17 @@ import harness  # noqa: E402
 from harness import mount  # noqa: E402
 
 QUICK = harness.QUICK
-CHUNK = 256 * 1024            # bytes of f32 per cache chunk (fs/cache.h)
+# Bytes of f32 per cache chunk: gguffs makes it its request size, at most
+# 1 MiB (fs/main.c request_size); set from the stats file once mounted
+# (set_chunk), for the ranges that straddle chunk borders.  The shapes are
+# made before, for chunks of at most 1 MiB.
+CHUNK = 1 << 20
 CHUNK_ELEMS = CHUNK // 4
+
+
+def set_chunk(mnt):
+    global CHUNK
+    CHUNK = harness.read_stats(mnt).get("chunk_bytes") or CHUNK
 PLAIN = ("f32", "i8", "i16", "i32", "i64", "f64")
 
 # Filled before the concurrent readers fork: name -> (raw bytes, f32 bytes).
@@ -176,6 +185,7 @@ def describe(name, tname, off, got, want):
 
 
 def check_tensors(h, mnt, tensors):
+    set_chunk(mnt)
     tdir = os.path.join(mnt, "tensors")
     rng = np.random.default_rng(11)
     n_ranges = 0
@@ -341,7 +351,111 @@ def check_rss(h, ggml, tmp):
         len(tens), f32_total / 1e6, time.time() - t0), flush=True)
     h.check(f32_total >= 10 * (cache_mb << 20), "RSS file too small: %d bytes of f32" % f32_total)
     _check_rss_mounted(h, path, tens, f32_total, cache_mb)
+    check_stream(h, path, tens)
     os.unlink(path)
+
+
+def bdi_readahead_kib(mnt):
+    """read_ahead_kb of the mount's bdi (its device in mountinfo), or None."""
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == mnt:
+                try:
+                    with open("/sys/class/bdi/%s/read_ahead_kb" % fields[2]) as g:
+                        return int(g.read())
+                except OSError:
+                    return None
+    return None
+
+
+def check_stream(h, path, tens):
+    """Sequential reads of f32 with the default cache (256 MiB, more than
+    the file): every chunk is filled once (a prefetch behind the reader
+    would fill one again), the reads reach gguffs in requests of a chunk
+    (the mount's readahead, as root, rounded to whole requests), and the
+    chunks read whole are reused rather than kept: the cache holds a few
+    blocks, not the file.  Then reads far apart on one descriptor
+    (POSIX_FADV_RANDOM: no readahead) prefetch nothing.  Counted in the
+    stats file, never timed."""
+    label = "sequential f32 reads: one fill per chunk, large requests, blocks reused"
+    with h.case(label):
+        with harness.mounted(path, ["-o", "readahead=2M"]) as g:
+            mnt = g.mnt
+            set_chunk(mnt)
+            h.check(128 << 10 <= CHUNK <= 1 << 20 and CHUNK % 4096 == 0,
+                    "stats chunk_bytes %r: not whole pages from 128 KiB to 1 MiB" % CHUNK)
+            # the readahead is rounded to whole requests (one chunk each)
+            want_ra = max(1, ((2 << 20) + CHUNK // 2) // CHUNK) * CHUNK >> 10
+            ra = bdi_readahead_kib(mnt)
+            if os.geteuid() == 0 and ra is not None:
+                h.check(ra == want_ra, "-o readahead=2M: the mount's read_ahead_kb is %r, want %d"
+                        % (ra, want_ra))
+            buf = bytearray(4 << 20)
+            mv = memoryview(buf)
+            chunks = total = 0
+            bad = []
+            for name, tname, raw, want in tens:
+                with open(os.path.join(mnt, "tensors", name, "f32"), "rb", buffering=0) as f:
+                    pos = 0
+                    while True:
+                        n = f.readinto(mv)
+                        if not n:
+                            break
+                        if mv[:n] != want[pos:pos + n] and len(bad) < 3:
+                            bad.append(describe(name, tname, pos, bytes(mv[:n]), want[pos:pos + n]))
+                        pos += n
+                chunks += -(-len(want) // CHUNK)
+                total += len(want)
+            st = harness.read_stats(mnt)
+            print("  %s: %d chunks; bdi read_ahead_kb %s; stats %s" % (label, chunks, ra, st), flush=True)
+            h.check(not bad, "%s: wrong data: %s" % (label, bad))
+            h.check(st.get("misses") == chunks and st.get("fill_errors") == 0,
+                    "%s: %d chunks read, %r fills (misses), %r fill errors"
+                    % (label, chunks, st.get("misses"), st.get("fill_errors")))
+            h.check(st.get("read_bytes_f32") == total,
+                    "%s: read_bytes_f32 %r, %d bytes read" % (label, st.get("read_bytes_f32"), total))
+            if os.geteuid() == 0 and ra == want_ra:
+                h.check(st.get("read_max_f32", 0) == CHUNK,
+                        "%s: the largest f32 request is %r bytes, want %d (the request size)"
+                        % (label, st.get("read_max_f32"), CHUNK))
+            # what a stream needs at once: the chunks of the requests in
+            # flight (a readahead window, across borders), the prefetch depth
+            # (2 per worker, one worker per CPU): far less than the file
+            bound = (2 * os.cpu_count() + 16) * (CHUNK + 8192)
+            h.check(st.get("bytes_held", 0) <= bound,
+                    "%s: the cache holds %r bytes after streaming %d chunks (reuse keeps less than %d)"
+                    % (label, st.get("bytes_held"), chunks, bound))
+
+            # random: of a tensor of n chunks, n-1, n-20, n-2, 2: each more
+            # than 16 chunks behind the furthest one read or more than one
+            # ahead (fs/f32.c SEQ_BEHIND)
+            name, tname, raw, want = tens[0]
+            n = len(want) // CHUNK
+            picks = [n - 1, n - 20, n - 2, 2]
+            h.check(n >= 40, "%s: %s has too few chunks for the random reads" % (label, name))
+            before = harness.read_stats(mnt)
+            fd = os.open(os.path.join(mnt, "tensors", name, "f32"), os.O_RDONLY)
+            try:
+                # the sequential pass left the file in the page cache
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                for c in picks:
+                    got = os.pread(fd, 4096, c * CHUNK + 8192)
+                    if got != want[c * CHUNK + 8192:c * CHUNK + 8192 + 4096] and len(bad) < 3:
+                        bad.append(describe(name, tname, c * CHUNK + 8192, got,
+                                            want[c * CHUNK + 8192:c * CHUNK + 8192 + 4096]))
+            finally:
+                os.close(fd)
+            after = harness.read_stats(mnt)
+            h.check(not bad, "%s: wrong data (random reads): %s" % (label, bad))
+            h.check(after.get("reads_f32", 0) - before.get("reads_f32", 0) == len(picks),
+                    "%s: %d random reads made %d requests" % (
+                        label, len(picks), after.get("reads_f32", 0) - before.get("reads_f32", 0)))
+            h.check(after.get("prefetched") == before.get("prefetched"),
+                    "%s: random reads of chunks %s prefetched %d chunks" % (
+                        label, picks, after.get("prefetched", 0) - before.get("prefetched", 0)))
 
 
 def _check_rss_mounted(h, path, tens, f32_total, cache_mb):

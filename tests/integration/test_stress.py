@@ -46,7 +46,7 @@ SECONDS = float(os.environ.get("GGUFFS_STRESS_SECONDS") or (15 if harness.QUICK 
 STALL = 20.0
 MIN_READS = 100          # per reader, before it may stop
 READERS = 8
-CHUNK = 256 * 1024
+CHUNK = 1 << 20          # bytes of f32 per cache chunk: set from the stats file (run)
 TYPES = ("f32", "f16", "bf16", "q4_0", "q8_0", "q4_K", "q6_K", "iq4_xs")
 
 EXPECT = {}      # name -> (raw bytes, f32 bytes); filled before the fork
@@ -137,6 +137,8 @@ def run(h, model, cache, cache_bytes, f32_total, summary):
         with harness.mounted(model, ["-o", "cache_size=%s" % cache],
                              env=harness.no_quarantine_env()) as g, harness.RssPeak(g.pid, 0.1) as rss:
             mnt, pid = g.mnt, g.pid
+            global CHUNK        # the readers are forked: they see it
+            CHUNK = harness.read_stats(mnt).get("chunk_bytes") or CHUNK
             ctx = multiprocessing.get_context("fork")
             progress = ctx.Array("d", READERS, lock=False)
             counts = ctx.Array("q", 2 * READERS, lock=False)
