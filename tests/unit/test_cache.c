@@ -2,8 +2,9 @@
  * tests/unit/test_cache.c — the block cache (fs/cache.h), without FUSE:
  * CLOCK eviction and the byte bound, pinning, used-up blocks reused first,
  * buffers reused rather than allocated, placeholders (a block is filled
- * once, its other getters wait for that fill), failed fills, cache_clear,
- * the counters, and 8 threads getting and putting many blocks at once.
+ * once, its other getters wait for that fill), claims (a prefetch in two
+ * steps), failed fills, cache_clear, the counters, and 8 threads getting,
+ * claiming and putting many blocks at once.
  * Blocks hold floats here (as the f32 view's chunks do): a block of n
  * floats is n * 4 bytes.
  *
@@ -12,7 +13,7 @@
  * thread's fill is seen through pthread_cond_wait, wrapped at link time
  * (-Wl,--wrap=pthread_cond_wait, tests/unit/meson.build): the wrapper
  * counts the waiting threads and wakes the test, which then knows they are
- * waiting (the filler needs the shard lock they release in the wait).
+ * waiting (the filler needs the cache's lock they release in the wait).
  * cmocka's assertions run on the main thread only: worker threads count
  * what they saw and the main thread checks the counts.
  */
