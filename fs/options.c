@@ -112,7 +112,9 @@ static void usage(const char *prog)
            "  -o rw                  edits of meta/ go to MODEL.gguf (the default)\n"
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
-           "  -o threads=N           dequantization workers (default: one per CPU)\n"
+           "  -o threads=N           dequantization workers, 0 to 1024, that fill f32\n"
+           "                         chunks ahead of sequential readers (default: one\n"
+           "                         per CPU beyond two)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
            "                         suffixes; default 1M; 0: the kernel's default),\n"
            "                         rounded to whole read requests\n"
@@ -172,14 +174,14 @@ static bool parse_size(const char *s, uint64_t *out)
 }
 
 
-static bool parse_threads(const char *s, unsigned *out)
+static bool parse_threads(const char *s, int *out)
 {
     char *end;
     errno = 0;
     unsigned long n = strtoul(s, &end, 10);
-    if (errno || *end || s[0] < '1' || s[0] > '9' || n > 1024)
+    if (errno || *end || s[0] < '0' || s[0] > '9' || n > 1024)
         return false;
-    *out = (unsigned)n;
+    *out = (int)n;
     return true;
 }
 
@@ -234,8 +236,9 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 "optional K, M or G suffix)\n", raw.readahead);
         goto out;
     }
+    o->threads = -1;
     if (raw.threads && !parse_threads(raw.threads, &o->threads)) {
-        fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
+        fprintf(stderr, "gguffs: threads=%s: not a number of threads (0 to 1024)\n",
                 raw.threads);
         goto out;
     }
