@@ -118,8 +118,9 @@ static void move_to(struct cache *c, struct cache_block *x, enum where w)
 
 /* A buffer is mapped with its pages in place (MAP_POPULATE): one call
  * rather than a page fault per page when it is first filled.  It is kept
- * and reused (see the top of this file), so this is rare. */
-static struct cache_block *new_buffer(struct cache *c)
+ * and reused (see the top of this file), so this is rare.  Not counted in
+ * nbuf: the caller does, under the lock. */
+static struct cache_block *map_buffer(const struct cache *c)
 {
     struct cache_block *x = calloc(1, sizeof *x);
     if (!x)
@@ -130,7 +131,14 @@ static struct cache_block *new_buffer(struct cache *c)
         free(x);
         return NULL;
     }
-    c->nbuf++;
+    return x;
+}
+
+static struct cache_block *new_buffer(struct cache *c)
+{
+    struct cache_block *x = map_buffer(c);
+    if (x)
+        c->nbuf++;
     return x;
 }
 
@@ -436,6 +444,28 @@ bool cache_contains(struct cache *c, uint64_t a, uint64_t b)
 uint64_t cache_capacity_blocks(const struct cache *c)
 {
     return c->max_blocks;
+}
+
+void cache_reserve(struct cache *c, uint64_t n)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        bool more = c->nbuf < n && c->nbuf < c->max_blocks;
+        if (more)
+            c->nbuf++;          /* counted now: nobody grows past n meanwhile */
+        pthread_mutex_unlock(&c->mu);
+        if (!more)
+            return;
+        struct cache_block *x = map_buffer(c);
+        pthread_mutex_lock(&c->mu);
+        if (x)
+            move_to(c, x, W_SPARE);
+        else
+            c->nbuf--;
+        pthread_mutex_unlock(&c->mu);
+        if (!x)
+            return;
+    }
 }
 
 const void *cache_data(const struct cache_block *blk) { return blk->data; }

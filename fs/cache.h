@@ -93,6 +93,12 @@ bool cache_fill_claimed(struct cache *c, struct cache_block *blk);
 bool cache_contains(struct cache *c, uint64_t a, uint64_t b);
 /* Blocks that fit in the capacity. */
 uint64_t cache_capacity_blocks(const struct cache *c);
+/* Makes buffers (spare: no bytes yet) until the cache holds n, or its
+ * capacity, so that the first fills take them rather than new memory
+ * (new memory costs a page fault per page, or a page-table update, which
+ * some machines make expensive).  Does the work without the lock: for a
+ * thread of its own at startup. */
+void cache_reserve(struct cache *c, uint64_t n);
 
 /* Drops every unpinned block and frees its memory.  A block being filled
  * is pinned by its filler: it stays, so a caller that clears to invalidate

@@ -193,7 +193,7 @@ struct ggfs {
     bool remote;                 /* the model is read by HTTP (remote/) */
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
-    unsigned threads;            /* -o threads (0: default) */
+    int threads;                 /* -o threads (-1: the default) */
     /* The size of the kernel's read requests (main.c ggfs_request_size),
      * and of f32 chunks: the f32 view of a tensor is cut into chunks of
      * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of

@@ -18,6 +18,7 @@
 #include "kernels/dequant.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,26 @@ static uint32_t request_size(void)
     return m > (1ul << 20) ? 1u << 20 : m < (128ul << 10) ? 128u << 10 : (uint32_t)m;
 }
 
+/* Buffers for the blocks of a readahead window's requests and two more
+ * (one across a border, one for the workers), at most the cache's. */
+static void *reserve_main(void *arg)
+{
+    struct ggfs *fs = arg;
+    cache_reserve(fs->cache, fs->readahead / fs->req_bytes + 2);
+    return NULL;
+}
+
+static bool start_reserve(struct ggfs *fs, pthread_t *th)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* Signals must reach the thread running the FUSE loop. */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    bool ok = pthread_create(th, NULL, reserve_main, fs) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
 static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *args)
 {
@@ -353,8 +374,18 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
      * parent may return. */
     fuse_daemonize(o->copts.foreground);
     /* after the fork: threads do not survive it */
+    /* Workers only help with cores to spare: the kernel sends the
+     * requests of a readahead window at once and FUSE threads fill their
+     * chunks in parallel, so one core goes to those, one to the reader.
+     * With fewer, workers cost more than they give (measured on 2 CPUs:
+     * more CPU per GB, more blocks, no gain in throughput). */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    ggfs_workers_start(fs, fs->threads ? fs->threads : ncpu > 0 ? (unsigned)ncpu : 1);
+    ggfs_workers_start(fs, fs->threads >= 0 ? (unsigned)fs->threads
+                           : ncpu > 2 ? (unsigned)(ncpu - 2) : 0);
+    /* A few buffers for the first fills, made while the first requests
+     * are on their way rather than by them (cache.h cache_reserve). */
+    pthread_t reserve;
+    bool reserving = start_reserve(fs, &reserve);
     ggfs_notify_start(fs);
     if (o->copts.singlethread) {
         ret = fuse_session_loop(se);
@@ -370,6 +401,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     }
     /* the loop returns the signal number after SIGTERM/SIGINT: a clean end */
     ret = ret < 0;
+    if (reserving)
+        pthread_join(reserve, NULL);
     ggfs_workers_stop(fs);
     /* Unmount before the notify threads are joined: a notification being
      * sent may wait for a kernel lock held by a request nobody will answer

@@ -123,7 +123,9 @@ static void usage(const char *prog)
            "  -o rw                  edits of meta/ go to MODEL.gguf (the default)\n"
            "  -o cache_size=SIZE     dequantization cache in bytes (K/M/G suffixes;\n"
            "                         default 256M)\n"
-           "  -o threads=N           dequantization workers (default: one per CPU)\n"
+           "  -o threads=N           dequantization workers, 0 to 1024, that fill f32\n"
+           "                         chunks ahead of sequential readers (default: one\n"
+           "                         per CPU beyond two)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
            "                         suffixes; default 1M; 0: the kernel's default),\n"
            "                         rounded to whole read requests\n"
@@ -193,13 +195,13 @@ static bool parse_size(const char *s, uint64_t *out)
 }
 
 
-/* "N" with 1 <= N <= max -> N; false on anything else. */
-static bool parse_uint(const char *s, unsigned max, unsigned *out)
+/* "N" with min <= N <= max (min is 0 or 1) -> N; false on anything else. */
+static bool parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
     char *end;
     errno = 0;
     unsigned long n = strtoul(s, &end, 10);
-    if (errno || *end || s[0] < '1' || s[0] > '9' || n > max)
+    if (errno || *end || s[0] < (min ? '1' : '0') || s[0] > '9' || n < min || n > max)
         return false;
     *out = (unsigned)n;
     return true;
@@ -257,11 +259,15 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 "optional K, M or G suffix)\n", raw.readahead);
         goto out;
     }
-    if (raw.threads && !parse_uint(raw.threads, 1024, &o->threads)) {
-        fprintf(stderr, "gguffs: threads=%s: not a number of threads (1 to 1024)\n",
+    o->threads = -1;
+    unsigned threads;
+    if (raw.threads && !parse_uint(raw.threads, 0, 1024, &threads)) {
+        fprintf(stderr, "gguffs: threads=%s: not a number of threads (0 to 1024)\n",
                 raw.threads);
         goto out;
     }
+    if (raw.threads)
+        o->threads = (int)threads;
     o->remote = remote_url_is_remote(o->model);
     if (!o->remote && (raw.connections || raw.timeout || raw.bearer_token_file ||
                        raw.ca_file)) {
@@ -269,12 +275,12 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 "are options of remote models (http://, https://, hf://)\n");
         goto out;
     }
-    if (raw.connections && (!parse_uint(raw.connections, 256, &o->connections))) {
+    if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
         fprintf(stderr, "gguffs: connections=%s: not a number from 1 to 256\n",
                 raw.connections);
         goto out;
     }
-    if (raw.timeout && (!parse_uint(raw.timeout, 3600, &o->timeout))) {
+    if (raw.timeout && (!parse_uint(raw.timeout, 1, 3600, &o->timeout))) {
         fprintf(stderr, "gguffs: timeout=%s: not a number of seconds from 1 to 3600\n",
                 raw.timeout);
         goto out;

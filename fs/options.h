@@ -18,7 +18,7 @@ struct options {
     char *model;
     char *mountpoint;           /* as given; fuse_parse_cmdline resolves it */
     uint64_t cache_size;        /* -o cache_size, or the default */
-    unsigned threads;           /* -o threads (0: one per CPU) */
+    int threads;                /* -o threads, 0 to 1024 (-1: the default) */
     uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
     /* a model given as a URL (http://, https://, hf://) */
     bool remote;

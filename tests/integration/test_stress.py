@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-# Stress: 8 processes read random ranges of tensors/*/f32 and raw for a bounded time, every read compared with ggml's dequantization, with -o cache_size=1M and a large cache; RSS of gguffs sampled and bounded; a watchdog fails the test when reads stall.
+# Stress: 8 processes read random ranges of tensors/*/f32 and raw for a bounded time, every read compared with ggml's dequantization, with -o cache_size=1M and a large cache with prefetch workers; RSS of gguffs sampled and bounded; a watchdog fails the test when reads stall.
 """
 The model (written by ggml's writer) holds 8 tensors of f32, f16, bf16,
 q4_0, q8_0, q4_K, q6_K and iq4_xs, 3 MB of f32 each (11-12 cache chunks,
 not a whole number of them), made from blocks quantized by ggml and drawn
 with replacement.  The expected f32 bytes are ggml's to_float of the raw
-bytes, computed before the readers fork.
+bytes, computed before the readers fork.  The large cache runs with two
+prefetch workers (-o threads=2: the default has none on two CPUs), so
+that they are under stress too.
 
 Each of the 8 reader processes loops until the deadline and until it has
 checked at least MIN_READS reads (counted work: a loaded machine runs
@@ -131,10 +133,10 @@ def reader(idx, mnt, deadline, progress, counts, errq):
         counts[2 * idx + 1] = nbytes
 
 
-def run(h, model, cache, cache_bytes, f32_total, summary):
-    label = "stress, -o cache_size=%s" % cache
+def run(h, model, cache, cache_bytes, f32_total, summary, opts=""):
+    label = "stress, -o cache_size=%s%s" % (cache, opts)
     with h.case(label):
-        with harness.mounted(model, ["-o", "cache_size=%s" % cache],
+        with harness.mounted(model, ["-o", "cache_size=%s%s" % (cache, opts)],
                              env=harness.no_quarantine_env()) as g, harness.RssPeak(g.pid, 0.1) as rss:
             mnt, pid = g.mnt, g.pid
             global CHUNK        # the readers are forked: they see it
@@ -217,7 +219,7 @@ def main():
                                          f32_total / 1e6, time.time() - t0, READERS, SECONDS),
               flush=True)
         run(h, model, "1M", 1 << 20, f32_total, summary)
-        run(h, model, "512M", 512 << 20, f32_total, summary)
+        run(h, model, "512M", 512 << 20, f32_total, summary, ",threads=2")
     if summary:
         print("stress summary: " + "; ".join(
             "cache_size=%s: %d reads checked in %.0f s, peak RSS %.1f MiB (+%.1f)"

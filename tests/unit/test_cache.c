@@ -1,9 +1,10 @@
 /*
  * tests/unit/test_cache.c — the block cache (fs/cache.h), without FUSE:
  * CLOCK eviction and the byte bound, pinning, used-up blocks reused first,
- * buffers reused rather than allocated, placeholders (a block is filled
- * once, its other getters wait for that fill), failed fills, cache_clear,
- * the counters, and 8 threads getting and putting many blocks at once.
+ * buffers reused rather than allocated, reserved buffers, placeholders (a block is filled
+ * once, its other getters wait for that fill), claims (a prefetch in two
+ * steps), failed fills, cache_clear, the counters, and 8 threads getting,
+ * claiming and putting many blocks at once.
  * Blocks hold floats here (as the f32 view's chunks do): a block of n
  * floats is n * 4 bytes.
  *
@@ -12,7 +13,7 @@
  * thread's fill is seen through pthread_cond_wait, wrapped at link time
  * (-Wl,--wrap=pthread_cond_wait, tests/unit/meson.build): the wrapper
  * counts the waiting threads and wakes the test, which then knows they are
- * waiting (the filler needs the shard lock they release in the wait).
+ * waiting (the filler needs the cache's lock they release in the wait).
  * cmocka's assertions run on the main thread only: worker threads count
  * what they saw and the main thread checks the counts.
  */
@@ -421,6 +422,39 @@ static void test_buffers_reused(void **state)
         cache_put(c, b, 0);
     }
     assert_int_equal(stats(c).bytes_held, 4 * u);
+    cache_free(c);
+}
+
+/* Reserved buffers are taken by the first fills: the cache does not grow
+ * past them; a reserve stops at the capacity, and makes nothing in a
+ * cache below one block. */
+static void test_reserve(void **state)
+{
+    (void)state;
+    uint64_t u = block_cost(SMALL);
+    struct cache *c = new_cache(SMALL, 4 * u);
+    cache_reserve(c, 3);
+    struct cache_stats s = stats(c);
+    assert_int_equal(s.bytes_held, 3 * u);
+    assert_int_equal(s.blocks_held, 0);
+    for (uint64_t k = 0; k < 3; k++)
+        get_put(c, 9, k, SMALL);
+    s = stats(c);
+    assert_int_equal(s.bytes_held, 3 * u);
+    assert_int_equal(s.blocks_held, 3);
+    cache_reserve(c, 10);
+    assert_int_equal(stats(c).bytes_held, 4 * u);
+    cache_reserve(c, 2);                        /* holds more already */
+    assert_int_equal(stats(c).bytes_held, 4 * u);
+    get_put(c, 9, 3, SMALL);                    /* takes the spare */
+    s = stats(c);
+    assert_int_equal(s.bytes_held, 4 * u);
+    assert_int_equal(s.blocks_held, 4);
+    assert_int_equal(s.evictions, 0);
+    cache_free(c);
+    c = new_cache(SMALL, 0);
+    cache_reserve(c, 5);
+    assert_int_equal(stats(c).bytes_held, 0);
     cache_free(c);
 }
 
@@ -951,6 +985,7 @@ int main(void)
         cmocka_unit_test_setup(test_used_reused_first, reset_fill),
         cmocka_unit_test_setup(test_used_partial, reset_fill),
         cmocka_unit_test_setup(test_buffers_reused, reset_fill),
+        cmocka_unit_test_setup(test_reserve, reset_fill),
         cmocka_unit_test_setup(test_pinning, reset_fill),
         cmocka_unit_test_setup(test_pin_twice, reset_fill),
         cmocka_unit_test_setup(test_placeholder_waits, reset_fill),
