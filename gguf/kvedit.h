@@ -17,6 +17,9 @@
  *   - general.alignment decides where tensor data starts: it cannot be
  *     set, created, deleted, renamed or retyped, and no key can be renamed
  *     over it                                             GGUF_E_PERM
+ *   - gguffs.padding (gguf/pad.h) is sized by gguffs: it can be deleted,
+ *     but not set, created, renamed or retyped, and no key can be renamed
+ *     to it                                               GGUF_E_PERM
  *   - an index past the end of f->kv                      GGUF_E_NOENT
  *   - creating a key whose name exists                    GGUF_E_EXIST
  *   - a new name (created, or renamed to and not existing yet) must
