@@ -200,6 +200,10 @@ struct ggfs {
 
     struct workers *workers;
     struct notify *notify;
+
+    /* edits committed (stats): in place, rewrites that cloned the tensor
+     * data, rewrites that copied it; written under commit_mu */
+    atomic_uint_least64_t edits_in_place, edits_cloned, edits_copied;
 };
 
 /* The context of a request. */

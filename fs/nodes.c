@@ -145,12 +145,16 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
     int n = snprintf(buf, cap,
                      "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
                      "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
-                     "chunk_bytes %u\nkernel_level %s\n",
+                     "chunk_bytes %u\nkernel_level %s\n"
+                     "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n",
                      (unsigned long long)cs.hits, (unsigned long long)cs.misses,
                      (unsigned long long)cs.evictions, (unsigned long long)cs.fill_errors,
                      (unsigned long long)cs.chunks_held, (unsigned long long)cs.bytes_held,
                      (unsigned long long)cs.capacity, CACHE_CHUNK_BYTES,
-                     ggfs_dequant_level());
+                     ggfs_dequant_level(),
+                     (unsigned long long)atomic_load(&fs->edits_in_place),
+                     (unsigned long long)atomic_load(&fs->edits_cloned),
+                     (unsigned long long)atomic_load(&fs->edits_copied));
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
