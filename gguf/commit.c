@@ -488,16 +488,15 @@ enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
     if (!info)
         info = &is;
     memset(info, 0, sizeof *info);
-    /* in place if the padding key (when there is one) can take the change;
-     * else, where the file system clones, padded to move the data by
-     * whole blocks */
+    /* A header of another size: in place if the padding key (when there is
+     * one) can take the change; else, where the file system clones, padded
+     * to move the data by whole blocks.  (Whether it clones is asked each
+     * time: one block into an unnamed file, little next to the fsyncs.) */
+    uint64_t step = 0;
+    if (gguf_has_tensor_data(f) && hdr_len != f->data_off)
+        step = gguf_pad_step(gguf_clone_block(path), f->alignment);
     struct gguf_buf fit = { 0 };
-    enum gguf_err err = gguf_pad_fit(f, hdr, hdr_len, 0, &fit, d);
-    if (!err && gguf_has_tensor_data(f) && fit.len != f->data_off) {
-        uint64_t step = gguf_pad_step(gguf_clone_block(path), f->alignment);
-        if (step)
-            err = gguf_pad_fit(f, hdr, hdr_len, step, &fit, d);
-    }
+    enum gguf_err err = gguf_pad_fit(f, hdr, hdr_len, step, &fit, d);
     if (!err)
         err = commit(path, f, old_src, (const uint8_t *)fit.data, fit.len, info, d);
     gguf_buf_free(&fit);

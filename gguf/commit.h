@@ -103,13 +103,14 @@ struct gguf_commit_info {
 
 /*
  * What an editor calls: hdr (the edit's header from gguf_header_build or
- * gguf/kvedit.h) fitted by gguf_pad_fit (gguf/pad.h), then gguf_commit:
- *   - a header of another size than the old one's room that has a padding
- *     key takes the room by resizing it: in place, on any file system;
- *   - otherwise, if gguf_clone_block(path) says that the model's file
- *     system clones, padded so that the data moves by whole blocks: a
- *     rewrite that clones the data (or in place, for a header that shrank
- *     by less than a block);
+ * gguf/kvedit.h) fitted by gguf_pad_fit (gguf/pad.h), then gguf_commit.
+ * For a header of another size than the old one's room, step is that of
+ * gguf_clone_block(path) (0 where the file system does not clone):
+ *   - a padding key takes the change by resizing when it can: in place, on
+ *     any file system (where it clones, unless that would leave a block
+ *     and more to spare: then the data moves down by whole blocks);
+ *   - where the file system clones, padded (the key added, or resized) so
+ *     that the data moves by whole blocks: a rewrite that clones the data;
  *   - otherwise hdr as it is (a rewrite that copies), as gguf_commit.
  * info (may be NULL) says which, and the size of the header written.
  * Errors as gguf_commit's, and gguf_pad_fit's.
