@@ -103,8 +103,9 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
     /* The old version lives on while info or model.gguf of it is open.
      * Freeing it closes its descriptor; after a rewrite that is the last
      * reference to the old file, and the file system then frees its blocks
-     * (a second for 4 GB): ggfs_state_put does that on a notify thread, not
-     * while the writer waits. */
+     * (a second for 4 GB on ext4 or btrfs): ggfs_state_put does that on
+     * the notify thread for frees (fs/notify.c), which nobody waits for,
+     * so the writer's close() does not wait for it. */
     ggfs_state_put(old);
     return ce == GGUF_OK ? 0 : EIO;
 }
