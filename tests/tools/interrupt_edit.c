@@ -45,11 +45,12 @@ int main(int argc, char *argv[])
         return 1;
     }
     const char *step = argc == 5 ? argv[4] : "fsync of the model";
-    struct gguf_source *src;
-    struct gguf_file *f;
+    struct gguf_source *src = NULL;
+    struct gguf_file *f = NULL;
     struct gguf_diag d;
     struct gguf_buf hdr = { 0 };
     char line[1024];
+    int rc = 1;
     enum gguf_err e = gguf_source_file(argv[1], &src, &d);
     if (!e && (e = gguf_open_source(src, &f, &d)) == GGUF_OK) {
         int64_t i = gguf_find_key(f, argv[2], strlen(argv[2]));
@@ -65,10 +66,15 @@ int main(int argc, char *argv[])
         if (!e) {
             printf("done: %s, header %llu bytes\n", how.in_place ? "in place" : how.cloned
                    ? "cloned" : "copied", (unsigned long long)how.hdr_len);
-            return 2;
+            rc = 2;
         }
     }
-    gguf_diag_format(&d, argv[1], line, sizeof line);
-    fprintf(stderr, "interrupt_edit: %s\n", line);
-    return 1;
+    if (rc == 1) {
+        gguf_diag_format(&d, argv[1], line, sizeof line);
+        fprintf(stderr, "interrupt_edit: %s\n", line);
+    }
+    gguf_buf_free(&hdr);
+    gguf_close(f);
+    gguf_source_close(src);
+    return rc;
 }
