@@ -14,6 +14,7 @@
 
 #include "gguf/commit.h"
 #include "gguf/kvedit.h"
+#include "gguf/pad.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,11 +56,17 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
 {
     struct state *old = fs->st;
     struct gguf_diag d;
-    bool in_place;
-    enum gguf_err ce = gguf_commit(fs->model_real, st_meta(old), old->model->shards[0].src,
-                                   (const uint8_t *)hdr->data, hdr->len, &in_place, &d);
+    struct gguf_commit_info how;
+    /* padded (gguffs.padding) to be written in place, or cloned where the
+     * file system can: O(metadata) either way */
+    enum gguf_err ce = gguf_commit_edit(fs->model_real, st_meta(old),
+                                        old->model->shards[0].src,
+                                        (const uint8_t *)hdr->data, hdr->len, &how, &d);
     if (ce != GGUF_OK)
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
+    else
+        atomic_fetch_add(how.in_place ? &fs->edits_in_place : how.cloned ? &fs->edits_cloned
+                                                                          : &fs->edits_copied, 1);
 
     /* Re-open whatever the commit returned: the file on disk is the truth.
      * (Other shards of a split model are re-opened too: cheap, headers.) */
@@ -96,8 +103,9 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
     /* The old version lives on while info or model.gguf of it is open.
      * Freeing it closes its descriptor; after a rewrite that is the last
      * reference to the old file, and the file system then frees its blocks
-     * (a second for 4 GB): ggfs_state_put does that on a notify thread, not
-     * while the writer waits. */
+     * (a second for 4 GB on ext4 or btrfs): ggfs_state_put does that on
+     * the notify thread for frees (fs/notify.c), which nobody waits for,
+     * so the writer's close() does not wait for it. */
     ggfs_state_put(old);
     return ce == GGUF_OK ? 0 : EIO;
 }
@@ -111,9 +119,11 @@ static int apply(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
     return r;
 }
 
-bool wh_is_alignment(const struct gguf_file *gf, uint64_t i)
+bool wh_is_reserved(const struct gguf_file *gf, uint64_t i)
 {
-    return gguf_key_is_alignment(gf->hdr + gf->kv[i].key_off, gf->kv[i].key_len);
+    const void *key = gf->hdr + gf->kv[i].key_off;
+    return gguf_key_is_alignment(key, gf->kv[i].key_len) ||
+           gguf_key_is_padding(key, gf->kv[i].key_len);
 }
 
 bool wh_new_key_name(const char *fname, size_t len)

@@ -233,6 +233,10 @@ struct ggfs {
     struct workers *workers;
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
+
+    /* edits committed (stats): in place, rewrites that cloned the tensor
+     * data, rewrites that copied it; written under commit_mu */
+    atomic_uint_least64_t edits_in_place, edits_cloned, edits_copied;
 };
 
 enum read_kind { RK_RAW, RK_F32, RK_MODEL };

@@ -8,14 +8,18 @@
  * meta/ holds meta/'s lock, which invalidating a name in meta/ takes), so
  * they are sent from threads of their own:
  *
- *   the meta queue   names and inodes in meta/, and states to free (closing
- *                    a replaced model file may take a second);
+ *   the meta queue   names and inodes in meta/;
  *   the root queue   the names info and model.gguf, which every commit
  *                    changes.  No handler that holds the root directory's
  *                    lock waits for the commit lock (fs/ops.c answers
  *                    namespace changes in / without it), so these go
  *                    through while the committing request still holds
- *                    meta/'s lock, and a commit can wait for them.
+ *                    meta/'s lock, and a commit can wait for them;
+ *   the free queue   retired states to free: closing the replaced model
+ *                    file frees its blocks, which takes a second for 4 GB
+ *                    on ext4 or btrfs.  Nobody waits for this queue, so
+ *                    an edit's close() (which waits for the other two)
+ *                    does not wait for the previous version to go.
  *
  * Each queue is FIFO; a waiter waits until what was queued before it has
  * been sent, at most a second (then it goes on: a cache may be stale).
@@ -48,7 +52,7 @@ struct queue {
 };
 
 struct notify {
-    struct queue meta, root;
+    struct queue meta, root, free;
 };
 
 static void send_note(struct ggfs *fs, const struct note *n)
@@ -170,7 +174,9 @@ int ggfs_notify_start(struct ggfs *fs)
         return ENOMEM;
     fs->notify = nt;
     int e = queue_start(fs, &nt->meta);
-    return e ? e : queue_start(fs, &nt->root);
+    if (!e)
+        e = queue_start(fs, &nt->root);
+    return e ? e : queue_start(fs, &nt->free);
 }
 
 void ggfs_notify_stop(struct ggfs *fs)
@@ -180,6 +186,7 @@ void ggfs_notify_stop(struct ggfs *fs)
         return;
     queue_stop(&nt->root);
     queue_stop(&nt->meta);
+    queue_stop(&nt->free);
     fs->notify = NULL;
     free(nt);
 }
@@ -210,7 +217,7 @@ bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)
     if (!n)
         return false;
     n->free_state = st;
-    if (queue_put(&fs->notify->meta, n))
+    if (queue_put(&fs->notify->free, n))
         return true;
     free(n);
     return false;

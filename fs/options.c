@@ -110,7 +110,7 @@ static void usage(const char *prog)
            "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
            "  info                   summary of header, keys and tensors\n"
-           "  stats                  counters of the dequantization cache\n"
+           "  stats                  counters of the dequantization cache and of edits\n"
            "  model.gguf             the model as one GGUF file (edits applied,\n"
            "                         split shards merged), read-only\n"
            "  meta/KEY               one text file per metadata key (writable)\n"

@@ -131,7 +131,7 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     const struct gguf_file *gf = st_meta(st);
     if (fs->read_only)
         return EROFS;
-    if (wh_is_alignment(gf, idx) || !gguf_kv_uniform(gf, &gf->kv[idx]))
+    if (wh_is_reserved(gf, idx) || !gguf_kv_uniform(gf, &gf->kv[idx]))
         return EPERM;
     struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
     if (!h)
@@ -175,8 +175,8 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
     const struct state *st = fs->st;
     if (fs->read_only)
         return (void)fuse_reply_err(req, EROFS);
-    if (strcmp(name, "general.alignment") == 0)
-        return (void)fuse_reply_err(req, EPERM);    /* decides the layout */
+    if (strcmp(name, "general.alignment") == 0 || strcmp(name, "gguffs.padding") == 0)
+        return (void)fuse_reply_err(req, EPERM);    /* decide the layout */
     if (ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
         return (void)fuse_reply_err(req, EEXIST);
     /* A tool's temporary file, or a new key whose name must follow the

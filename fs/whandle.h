@@ -62,9 +62,9 @@ void wh_pending_remove(struct whandle *h);
 /* The pending handle of id or (fname not NULL) of fname; NULL if none. */
 struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname);
 
-/* commit.c: key i is general.alignment; fname decodes to a valid new key
- * name (gguf/kvedit.h). */
-bool wh_is_alignment(const struct gguf_file *gf, uint64_t i);
+/* commit.c: key i cannot be written (general.alignment, gguffs.padding:
+ * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */
+bool wh_is_reserved(const struct gguf_file *gf, uint64_t i);
 bool wh_new_key_name(const char *fname, size_t len);
 
 /* commit.c: applies a handle's text to the model (commit_mu and h->mu

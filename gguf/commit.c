@@ -23,16 +23,25 @@
  * fsync'd (data, mode, owner) before rename() atomically replaces the
  * model's name, and the directory is fsync'd before gguf_commit returns.
  * Before the rename a crash leaves the old model plus a MODEL.gguffs-new
- * that gguf_recover removes; after it, the new model.
+ * that gguf_recover removes; after it, the new model.  A rewrite that
+ * clones the tensor data (FICLONERANGE) instead of copying it is the same
+ * sequence: the clone only adds blocks to the new file (the model's are
+ * shared, copy on write, never changed), and the fsync of the new file
+ * makes the clone durable with the rest of it before the rename.
  */
 #include "journal.h"
 
+#include "pad.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define COPY_BUF (1u << 20)
@@ -116,6 +125,101 @@ static enum gguf_err copy_data(struct gguf_steps *s, struct gguf_source *src,
     return err;
 }
 
+/* Errors of FICLONERANGE that mean "not here" (the file system does not
+ * clone, the files are on different file systems, offsets it refuses):
+ * the data is copied instead. */
+static bool clone_refused(int e)
+{
+    return e == EOPNOTSUPP || e == ENOTTY || e == EXDEV || e == EINVAL || e == ENOSYS ||
+           e == EBADF || e == ETXTBSY || e == EPERM;
+}
+
+/* One FICLONERANGE: src [so, so + len) (len 0: to its end) to out at oo. */
+static int clone_range(int src, uint64_t so, uint64_t len, int out, uint64_t oo)
+{
+    struct file_clone_range r = { .src_fd = src, .src_offset = so, .src_length = len,
+                                  .dest_offset = oo };
+    int rc;
+    do
+        rc = ioctl(out, FICLONERANGE, &r);
+    while (rc < 0 && errno == EINTR);
+    return rc < 0 ? errno : 0;
+}
+
+/* The data start moves from old_off to new_off, by a multiple of the
+ * file system's block size bs: clones src from the block holding old_off
+ * to its end into out, at the block holding new_off (the bytes before
+ * new_off, old header bytes, are then overwritten by the new header).
+ * *cloned false and GGUF_OK when the file system refuses (out is then
+ * empty again): the caller copies. */
+static enum gguf_err clone_data(struct gguf_steps *s, struct gguf_source *src,
+                                uint64_t old_off, int out, uint64_t new_off,
+                                uint64_t len, uint64_t bs, bool *cloned,
+                                struct gguf_diag *d)
+{
+    const char *what = "cloning the tensor data";
+    uint64_t so = old_off - old_off % bs, oo = new_off - new_off % bs;
+    uint64_t total = old_off + len - so;
+    /* under test hooks: a step in the middle (a clone half done) */
+    uint64_t half = gguf_edit_hooks ? total / 2 / bs * bs : 0;
+    *cloned = false;
+    gguf_step(s, what);
+    int e = clone_range(src->fd, so, half, out, oo);
+    if (!e && half) {
+        gguf_step(s, what);
+        e = clone_range(src->fd, so + half, 0, out, oo + half);
+    }
+    if (!e) {
+        *cloned = true;
+        return GGUF_OK;
+    }
+    if (!clone_refused(e))
+        return gguf_io_fail(d, what, e);
+    gguf_step(s, what = "emptying the new file after a refused clone");
+    if (ftruncate(out, 0) != 0)
+        return gguf_io_fail(d, what, errno);
+    return GGUF_OK;
+}
+
+/* The block size to clone with, if the data start moves from old_off to
+ * new_off by a multiple of it and src has a descriptor; else 0. */
+static uint64_t clone_block_for(struct gguf_source *src, uint64_t old_off, uint64_t new_off)
+{
+    struct statfs sf;
+    if (src->fd < 0 || (gguf_edit_hooks && gguf_edit_hooks->no_clone) ||
+        fstatfs(src->fd, &sf) != 0 || sf.f_bsize <= 0)
+        return 0;
+    uint64_t bs = (uint64_t)sf.f_bsize;
+    uint64_t shift = new_off > old_off ? new_off - old_off : old_off - new_off;
+    return shift % bs == 0 ? bs : 0;
+}
+
+uint64_t gguf_clone_block(const char *path)
+{
+    struct gguf_jpaths p;
+    struct gguf_diag d;
+    if (gguf_jpaths_init(path, &p, &d) != GGUF_OK)
+        return 0;
+    uint64_t bs = 0;
+    struct statfs sf;
+    struct stat st;
+    int fd = open(p.model, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstatfs(fd, &sf) == 0 && sf.f_bsize > 0 && fstat(fd, &st) == 0 &&
+        S_ISREG(st.st_mode) && st.st_size > 0) {
+        /* an unnamed file in the model's directory: nothing is left behind */
+        int t = open(p.dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        uint64_t b = (uint64_t)sf.f_bsize;
+        if (t >= 0 && clone_range(fd, 0, (uint64_t)st.st_size > b ? b : 0, t, b) == 0)
+            bs = b;
+        if (t >= 0)
+            close(t);
+    }
+    if (fd >= 0)
+        close(fd);
+    gguf_jpaths_free(&p);
+    return bs;
+}
+
 /* Gives the new file the model's owner, group and mode: a failure is an
  * error (ownership never silently changes).  errno on false. */
 static bool same_owner_and_mode(struct gguf_steps *s, int nfd, const struct stat *st,
@@ -136,7 +240,7 @@ static bool same_owner_and_mode(struct gguf_steps *s, int nfd, const struct stat
 
 static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct stat *st,
                                     const struct gguf_file *f, struct gguf_source *old,
-                                    const uint8_t *hdr, size_t hdr_len,
+                                    const uint8_t *hdr, size_t hdr_len, bool *cloned,
                                     struct gguf_diag *d)
 {
     struct gguf_steps s = { 0 };
@@ -154,9 +258,15 @@ static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct st
     int nfd = open(p->newf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (nfd < 0)
         return gguf_io_fail(d, "creating the new file", errno);
+    /* the data first when it can be cloned: the header then overwrites
+     * what the clone put before the data start */
+    uint64_t bs = data_len ? clone_block_for(old, f->data_off, hdr_len) : 0;
+    *cloned = false;
+    if (bs && (err = clone_data(&s, old, f->data_off, nfd, hdr_len, data_len, bs, cloned, d)))
+        goto fail;
     if (!gguf_write_step(&s, what = "writing the new header", nfd, hdr, hdr_len, 0))
         goto io;
-    if ((err = copy_data(&s, old, f->data_off, nfd, hdr_len, data_len, d)))
+    if (!*cloned && (err = copy_data(&s, old, f->data_off, nfd, hdr_len, data_len, d)))
         goto fail;
     if (!same_owner_and_mode(&s, nfd, st, &what))
         goto io;
@@ -302,18 +412,15 @@ static enum gguf_err check_unchanged(const struct gguf_jpaths *p, int fd,
     return GGUF_OK;
 }
 
-enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
-                          struct gguf_source *old_src, const uint8_t *hdr,
-                          size_t hdr_len, bool *in_place, struct gguf_diag *d)
+/* gguf_commit, saying how (info: in place, cloned, the header's size). */
+static enum gguf_err commit(const char *path, const struct gguf_file *f,
+                            struct gguf_source *old_src, const uint8_t *hdr,
+                            size_t hdr_len, struct gguf_commit_info *info,
+                            struct gguf_diag *d)
 {
-    struct gguf_diag scratch;
-    bool ip_scratch;
-    if (!d)
-        d = &scratch;
-    if (!in_place)
-        in_place = &ip_scratch;
     gguf_diag_set(d, GGUF_OK, UINT64_MAX, "%s", "");
-    *in_place = false;
+    memset(info, 0, sizeof *info);
+    info->hdr_len = hdr_len;
     if (hdr_len < 24 || memcmp(hdr, "GGUF", 4) != 0 ||
         (gguf_has_tensor_data(f) && hdr_len % f->alignment))
         return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the new header is malformed "
@@ -344,13 +451,54 @@ enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
                               &st, &old, d);
     if (!err && ip) {
         err = commit_in_place(&p, fd, f, old, hdr, hdr_len, d);
-        *in_place = err == GGUF_OK;
+        info->in_place = err == GGUF_OK;
     } else if (!err) {
-        err = commit_rewrite(&p, &st, f, old_src, hdr, hdr_len, d);
+        err = commit_rewrite(&p, &st, f, old_src, hdr, hdr_len, &info->cloned, d);
     }
+    if (err)
+        info->cloned = false;
     if (fd >= 0)
         close(fd);
     free(old);
     gguf_jpaths_free(&p);
+    return err;
+}
+
+enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
+                          struct gguf_source *old_src, const uint8_t *hdr,
+                          size_t hdr_len, bool *in_place, struct gguf_diag *d)
+{
+    struct gguf_diag scratch;
+    struct gguf_commit_info info;
+    enum gguf_err err = commit(path, f, old_src, hdr, hdr_len, &info, d ? d : &scratch);
+    if (in_place)
+        *in_place = info.in_place;
+    return err;
+}
+
+enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
+                               struct gguf_source *old_src, const uint8_t *hdr,
+                               size_t hdr_len, struct gguf_commit_info *info,
+                               struct gguf_diag *d)
+{
+    struct gguf_diag scratch;
+    struct gguf_commit_info is;
+    if (!d)
+        d = &scratch;
+    if (!info)
+        info = &is;
+    memset(info, 0, sizeof *info);
+    /* A header of another size: in place if the padding key (when there is
+     * one) can take the change; else, where the file system clones, padded
+     * to move the data by whole blocks.  (Whether it clones is asked each
+     * time: one block into an unnamed file, little next to the fsyncs.) */
+    uint64_t step = 0;
+    if (gguf_has_tensor_data(f) && hdr_len != f->data_off)
+        step = gguf_pad_step(gguf_clone_block(path), f->alignment);
+    struct gguf_buf fit = { 0 };
+    enum gguf_err err = gguf_pad_fit(f, hdr, hdr_len, step, &fit, d);
+    if (!err)
+        err = commit(path, f, old_src, (const uint8_t *)fit.data, fit.len, info, d);
+    gguf_buf_free(&fit);
     return err;
 }

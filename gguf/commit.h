@@ -12,7 +12,9 @@
  * Once gguf_commit has returned GGUF_OK the new version is durable.  Tensor
  * data is never held in memory: the rewrite streams it (copy_file_range,
  * else through a 1 MiB buffer), and memory use is proportional to the
- * header only.
+ * header only.  gguf_commit_edit first pads the header (gguf/pad.h) so
+ * that, where the file system clones (XFS with reflink, btrfs), an edit
+ * that outgrows its room clones the tensor data instead of copying it.
  *
  * Files beside the model (MODEL is the model's path with symbolic links
  * resolved, so a link to a model keeps pointing at it):
@@ -62,7 +64,14 @@
  * Otherwise by rewrite (*in_place = false):
  *   1. MODEL.gguffs-new is created (O_EXCL, a leftover is removed first)
  *      and written: the new header, then the tensor data [f->data_off,
- *      file end) copied from old;
+ *      file end) copied from old.  When the data start moves by a multiple
+ *      of the file system's block size (statfs f_bsize; gguf/pad.h pads
+ *      headers so) and old has a descriptor, the data is cloned instead
+ *      (FICLONERANGE, from the block holding the old data start to the
+ *      end, before the header is written over the first block's head):
+ *      the new file shares the model's blocks, O(metadata) however large
+ *      the model.  A file system that refuses (EOPNOTSUPP, EXDEV, EINVAL,
+ *      ...) gets the copy;
  *   2. fchmod to the model's mode, fchown to its owner and group when they
  *      differ (failure is an error: ownership never silently changes);
  *   3. fsync(new file), rename over MODEL, fsync(directory).
@@ -84,6 +93,40 @@
 enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
                           struct gguf_source *old, const uint8_t *hdr,
                           size_t hdr_len, bool *in_place, struct gguf_diag *d);
+
+/* How an edit was written. */
+struct gguf_commit_info {
+    bool in_place;      /* in place, under the journal */
+    bool cloned;        /* a rewrite that cloned the tensor data */
+    uint64_t hdr_len;   /* the size of the header given to gguf_commit */
+};
+
+/*
+ * What an editor calls: hdr (the edit's header from gguf_header_build or
+ * gguf/kvedit.h) fitted by gguf_pad_fit (gguf/pad.h), then gguf_commit.
+ * For a header of another size than the old one's room, step is that of
+ * gguf_clone_block(path) (0 where the file system does not clone):
+ *   - a padding key takes the change by resizing when it can: in place, on
+ *     any file system (where it clones, unless that would leave a block
+ *     and more to spare: then the data moves down by whole blocks);
+ *   - where the file system clones, padded (the key added, or resized) so
+ *     that the data moves by whole blocks: a rewrite that clones the data;
+ *   - otherwise hdr as it is (a rewrite that copies), as gguf_commit.
+ * info (may be NULL) says which, and the size of the header written.
+ * Errors as gguf_commit's, and gguf_pad_fit's.
+ */
+enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
+                               struct gguf_source *old, const uint8_t *hdr,
+                               size_t hdr_len, struct gguf_commit_info *info,
+                               struct gguf_diag *d);
+
+/*
+ * The file system's block size (statfs f_bsize) if it clones ranges of the
+ * model at path into new files in its directory — tried, with one block
+ * into an unnamed file (O_TMPFILE) that disappears when closed; 0 when it
+ * refuses, or anything fails.
+ */
+uint64_t gguf_clone_block(const char *path);
 
 enum gguf_recover_mode {
     GGUF_RECOVER_FIX = 0,      /* finish what a crash interrupted */
@@ -128,13 +171,15 @@ enum gguf_err gguf_recover(const char *path, enum gguf_recover_mode mode,
  * short name.  A test's step() may _exit() to simulate a crash there.
  * While hooks are set, writes of the journal, header and copied data are
  * split in two with a step between, so that torn writes are simulated too.
- * no_copy_file_range forces the buffered copy.  Production code pays one
- * pointer test per step.
+ * no_copy_file_range forces the buffered copy; no_clone makes a rewrite
+ * copy the data even where it could clone it (gguf_clone_block still
+ * answers).  Production code pays one pointer test per step.
  */
 struct gguf_edit_hooks {
     void (*step)(unsigned n, const char *what, void *arg);
     void *arg;
     bool no_copy_file_range;
+    bool no_clone;
 };
 extern struct gguf_edit_hooks *gguf_edit_hooks;
 

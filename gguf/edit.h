@@ -9,9 +9,13 @@
  *                   serializes it;
  *   gguf/header.h   serializes any list (gguf_header_build) in memory,
  *                   checked by parsing it back;
+ *   gguf/pad.h      sizes the padding key gguffs.padding so that the
+ *                   header keeps its room (in place), or so that the data
+ *                   moves by whole file system blocks (cloned);
  *   gguf/commit.h   puts the header into the model file, in place under an
- *                   undo journal or by rewrite and rename (gguf_commit),
- *                   and finishes what a crash interrupted (gguf_recover).
+ *                   undo journal or by rewrite and rename (gguf_commit;
+ *                   gguf_commit_edit pads first), and finishes what a
+ *                   crash interrupted (gguf_recover).
  *
  * This library includes no FUSE header and performs no printing.
  */
@@ -21,5 +25,6 @@
 #include "commit.h"
 #include "header.h"
 #include "kvedit.h"
+#include "pad.h"
 
 #endif

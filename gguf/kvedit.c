@@ -9,6 +9,7 @@
  */
 #include "kvedit.h"
 #include "names.h"
+#include "pad.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,6 +31,13 @@ static enum gguf_err alignment(const char *verb, struct gguf_diag *d)
                          "%s: it decides where tensor data starts", verb);
 }
 
+static enum gguf_err padding(const char *verb, struct gguf_diag *d)
+{
+    return gguf_diag_set(d, GGUF_E_PERM, UINT64_MAX, GGUF_KEY_PADDING " cannot be %s "
+                         "(only deleted): gguffs sizes it to keep tensor data in "
+                         "place", verb);
+}
+
 /* Key i exists and is not general.alignment. */
 static enum gguf_err editable(const struct gguf_file *f, uint64_t i, const char *verb,
                               struct gguf_diag *d)
@@ -48,6 +56,16 @@ static enum gguf_err editable(const struct gguf_file *f, uint64_t i, const char 
                              gguf_diag_name(f->hdr + kv->key_off, kv->key_len, nb));
     }
     return GGUF_OK;
+}
+
+/* Key i is editable and is not gguffs.padding (which can only be deleted). */
+static enum gguf_err changeable(const struct gguf_file *f, uint64_t i, const char *verb,
+                                struct gguf_diag *d)
+{
+    enum gguf_err err = editable(f, i, verb, d);
+    if (!err && gguf_key_is_padding(f->hdr + f->kv[i].key_off, f->kv[i].key_len))
+        err = padding(verb, d);
+    return err;
 }
 
 static enum gguf_err bad_name(const char *name, size_t len, struct gguf_diag *d)
@@ -104,7 +122,7 @@ enum gguf_err gguf_kvedit_set(const struct gguf_file *f, uint64_t i,
                               const char *text, size_t len,
                               struct gguf_buf *hdr, struct gguf_diag *d)
 {
-    enum gguf_err err = editable(f, i, "changed", d);
+    enum gguf_err err = changeable(f, i, "changed", d);
     if (err)
         return err;
     struct gguf_typedesc td;
@@ -121,7 +139,7 @@ enum gguf_err gguf_kvedit_retype(const struct gguf_file *f, uint64_t i,
                                  const struct gguf_typedesc *type,
                                  struct gguf_buf *hdr, struct gguf_diag *d)
 {
-    enum gguf_err err = editable(f, i, "retyped", d);
+    enum gguf_err err = changeable(f, i, "retyped", d);
     if (err)
         return err;
     struct gguf_buf text = { 0 }, bin = { 0 };
@@ -146,6 +164,8 @@ enum gguf_err gguf_kvedit_create(const struct gguf_file *f,
     char nb[GGUF_DIAG_NAME_MAX];
     if (gguf_key_is_alignment(key, key_len))
         return alignment("created", d);
+    if (gguf_key_is_padding(key, key_len))
+        return padding("created", d);
     if (gguf_find_key(f, key, key_len) >= 0)
         return gguf_diag_set(d, GGUF_E_EXIST, UINT64_MAX, "key '%s' exists",
                              gguf_diag_name(key, key_len, nb));
@@ -191,7 +211,7 @@ enum gguf_err gguf_kvedit_rename(const struct gguf_file *f, uint64_t i,
     int64_t j = gguf_find_key(f, to, to_len);
     if (j == (int64_t)i)
         j = -1, to = NULL;      /* its own name: nothing changes */
-    enum gguf_err err = to ? editable(f, i, "renamed", d) : GGUF_OK;
+    enum gguf_err err = to ? changeable(f, i, "renamed", d) : GGUF_OK;
     if (err)
         return err;
     /* a new name must follow the rule; an existing one is kept as it is */
@@ -199,6 +219,8 @@ enum gguf_err gguf_kvedit_rename(const struct gguf_file *f, uint64_t i,
         return bad_name(to, to_len, d);
     if (j >= 0 && gguf_key_is_alignment(to, to_len))
         return alignment("replaced by a rename", d);
+    if (to && gguf_key_is_padding(to, to_len))
+        return padding("the name of another key", d);
     struct gguf_newkv *kvs = list_of(f, d);
     if (!kvs)
         return GGUF_E_NOMEM;

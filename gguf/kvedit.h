@@ -17,6 +17,9 @@
  *   - general.alignment decides where tensor data starts: it cannot be
  *     set, created, deleted, renamed or retyped, and no key can be renamed
  *     over it                                             GGUF_E_PERM
+ *   - gguffs.padding (gguf/pad.h) is sized by gguffs: it can be deleted,
+ *     but not set, created, renamed or retyped, and no key can be renamed
+ *     to it                                               GGUF_E_PERM
  *   - a nested array whose arrays differ in element type
  *     (gguf_kv_uniform, value.h) cannot be set as text   GGUF_E_PERM
  *   - an index past the end of f->kv                      GGUF_E_NOENT

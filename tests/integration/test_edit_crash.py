@@ -25,8 +25,16 @@ or general.name, a same-length string) and rewrite
 (tokenizer.chat_template toggling between ~100 bytes and 4-12 KB, which
 moves the data start).
 
+Where the model's file system clones (--fs xfs or btrfs: a loop-mounted
+image made for the run, or a --dir on such a file system), gguffs pads the
+header with gguffs.padding: the template edits then clone the tensor data
+(the data moves by whole blocks) or, when the padding takes the change, are
+written in place; the expected headers follow the same rule (gguf/pad.h,
+predicted here independently), and each trial's kind is the one predicted.
+
     test_edit_crash.py [--trials N] [--size-mb N] [--dir DIR] [--seed S]
                        [--full-every N] [--verbose]
+                       [--fs xfs|btrfs] [--require-clone]
 
 Defaults: 30 trials (GGUFFS_TEST_QUICK=1: 12), 256 MiB.  scripts/crash-test
 runs it with 200 trials.  Trials are added (up to 3x) until each edit kind
@@ -51,6 +59,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
+QUICK = harness.QUICK
+PAD_KEY = "gguffs.padding"
+PAD_SLACK = 1024           # room a padded header keeps to spare (gguf/pad.h)
 MUL = np.uint64(0x9E3779B97F4A7C15)
 CHUNK = 8 << 20            # bytes per pattern chunk (multiple of 8)
 NAME_LEN = 10
@@ -84,12 +95,13 @@ def pattern(word0, nwords):
 
 
 class Version:
-    """One version of the model: values of the three edited keys."""
+    """One version of the model: values of the three edited keys, and the
+    size of its padding key (None: it has none; gguffs appends it last)."""
 
-    def __init__(self, name, ctx, tmpl):
-        self.name, self.ctx, self.tmpl = name, ctx, tmpl
+    def __init__(self, name, ctx, tmpl, pad=None):
+        self.name, self.ctx, self.tmpl, self.pad = name, ctx, tmpl, pad
 
-    def header(self, data_bytes):
+    def writer(self, data_bytes, pad):
         import gguf_write as gw
         w = gw.GGUFWriter()
         w.add("general.architecture", "string", "llama")
@@ -97,15 +109,45 @@ class Version:
         w.add("llama.context_length", "u32", self.ctx)
         w.add("tokenizer.chat_template", "string", self.tmpl)
         w.add("general.file_type", "u32", 0)
+        if pad is not None:
+            w.add_raw_kv(PAD_KEY, w.encode_value("array[u8]", bytes(pad)))
         big = data_bytes - 4096
         w.add_tensor("big.weight", "f32", [4096, big // 4 // 4096], data=b"", offset=0, check=False)
         w.add_tensor("tail.weight", "f32", [1024], data=b"", offset=big, check=False)
-        hdr, _ = w.layout()
+        return w
+
+    def header(self, data_bytes):
+        hdr, _ = self.writer(data_bytes, self.pad).layout()
         return hdr
 
     def values(self):
         return {"general.name": self.name, "llama.context_length": self.ctx,
                 "tokenizer.chat_template": self.tmpl}
+
+
+def fitted(cur, cur_hdr, new, data_bytes, step):
+    """new's header as gguffs writes it after cur (whose header is cur_hdr,
+    its room): new.pad is set as gguf_pad_fit sizes it.  step: what the
+    data may move by where the file system clones (lcm of its block size
+    and the alignment), 0 where it does not."""
+    room = len(cur_hdr)
+    new.pad = cur.pad
+    hdr = new.header(data_bytes)
+    if len(hdr) == room or (cur.pad is None and not step):
+        return hdr
+    base = new.writer(data_bytes, b"").header_size()    # the key, 0 bytes
+    if base <= room and (not step or room - base < step + PAD_SLACK):
+        size = room
+    elif step:
+        want = base + PAD_SLACK
+        size = (room + (want - room + step - 1) // step * step if want >= room
+                else room - (room - want) // step * step)
+    else:
+        return hdr           # outgrew its padding, no clone: as it is
+    new.pad = size - base
+    hdr = new.header(data_bytes)
+    assert len(hdr) == size, (len(hdr), size)
+    return hdr
 
 
 def make_model(path, v, data_bytes):
@@ -153,6 +195,10 @@ def main():
     ap.add_argument("--full-every", type=int, default=10,
                     help="check every tensor byte every N trials (always at the end)")
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--fs", choices=["xfs", "btrfs"],
+                    help="run on a loop-mounted image of this file system (root)")
+    ap.add_argument("--require-clone", action="store_true",
+                    help="fail unless the model's file system clones (gguffs pads and clones)")
     args = ap.parse_args()
 
     h = harness.start("edit-crash")
@@ -162,7 +208,20 @@ def main():
     rng = random.Random(seed)
     print("seed %d, %d trials, %d MiB model" % (seed, args.trials, args.size_mb), flush=True)
 
-    tmp = tempfile.mkdtemp(prefix="gguffs-crash-", dir=args.dir)
+    lfs = None
+    if args.fs:
+        import loopfs
+        lfs = loopfs.LoopFs(args.fs, size_mb=3 * args.size_mb + 256)
+    try:
+        return run(args, h, ggml, rng, lfs.path if lfs else args.dir)
+    finally:
+        if lfs:
+            lfs.close()
+
+
+def run(args, h, ggml, rng, where):
+    import loopfs
+    tmp = tempfile.mkdtemp(prefix="gguffs-crash-", dir=where)
     mdir = os.path.join(tmp, "model")          # holds the model and nothing else
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mdir)
@@ -170,6 +229,16 @@ def main():
     model = os.path.join(mdir, "m.gguf")
     valfile = os.path.join(tmp, "value")
     data_bytes = (args.size_mb << 20) + 4096
+    step = loopfs.clone_step(mdir)
+    fstype = subprocess.run(["stat", "-f", "-c", "%T", mdir], capture_output=True,
+                            text=True).stdout.strip()
+    print("file system %s: %s" % (fstype, "clones: headers padded, data moved by %d-byte "
+                                  "steps" % step if step else "does not clone: headers as they are"),
+          flush=True)
+    if args.require_clone and not step:
+        shutil.rmtree(tmp, ignore_errors=True)
+        h.fail("--require-clone: %s does not clone" % mdir)
+        return h.finish()
 
     def rand_name():
         return "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(NAME_LEN))
@@ -187,7 +256,7 @@ def main():
     counts = {"old": 0, "new": 0, "in place": 0, "rewrite": 0,
               "kill before close": 0, "kill during close": 0, "kill after close returned": 0,
               "journal left": 0, "new file left": 0, "torn header before recovery": 0,
-              "recovery messages": 0, "ok close then old (BUG)": 0}
+              "recovery messages": 0, "ok close then old (BUG)": 0, "rewrite by clone (planned)": 0}
     outcome_by_kind = {("in place", "old"): 0, ("in place", "new"): 0,
                        ("rewrite", "old"): 0, ("rewrite", "new"): 0}
     close_times = {"in place": [], "rewrite": []}
@@ -243,10 +312,16 @@ def main():
                 key = "tokenizer.chat_template"
                 new = Version(cur.name, cur.ctx, rand_tmpl(len(cur.tmpl) < 1000))
                 text = new.tmpl
-            new_hdr = new.header(data_bytes)
-            h.check((len(new_hdr) == len(cur_hdr)) == (kind == "in place"),
-                    "trial %d: test bug: %s edit changes the header size %d -> %d"
-                    % (trial, kind, len(cur_hdr), len(new_hdr)))
+            new_hdr = fitted(cur, cur_hdr, new, data_bytes, step)
+            if kind == "in place":
+                h.check(len(new_hdr) == len(cur_hdr), "trial %d: test bug: %s edit changes "
+                        "the header size %d -> %d" % (trial, kind, len(cur_hdr), len(new_hdr)))
+            # what gguffs does with it (the padding may take a template edit)
+            kind = "in place" if len(new_hdr) == len(cur_hdr) else "rewrite"
+            if kind == "rewrite" and step:
+                h.check((len(new_hdr) - len(cur_hdr)) % step == 0, "trial %d: test bug: "
+                        "a padded rewrite moves the data by %d" % (trial, len(new_hdr) - len(cur_hdr)))
+                counts["rewrite by clone (planned)"] += 1
             with open(valfile, "w") as f:
                 f.write(text)
 
@@ -383,6 +458,9 @@ def main():
         if ts:
             print("close() time, %s: median %.1f ms (%d measured)" % (kind, statistics.median(ts) * 1e3, len(ts)))
     print("close() returned 0 but the outcome was old: %d" % counts["ok close then old (BUG)"])
+    if step:
+        print("rewrites planned as clones (padded, data moved by whole %d-byte steps): %d"
+              % (step, counts["rewrite by clone (planned)"]))
     for (kind, outcome), n in outcome_by_kind.items():
         h.check(n > 0, "no %s trial ended with the %s version: the kills did not cover the commit" % (kind, outcome))
     h.check(counts["kill during close"] > 0, "no kill landed inside close()")

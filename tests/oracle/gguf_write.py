@@ -205,8 +205,12 @@ class GGUFWriter:
                              "data": bytes(data), "offset": offset})
         return self
 
-    def layout(self):
-        """Assigns offsets; returns (header bytes incl. padding, data bytes)."""
+    def header_size(self):
+        """Size of the header before the padding layout() adds."""
+        return len(self._header())
+
+    def _header(self):
+        """Assigns offsets; the header without its padding."""
         a = self.alignment
         pos = 0
         for t in self.tensors:
@@ -223,7 +227,12 @@ class GGUFWriter:
             hdr.extend(self._count(d) for d in t["ne"])
             hdr.append(self._pack("I", t["type"]))
             hdr.append(self._pack("Q", t["offset"]))
-        hdr = b"".join(hdr)
+        return b"".join(hdr)
+
+    def layout(self):
+        """Assigns offsets; returns (header bytes incl. padding, data bytes)."""
+        a = self.alignment
+        hdr = self._header()
         if self.tensors:
             hdr += bytes((-len(hdr)) % a)
         data = bytearray()

@@ -1,13 +1,19 @@
 /*
  * tests/tools/interrupt_edit.c — leaves an edit interrupted, as a crash
- * would: sets KEY of MODEL to VALUE (same-size value: an edit in place) and
- * exits at the commit step named STEP (default "fsync of the model": the
- * new header is written and the undo journal is still there).
+ * would: sets KEY of MODEL to VALUE as a mount does (gguf_commit_edit:
+ * padded where that keeps the edit in place or lets it clone) and exits at
+ * the commit step named STEP (default "fsync of the model": with a
+ * same-size value, the new header is written in place and the undo
+ * journal is still there), or, when STEP is "#N", before the step
+ * numbered N (0, 1, ...: every step in turn, torn writes included, as the
+ * test hooks split them).
  *
  *   interrupt_edit MODEL KEY VALUE [STEP]
  *
- * Exit status 0 when it stopped at that step, 1 on any error (with a line
- * on stderr), 2 if the commit ran to its end without reaching the step.
+ * Prints "stopped before step N: NAME" when it stops; "done: in place |
+ * cloned | copied, header H bytes" when the commit ran to its end.  Exit
+ * status 0 when it stopped at that step, 1 on any error (with a line on
+ * stderr), 2 if the commit ran to its end without reaching the step.
  * For tests of recovery through the mount (tests/integration).
  */
 #include "gguf/commit.h"
@@ -23,9 +29,13 @@ static struct gguf_edit_hooks hooks;
 
 static void stop_at(unsigned n, const char *what, void *arg)
 {
-    (void)n;
-    if (strcmp(what, (const char *)arg) == 0)
+    const char *step = arg;
+    char *end;
+    if (step[0] == '#' ? strtoul(step + 1, &end, 10) == n : strcmp(what, step) == 0) {
+        printf("stopped before step %u: %s\n", n, what);
+        fflush(stdout);
         _exit(0);
+    }
 }
 
 int main(int argc, char *argv[])
@@ -35,11 +45,12 @@ int main(int argc, char *argv[])
         return 1;
     }
     const char *step = argc == 5 ? argv[4] : "fsync of the model";
-    struct gguf_source *src;
-    struct gguf_file *f;
+    struct gguf_source *src = NULL;
+    struct gguf_file *f = NULL;
     struct gguf_diag d;
     struct gguf_buf hdr = { 0 };
     char line[1024];
+    int rc = 1;
     enum gguf_err e = gguf_source_file(argv[1], &src, &d);
     if (!e && (e = gguf_open_source(src, &f, &d)) == GGUF_OK) {
         int64_t i = gguf_find_key(f, argv[2], strlen(argv[2]));
@@ -48,13 +59,22 @@ int main(int argc, char *argv[])
         hooks.step = stop_at;
         hooks.arg = (void *)step;
         gguf_edit_hooks = &hooks;
-        bool in_place;
+        struct gguf_commit_info how;
         if (!e)
-            e = gguf_commit(argv[1], f, src, (const uint8_t *)hdr.data, hdr.len, &in_place, &d);
-        if (!e)
-            return 2;
+            e = gguf_commit_edit(argv[1], f, src, (const uint8_t *)hdr.data, hdr.len, &how,
+                                 &d);
+        if (!e) {
+            printf("done: %s, header %llu bytes\n", how.in_place ? "in place" : how.cloned
+                   ? "cloned" : "copied", (unsigned long long)how.hdr_len);
+            rc = 2;
+        }
     }
-    gguf_diag_format(&d, argv[1], line, sizeof line);
-    fprintf(stderr, "interrupt_edit: %s\n", line);
-    return 1;
+    if (rc == 1) {
+        gguf_diag_format(&d, argv[1], line, sizeof line);
+        fprintf(stderr, "interrupt_edit: %s\n", line);
+    }
+    gguf_buf_free(&hdr);
+    gguf_close(f);
+    gguf_source_close(src);
+    return rc;
 }

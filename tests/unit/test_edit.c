@@ -10,10 +10,16 @@
  *  - general.alignment edits refused; malformed values refused;
  *  - commit refusals and preservation (changed model, leftover journal,
  *    mode/owner, symlinks, the copy fallback);
+ *  - the padding key (gguf/pad.h): sizes, in place, whole steps, never
+ *    re-added once deleted, others' keys of that name left alone;
+ *    gguf_commit_edit where TMPDIR is (cloned on XFS/btrfs, copied and
+ *    unpadded elsewhere: tests/integration/test_reflink.py runs this
+ *    program with TMPDIR on loop-mounted XFS and btrfs);
  *  - crash injection: a child crashes (_exit) before every step of both
- *    commit paths (torn writes included), and before every step of the
- *    recovery that follows; and real kill -9 at random moments.  After
- *    gguf_recover the model must be bit for bit the old or the new version.
+ *    commit paths (torn writes included; the clone of a padded rewrite, or
+ *    its refusal), and before every step of the recovery that follows; and
+ *    real kill -9 at random moments.  After gguf_recover the model must be
+ *    bit for bit the old or the new version.
  *
  * Environment: GGUFFS_ORACLE (libggml-base.so; without it the ggml check is
  * skipped, unless CI is set), GGUFFS_CRASH_TRIALS (kill -9 trials, default
@@ -801,6 +807,366 @@ static void test_unpadded_end(void **state)
     kvl_free(&l);
 }
 
+/* ---- the padding key (gguf/pad.h) ------------------------------------------------- */
+
+/* f's key gguffs.padding: its index, or -1; its element count in *n. */
+static int64_t pad_of(const struct gguf_file *f, uint64_t *n)
+{
+    int64_t i = gguf_find_key(f, GGUF_KEY_PADDING, strlen(GGUF_KEY_PADDING));
+    *n = i >= 0 ? f->kv[i].count : 0;
+    return i;
+}
+
+/* The header of l for f, fitted with step by gguf_pad_fit; checks what it
+ * promises: f's tensor infos, the data start where the header ends, l's
+ * key/values in l's order but for the padding key (added last, or its size
+ * changed).  *nf: the fitted header parsed (to be closed). */
+static struct gguf_buf fit_ok(const struct gguf_file *f, const struct kvl *l, uint64_t step,
+                              struct gguf_buf *plain, struct gguf_file **nf)
+{
+    struct gguf_newkv *v = kvl_view(l);
+    struct gguf_buf h = { 0 }, out = { 0 };
+    struct gguf_diag d;
+    if (gguf_header_build(f, v, l->n, &h, &d))
+        fail_msg("gguf_header_build: %s", d.msg);
+    free(v);
+    if (gguf_pad_fit(f, (const uint8_t *)h.data, h.len, step, &out, &d))
+        fail_msg("gguf_pad_fit: %s", d.msg);
+    uint64_t dl = f->file_size > f->data_off ? f->file_size - f->data_off : 0;
+    if (gguf_parse((const uint8_t *)out.data, out.len, out.len + dl, nf, &d, NULL))
+        fail_msg("the fitted header does not parse: %s", d.msg);
+    if (has_data(f))
+        assert_int_equal((*nf)->data_off, out.len);
+    size_t tl, ntl;
+    const uint8_t *t = tinfo(f, &tl), *nt = tinfo(*nf, &ntl);
+    assert_int_equal(tl, ntl);
+    assert_memory_equal(t, nt, tl);
+    size_t j = 0;
+    for (uint64_t i = 0; i < (*nf)->n_kv; i++) {
+        struct gguf_newkv k = gguf_newkv_of(*nf, i);
+        bool pad = gguf_key_is_padding(k.key, k.key_len);
+        if (j == l->n) {         /* past l's keys: only an added padding key */
+            assert_true(pad && i == (*nf)->n_kv - 1);
+            continue;
+        }
+        const struct ekv *e = &l->v[j++];
+        assert_int_equal(k.key_len, e->key_len);
+        assert_memory_equal(k.key, e->key, k.key_len);
+        assert_int_equal(k.type, e->type);
+        if (!pad) {
+            assert_int_equal(k.val_len, e->val_len);
+            assert_memory_equal(k.val, e->val, k.val_len);
+        }
+    }
+    assert_int_equal(j, l->n);
+    *plain = h;
+    return out;
+}
+
+/* Commits the fitted header out to the model at path (indexed by f):
+ * in place or not as expected; the file is then out + the old data. */
+static void commit_fitted(const char *path, const struct gguf_file *f,
+                          const struct gguf_buf *out, const struct gguf_file *nf,
+                          bool in_place)
+{
+    uint64_t dh = hash_file(path, f->data_off), dl = f->file_size - f->data_off;
+    size_t tl;
+    const uint8_t *t = tinfo(f, &tl);
+    uint8_t *ti = malloc(tl + 1);
+    assert_non_null(ti);
+    memcpy(ti, t, tl);
+    struct gguf_diag d;
+    bool ip;
+    if (commit_file(path, f, (const uint8_t *)out->data, out->len, &ip, &d))
+        fail_msg("gguf_commit: %s", d.msg);
+    assert_int_equal(ip, in_place);
+    struct kvl l;
+    kvl_of_file(&l, nf);
+    check_model(path, &l, ti, tl, dh, dl, f->version, f->enc.big_endian);
+    kvl_free(&l);
+    free(ti);
+}
+
+static void pad_cases(const struct spec *s)
+{
+    const char *path = tpath("m.gguf");
+    make_model(path, s);
+    struct gguf_file *f = open_ok(path), *nf;
+    uint64_t step = gguf_pad_step(4096, f->alignment), n, n2;
+    assert_true(step >= 4096 && step % f->alignment == 0);
+    struct gguf_enc e = f->enc;
+    struct kvl l;
+    kvl_of_file(&l, f);
+    /* a value of g bytes outgrows the header's room */
+    size_t g = (size_t)f->data_off + 3000, g2 = g + 2 * (size_t)step + 2 * GGUF_PAD_SLACK;
+    char *big = malloc(g2);
+    assert_non_null(big);
+    memset(big, 'd', g2);
+
+    /* a growing edit: as it is without a step; with one, the padding key
+     * is added last, the data moves by whole steps, room to spare */
+    kvl_set(&l, "general.description", v_str(&e, big, g));
+    struct gguf_buf h, out = fit_ok(f, &l, 0, &h, &nf);
+    assert_int_equal(out.len, h.len);
+    assert_memory_equal(out.data, h.data, h.len);
+    assert_true(pad_of(nf, &n) < 0);
+    gguf_close(nf);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+    out = fit_ok(f, &l, step, &h, &nf);
+    assert_true(out.len > f->data_off && (out.len - f->data_off) % step == 0);
+    assert_int_equal(pad_of(nf, &n), (int64_t)nf->n_kv - 1);
+    assert_true(n >= GGUF_PAD_SLACK && n < GGUF_PAD_SLACK + step);
+    commit_fitted(path, f, &out, nf, false);
+    gguf_close(nf);
+    gguf_close(f);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+
+    /* the padding key takes growth and shrinking in place, without a step:
+     * it changes by exactly what the value did (unless the header keeps
+     * its room anyway: large alignments) */
+    f = open_ok(path);
+    kvl_free(&l);
+    kvl_of_file(&l, f);
+    pad_of(f, &n);
+    const size_t sizes[] = { g, g + 100, g - 1900, g };
+    for (int k = 1; k < 4; k++) {
+        size_t was = sizes[k - 1];
+        kvl_set(&l, "general.description", v_str(&e, big, sizes[k]));
+        out = fit_ok(f, &l, 0, &h, &nf);
+        assert_int_equal(out.len, f->data_off);
+        pad_of(nf, &n2);
+        if (h.len == f->data_off)
+            assert_memory_equal(out.data, h.data, h.len);
+        else
+            assert_int_equal(n2 + sizes[k], n + was);
+        commit_fitted(path, f, &out, nf, true);
+        gguf_close(nf);
+        gguf_close(f);
+        gguf_buf_free(&out);
+        gguf_buf_free(&h);
+        f = open_ok(path);
+        kvl_free(&l);
+        kvl_of_file(&l, f);
+        pad_of(f, &n);
+    }
+
+    /* growth past it: as it is without a step; with one, resized */
+    kvl_set(&l, "general.description", v_str(&e, big, g2));
+    out = fit_ok(f, &l, 0, &h, &nf);
+    assert_int_equal(out.len, h.len);
+    assert_memory_equal(out.data, h.data, h.len);
+    gguf_close(nf);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+    out = fit_ok(f, &l, step, &h, &nf);
+    assert_true(out.len > f->data_off && (out.len - f->data_off) % step == 0);
+    assert_true(pad_of(nf, &n2) >= 0 && n2 >= GGUF_PAD_SLACK && n2 < GGUF_PAD_SLACK + step);
+    assert_int_equal(nf->n_kv, f->n_kv);         /* no second padding key */
+    commit_fitted(path, f, &out, nf, false);
+    gguf_close(nf);
+    gguf_close(f);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+
+    /* most of the header goes: in place without a step (a large pad); with
+     * one the data moves down by whole steps */
+    f = open_ok(path);
+    kvl_free(&l);
+    kvl_of_file(&l, f);
+    kvl_del(&l, "general.description");
+    out = fit_ok(f, &l, 0, &h, &nf);
+    assert_int_equal(out.len, f->data_off);
+    gguf_close(nf);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+    out = fit_ok(f, &l, step, &h, &nf);
+    assert_true(out.len < f->data_off && (f->data_off - out.len) % step == 0);
+    assert_true(pad_of(nf, &n2) >= 0 && n2 >= GGUF_PAD_SLACK && n2 < GGUF_PAD_SLACK + step);
+    commit_fitted(path, f, &out, nf, false);
+    gguf_close(nf);
+    gguf_close(f);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+
+    /* deleted: never brought back */
+    f = open_ok(path);
+    kvl_free(&l);
+    kvl_of_file(&l, f);
+    kvl_del(&l, GGUF_KEY_PADDING);
+    for (int k = 0; k < 2; k++) {
+        out = fit_ok(f, &l, k ? step : 0, &h, &nf);
+        assert_int_equal(out.len, h.len);
+        assert_memory_equal(out.data, h.data, h.len);
+        gguf_close(nf);
+        gguf_buf_free(&out);
+        gguf_buf_free(&h);
+    }
+    gguf_close(f);
+
+    /* not gguffs's (a string; a u8 array holding a non-zero byte), or
+     * twice: left alone, none added */
+    make_model(path, s);
+    f = open_ok(path);
+    for (int k = 0; k < 3; k++) {
+        kvl_free(&l);
+        kvl_of_file(&l, f);
+        if (k == 0) {
+            kvl_set(&l, GGUF_KEY_PADDING, v_str(&e, "x", 1));
+        } else {
+            struct gb a = { .e = e };
+            gb_u32(&a, GGUF_U8);
+            gb_count(&a, 3);
+            gb_put(&a, k == 1 ? "\0\1\0" : "\0\0\0", 3);
+            kvl_set(&l, GGUF_KEY_PADDING, (struct val){ GGUF_ARRAY, a.b });
+            if (k == 2) {      /* a second one */
+                struct gb a2 = { .e = e };
+                gb_u32(&a2, GGUF_U8);
+                gb_count(&a2, 1);
+                gb_put(&a2, "", 1);
+                l.v = realloc(l.v, (l.n + 1) * sizeof *l.v);
+                assert_non_null(l.v);
+                memset(&l.v[l.n], 0, sizeof *l.v);
+                ekv_set(&l.v[l.n++], GGUF_KEY_PADDING, strlen(GGUF_KEY_PADDING),
+                        GGUF_ARRAY, a2.b.data, a2.b.len);
+                gguf_buf_free(&a2.b);
+            }
+        }
+        kvl_set(&l, "general.description", v_str(&e, big, g));
+        out = fit_ok(f, &l, step, &h, &nf);
+        assert_int_equal(out.len, h.len);
+        assert_memory_equal(out.data, h.data, h.len);
+        gguf_close(nf);
+        gguf_buf_free(&out);
+        gguf_buf_free(&h);
+    }
+    /* a header that shrank with a step: the key added, in place */
+    kvl_free(&l);
+    kvl_of_file(&l, f);
+    kvl_del(&l, "general.name");
+    kvl_del(&l, "tokenizer.ggml.tokens");
+    kvl_del(&l, "llama.rope.scales");
+    out = fit_ok(f, &l, step, &h, &nf);
+    if (h.len == f->data_off) {            /* the alignment's zeros took it */
+        assert_memory_equal(out.data, h.data, h.len);
+    } else {
+        assert_true(pad_of(nf, &n) >= 0);
+        assert_int_equal(out.len, f->data_off);
+    }
+    gguf_close(nf);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+    gguf_close(f);
+    kvl_free(&l);
+    free(big);
+}
+
+static void test_padding(void **state)
+{
+    (void)state;
+    assert_int_equal(gguf_pad_step(4096, 32), 4096);
+    assert_int_equal(gguf_pad_step(4096, 65536), 65536);
+    assert_int_equal(gguf_pad_step(3000, 32), 12000);
+    assert_int_equal(gguf_pad_step(4096, 0), 0);
+    assert_int_equal(gguf_pad_step(0, 32), 0);
+    assert_int_equal(gguf_pad_step(GGUF_PAD_MAX_STEP * 2, 32), 0);
+    assert_int_equal(gguf_pad_step(GGUF_PAD_MAX_STEP / 2 * 3, GGUF_PAD_MAX_STEP), 0);
+    static const uint32_t aligns[] = { 0, 64, 4096, 65536 };
+    for (uint32_t version = 1; version <= 3; version++)
+        for (int be = 0; be <= 1; be++)
+            for (unsigned a = 0; a < 4; a++) {
+                struct spec s = { .version = version, .be = be, .align = aligns[a],
+                                  .data_floats = { 100, 3000 + a, 20000 } };
+                pad_cases(&s);
+            }
+    /* no tensor bytes: nothing to keep in place */
+    struct spec none = { .version = 3 };
+    make_model(tpath("m.gguf"), &none);
+    struct gguf_file *f = open_ok(tpath("m.gguf"));
+    struct kvl l;
+    kvl_of_file(&l, f);
+    char big[5000];
+    memset(big, 'd', sizeof big);
+    kvl_set(&l, "general.description", v_str(&f->enc, big, sizeof big));
+    struct gguf_file *nf;
+    struct gguf_buf h, out = fit_ok(f, &l, 4096, &h, &nf);
+    assert_int_equal(out.len, h.len);
+    assert_memory_equal(out.data, h.data, h.len);
+    gguf_close(nf);
+    gguf_buf_free(&out);
+    gguf_buf_free(&h);
+    gguf_close(f);
+    kvl_free(&l);
+}
+
+/* gguf_commit_edit where TMPDIR is: a growing edit is copied without a
+ * padding key where the file system does not clone (ext4, tmpfs), padded
+ * and cloned where it does (XFS with reflink, btrfs); the next growth
+ * that fits is in place; the data is unchanged and ggml loads each
+ * version. */
+static void test_commit_edit(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf");
+    struct spec s = { .version = 3, .data_floats = { 100, 300000, 20000 } };
+    make_model(path, &s);
+    uint64_t bs = gguf_clone_block(path);
+    char big[9000];
+    memset(big, 't', sizeof big);
+    printf("commit_edit: TMPDIR %s (block %llu)\n", bs ? "clones" : "does not clone",
+           (unsigned long long)bs);
+    static const size_t sizes[] = { 3000, 3100, 2000, 9000, 100 };
+    for (int k = 0; k < 5; k++) {
+        struct gguf_file *f = open_ok(path);
+        uint64_t dh = hash_file(path, f->data_off), dl = f->file_size - f->data_off, n;
+        bool had = pad_of(f, &n) >= 0;
+        struct kvl l;
+        kvl_of_file(&l, f);
+        kvl_set(&l, "tokenizer.chat_template", v_str(&f->enc, big, sizes[k]));
+        struct gguf_newkv *v = kvl_view(&l);
+        struct gguf_buf h = { 0 };
+        struct gguf_diag d;
+        assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
+        struct gguf_source *src;
+        assert_int_equal(gguf_source_file(path, &src, &d), GGUF_OK);
+        struct gguf_commit_info info;
+        if (gguf_commit_edit(path, f, src, (const uint8_t *)h.data, h.len, &info, &d))
+            fail_msg("gguf_commit_edit: %s", d.msg);
+        gguf_source_close(src);
+        struct gguf_file *g = open_ok(path);
+        bool has = pad_of(g, &n) >= 0;
+        if (!bs) {
+            /* as before this key existed: no key, copied or in place */
+            assert_false(has || info.cloned);
+            assert_int_equal(info.hdr_len, h.len);
+            assert_int_equal(info.in_place, h.len == f->data_off);
+        } else {
+            /* the first growth clones; 100 bytes more fit in place; the
+             * others clone (or fit) */
+            assert_true(has);
+            assert_true(info.in_place || info.cloned);
+            if (k == 0)
+                assert_true(!had && info.cloned);
+            if (k == 1)
+                assert_true(info.in_place);
+        }
+        assert_int_equal(g->file_size - g->data_off, dl);
+        assert_true(hash_file(path, g->data_off) == dh);
+        struct kvl want;
+        kvl_of_file(&want, g);
+        size_t tl;
+        const uint8_t *t = tinfo(f, &tl);
+        check_model(path, &want, t, tl, dh, dl, 3, false);
+        kvl_free(&want);
+        gguf_close(g);
+        free(v);
+        gguf_buf_free(&h);
+        kvl_free(&l);
+        gguf_close(f);
+    }
+}
+
 static unsigned crash_at;
 static const char *crash_name;
 static unsigned steps_seen;
@@ -1504,6 +1870,24 @@ static void crash_case_init(struct crash_case *c, const char *name, int kind)
     struct gguf_buf h = { 0 };
     struct gguf_diag d;
     assert_int_equal(gguf_header_build(f, v, c->l_new.n, &h, &d), GGUF_OK);
+    if (kind == 3) {
+        /* padded: the data moves by whole 4 KiB blocks, so the rewrite
+         * clones it where TMPDIR's file system can, else a refused clone
+         * then the copy */
+        struct gguf_buf p = { 0 };
+        assert_int_equal(gguf_pad_fit(f, (const uint8_t *)h.data, h.len,
+                                      gguf_pad_step(4096, f->alignment), &p, &d), GGUF_OK);
+        assert_true(p.len > f->data_off && (p.len - f->data_off) % 4096 == 0);
+        gguf_buf_free(&h);
+        h = p;
+        struct gguf_file *nf;
+        assert_int_equal(gguf_parse((const uint8_t *)h.data, h.len,
+                                    h.len + f->file_size - f->data_off, &nf, &d, NULL),
+                         GGUF_OK);
+        kvl_free(&c->l_new);
+        kvl_of_file(&c->l_new, nf);
+        gguf_close(nf);
+    }
     c->hdr = (uint8_t *)h.data;
     c->hdr_len = h.len;
     c->in_place = h.len == f->data_off;
@@ -1522,11 +1906,14 @@ static void crash_case_free(struct crash_case *c)
     kvl_free(&c->l_new);
 }
 
+static const char *const crash_names[] = { "in place", "rewrite", "rewrite (pread/pwrite)",
+                                           "rewrite (padded: cloned where TMPDIR clones)" };
+
 static void test_crash_steps(void **state)
 {
     (void)state;
-    static const char *names[] = { "in place", "rewrite", "rewrite (pread/pwrite)" };
-    for (int k = 0; k < 3; k++) {
+    const char *const *names = crash_names;
+    for (int k = 0; k < 4; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
         crash_every_step(&c);
@@ -1542,13 +1929,13 @@ static void test_kill9(void **state)
     (void)state;
     const char *e = getenv("GGUFFS_CRASH_TRIALS");
     unsigned trials = e && *e ? (unsigned)strtoul(e, NULL, 10) : 240;
-    static const char *names[] = { "in place", "rewrite", "rewrite (pread/pwrite)" };
-    static const unsigned share[] = { 2, 1, 1 };
+    const char *const *names = crash_names;
+    static const unsigned share[] = { 2, 1, 1, 1 };
     double t0 = now_s();
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
-        kill_at_random(&c, trials * share[k] / 4);
+        kill_at_random(&c, trials * share[k] / 5);
         crash_case_free(&c);
     }
     printf("kill -9: %u trials in %.1f s, %u killed mid-commit, %u old, %u new: "
@@ -1597,6 +1984,8 @@ int main(void)
         cmocka_unit_test_teardown(test_unknown_types, reset_hooks),
         cmocka_unit_test_teardown(test_alignment_refused, reset_hooks),
         cmocka_unit_test_teardown(test_malformed_refused, reset_hooks),
+        cmocka_unit_test_teardown(test_padding, reset_hooks),
+        cmocka_unit_test_teardown(test_commit_edit, reset_hooks),
         cmocka_unit_test_teardown(test_commit_refusals, reset_hooks),
         cmocka_unit_test_teardown(test_preserve, reset_hooks),
         cmocka_unit_test_teardown(test_commit_source, reset_hooks),

@@ -1,8 +1,9 @@
 /*
  * tests/unit/test_kvedit.c — one metadata change into a new header
  * (gguf/kvedit.h): set, create, delete, rename, retype, each rule with its
- * code, on little- and big-endian files of versions 1 and 3; type
- * inference, the UTF-8 prefix check and file-name decoding.
+ * code, on little- and big-endian files of versions 1 and 3; the padding
+ * key (gguffs.padding: only deleted); type inference, the UTF-8 prefix
+ * check and file-name decoding.
  *
  * Every header a change gives is parsed back (with the model's tensor data
  * size after it) and its key list compared with what the change must give.
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/kvedit.h"
+#include "gguf/pad.h"
 
 #include "gb.h"
 
@@ -331,6 +333,64 @@ static void test_rename(void **state)
     }
 }
 
+/* ---- the padding key ---------------------------------------------------------------- */
+
+/* gguffs.padding is sized by gguffs: deleted, yes; set, created, renamed
+ * (from or to), retyped, no (EPERM), whatever its type. */
+static void test_padding_key(void **state)
+{
+    (void)state;
+    struct gguf_typedesc u32;
+    assert_true(gguf_typedesc_parse("u32", 3, &u32));
+    for (size_t k = 0; k < N_ENCS; k++) {
+        for (int foreign = 0; foreign < 2; foreign++) {
+            struct gb b = { .be = encs[k].be };
+            gb_header(&b, encs[k].version, 1, 3);
+            gb_kv_str(&b, "general.name", "m");
+            gb_str(&b, GGUF_KEY_PADDING);
+            if (foreign) {      /* someone else's key of that name */
+                gb_u32(&b, GGUF_STRING);
+                gb_str(&b, "pad");
+            } else {
+                gb_u32(&b, GGUF_ARRAY);
+                gb_u32(&b, GGUF_U8);
+                gb_count(&b, 5);
+                for (int i = 0; i < 5; i++)
+                    gb_u8(&b, 0);
+            }
+            gb_kv_u32(&b, "a.b", 1);
+            uint64_t ne[1] = { 4 };
+            gb_tensor(&b, "w", 1, ne, 0, 0);
+            gb_pad(&b, 32);
+            for (int i = 0; i < 16; i++)
+                gb_u8(&b, (uint8_t)i);
+            struct gguf_file *f;
+            struct gguf_diag d;
+            if (gguf_parse(b.p, b.len, b.len, &f, &d, NULL) != GGUF_OK)
+                fail_msg("the test model does not parse: %s", d.msg);
+            struct gguf_buf h = { 0 };
+            refused(gguf_kvedit_set(f, 1, "1\n2\n", 4, &h, &d), GGUF_E_PERM, &h, &d,
+                    "gguffs.padding cannot be changed", UINT64_MAX);
+            refused(gguf_kvedit_retype(f, 1, &u32, &h, &d), GGUF_E_PERM, &h, &d,
+                    "cannot be retyped", UINT64_MAX);
+            refused(gguf_kvedit_rename(f, 1, "a.c", 3, &h, &d), GGUF_E_PERM, &h, &d,
+                    "cannot be renamed", UINT64_MAX);
+            refused(gguf_kvedit_rename(f, 2, GGUF_KEY_PADDING, 14, &h, &d), GGUF_E_PERM,
+                    &h, &d, "cannot be the name of another key", UINT64_MAX);
+            refused(gguf_kvedit_create(f, GGUF_KEY_PADDING, 14, NULL, "1", 1, &h, &d),
+                    GGUF_E_PERM, &h, &d, "cannot be created", UINT64_MAX);
+            /* to its own name: nothing changes */
+            assert_int_equal(gguf_kvedit_rename(f, 1, GGUF_KEY_PADDING, 14, &h, &d), GGUF_OK);
+            assert_memory_equal(h.data, b.p, h.len);
+            gguf_buf_free(&h);
+            gives(f, gguf_kvedit_delete(f, 1, &h, &d), &h, &d,
+                  "general.name=string:m|a.b=u32:1");
+            gguf_close(f);
+            free(b.p);
+        }
+    }
+}
+
 /* ---- retype ------------------------------------------------------------------------------- */
 
 static void test_retype(void **state)
@@ -527,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_create),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_rename),
+        cmocka_unit_test(test_padding_key),
         cmocka_unit_test(test_retype),
         cmocka_unit_test(test_infer),
         cmocka_unit_test(test_utf8_prefix),

@@ -1,0 +1,160 @@
+/*
+ * gguf/pad.c — sizing the padding key (see pad.h).
+ *
+ * The edit's header is parsed back into a key/value list (its tensor infos
+ * are f's), the padding key is given its new size, and gguf_header_build
+ * serializes and checks the result.  The record of a u8 array of n bytes
+ * is key length + key + type + element type + count + n bytes, so the
+ * header's unpadded size is base + n: n = T - base makes it exactly T, a
+ * multiple of the alignment (R and step are), with no zeros after it.
+ */
+#include "pad.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool gguf_key_is_padding(const void *key, size_t len)
+{
+    return len == sizeof GGUF_KEY_PADDING - 1 && memcmp(key, GGUF_KEY_PADDING, len) == 0;
+}
+
+uint64_t gguf_pad_step(uint64_t block, uint64_t alignment)
+{
+    if (!block || !alignment || block > GGUF_PAD_MAX_STEP || alignment > GGUF_PAD_MAX_STEP)
+        return 0;
+    uint64_t a = block, b = alignment;
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    uint64_t lcm = block / a * alignment;     /* <= 2^52: no overflow */
+    return lcm <= GGUF_PAD_MAX_STEP ? lcm : 0;
+}
+
+/* Is key/value i of f gguffs's padding: an array of u8, all zero? */
+static bool is_pad(const struct gguf_file *f, uint64_t i)
+{
+    const struct gguf_kv *kv = &f->kv[i];
+    if (!gguf_key_is_padding(f->hdr + kv->key_off, kv->key_len) ||
+        kv->type != GGUF_ARRAY || kv->elem_type != GGUF_U8)
+        return false;
+    const uint8_t *p = f->hdr + kv->val_off;
+    for (uint64_t k = 0; k < kv->count; k++)
+        if (p[k])
+            return false;
+    return true;
+}
+
+/* How many keys of f are named gguffs.padding; *at the last one. */
+static unsigned count_named(const struct gguf_file *f, uint64_t *at)
+{
+    unsigned n = 0;
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (gguf_key_is_padding(f->hdr + f->kv[i].key_off, f->kv[i].key_len)) {
+            n++;
+            *at = i;
+        }
+    return n;
+}
+
+static enum gguf_err copy_out(const uint8_t *hdr, size_t hdr_len, struct gguf_buf *out,
+                              struct gguf_diag *d)
+{
+    struct gguf_buf b = { 0 };
+    if (!gguf_buf_put(&b, hdr, hdr_len))
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    gguf_buf_free(out);
+    *out = b;
+    return GGUF_OK;
+}
+
+/* The size T the header is given (0: leave it as it is). */
+static uint64_t target(uint64_t room, uint64_t base, uint64_t step)
+{
+    if (base <= room && (step == 0 || room - base < step + GGUF_PAD_SLACK))
+        return room;
+    if (step == 0 || base > UINT64_MAX / 2)
+        return 0;
+    /* smallest k with room + k * step >= base + SLACK */
+    uint64_t want = base + GGUF_PAD_SLACK;
+    if (want >= room)
+        return room + (want - room + step - 1) / step * step;
+    return room - (room - want) / step * step;
+}
+
+enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t hdr_len,
+                           uint64_t step, struct gguf_buf *out, struct gguf_diag *d)
+{
+    struct gguf_diag scratch;
+    if (!d)
+        d = &scratch;
+    gguf_diag_set(d, GGUF_OK, UINT64_MAX, "%s", "");
+    uint64_t room = f->data_off;
+    if (!gguf_has_tensor_data(f) || hdr_len == room)
+        return copy_out(hdr, hdr_len, out, d);
+
+    uint64_t data_len = f->file_size - f->data_off;
+    struct gguf_file *nf = NULL;
+    struct gguf_diag pd;
+    enum gguf_err err = gguf_parse(hdr, hdr_len, hdr_len + data_len, &nf, &pd, NULL);
+    if (err)
+        return gguf_diag_set(d, err == GGUF_E_NOMEM ? err : GGUF_E_INVAL, UINT64_MAX,
+                             "the new header does not parse: %s", pd.msg);
+    uint64_t at = 0, f_at;
+    unsigned named = count_named(nf, &at);
+    bool have = named == 1 && is_pad(nf, at);
+    if (!have && (named || count_named(f, &f_at) || step == 0)) {
+        gguf_close(nf);
+        return copy_out(hdr, hdr_len, out, d);
+    }
+
+    /* base: the unpadded size with a padding key of 0 bytes */
+    unsigned cs = gguf_count_size(&f->enc);
+    uint64_t rec = cs + (sizeof GGUF_KEY_PADDING - 1) + 4 + 4 + cs;
+    uint64_t base = have ? nf->hdr_size - nf->kv[at].count : nf->hdr_size + rec;
+    uint64_t t = target(room, base, step);
+    uint64_t n = t - base;
+    if (!t || (f->enc.v1 && n > UINT32_MAX) || n > SIZE_MAX - 16) {
+        gguf_close(nf);
+        return copy_out(hdr, hdr_len, out, d);
+    }
+
+    /* the list, with the padding key's value: u8, count n, n zeros */
+    struct gguf_newkv *kvs = gguf_newkv_all(nf, 1);
+    uint8_t *val = malloc((size_t)n + 16);
+    if (!kvs || !val) {
+        free(kvs);
+        free(val);
+        gguf_close(nf);
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
+    size_t nkv = (size_t)nf->n_kv;
+    if (!have) {
+        at = nkv++;
+        kvs[at].key = GGUF_KEY_PADDING;
+        kvs[at].key_len = sizeof GGUF_KEY_PADDING - 1;
+        kvs[at].type = GGUF_ARRAY;
+    }
+    gguf_wr32(&f->enc, val, GGUF_U8);
+    gguf_wr_count(&f->enc, val + 4, n);
+    memset(val + 4 + cs, 0, (size_t)n);
+    kvs[at].val = val;
+    kvs[at].val_len = 4 + cs + (size_t)n;
+
+    struct gguf_buf b = { 0 };
+    err = gguf_header_build(f, kvs, nkv, &b, d);
+    if (!err && b.len != t)
+        err = gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "internal error: the padded "
+                            "header is %zu bytes, not %llu", b.len, (unsigned long long)t);
+    free(kvs);
+    free(val);
+    gguf_close(nf);
+    if (err) {
+        gguf_buf_free(&b);
+        return err;
+    }
+    gguf_buf_free(out);
+    *out = b;
+    return GGUF_OK;
+}

@@ -1,0 +1,76 @@
+/*
+ * gguf/pad.h — the padding key: room in the header that lets a metadata
+ * edit keep the tensor data where it is, or move it by whole file system
+ * blocks, so that the edit costs O(metadata) however large the model.
+ *
+ * A GGUF file's tensor data starts at the header's end rounded up to
+ * general.alignment.  An edit that changes the header's size moves the
+ * data: today a rewrite of the whole file.  The key gguffs.padding, an
+ * array of u8 holding only zeros (readers ignore keys they do not know),
+ * absorbs the difference:
+ *
+ *   - resized, so that the header keeps exactly its room: the edit is
+ *     written in place (any file system);
+ *   - where the file system can clone (FICLONERANGE: XFS with reflink,
+ *     btrfs), sized so that the data start moves by a multiple of the
+ *     file system's block size (and of the alignment): the new file shares
+ *     the old one's data blocks instead of copying them (gguf/commit.h).
+ *
+ * gguf_pad_fit decides; it adds the key only when it is told that the file
+ * system clones (step > 0), so files elsewhere stay as they are.
+ *
+ * This library includes no FUSE header and performs no printing.
+ */
+#ifndef GGUF_PAD_H
+#define GGUF_PAD_H
+
+#include "header.h"
+
+#define GGUF_KEY_PADDING "gguffs.padding"
+
+/* A growing header that gets a padding key is given at least this much
+ * room to spare, so that the next small edits are written in place. */
+#define GGUF_PAD_SLACK 1024
+
+/* The largest step (block size and alignment) padding is sized for;
+ * beyond it an edit is not padded. */
+#define GGUF_PAD_MAX_STEP ((uint64_t)64 << 20)
+
+/* true if key (len bytes) is "gguffs.padding". */
+bool gguf_key_is_padding(const void *key, size_t len);
+
+/* The step the data start may move by on a file system cloning blocks of
+ * block bytes, for a file aligned to alignment: their least common
+ * multiple; 0 if either is 0 or the step exceeds GGUF_PAD_MAX_STEP. */
+uint64_t gguf_pad_step(uint64_t block, uint64_t alignment);
+
+/*
+ * Fits hdr (hdr_len bytes, a header for f as gguf_header_build makes it:
+ * the edit's key/values with f's tensor infos) to f's layout, into out
+ * (replacing what out held).  R is f->data_off, the room of f's header.
+ *
+ * The padding key of hdr is its only key named gguffs.padding, if that is
+ * an array of u8 whose bytes are all zero; P(n) is hdr with that key
+ * holding n bytes, and base the unpadded size of P(0).  When hdr has none
+ * and neither hdr nor f has any key of that name (so an edit that deletes
+ * it never brings it back), and step > 0, P(n) is hdr with one appended
+ * at the end of the key/values.  Otherwise nothing is fitted.
+ *
+ *   - f has no tensor bytes, hdr_len == R, or nothing is fitted: out is
+ *     hdr as it is;
+ *   - base <= R, and step == 0 or R - base < step + GGUF_PAD_SLACK: out is
+ *     P(R - base), exactly R bytes (an edit in place);
+ *   - step > 0: out is P(n) of T = R + k * step bytes, with the smallest
+ *     integer k (negative when a large part of the header went away) for
+ *     which n >= GGUF_PAD_SLACK: the data start moves by k whole steps;
+ *   - otherwise (step == 0, the header outgrows its padding): out is hdr.
+ *
+ * step is 0 (the file system does not clone) or gguf_pad_step() of its
+ * block size and f's alignment.  out parses (gguf_header_build checks it)
+ * to hdr's key/values but for the padding key's size.  Errors: hdr does
+ * not parse for f (GGUF_E_INVAL), GGUF_E_NOMEM; out is then unchanged.
+ */
+enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t hdr_len,
+                           uint64_t step, struct gguf_buf *out, struct gguf_diag *d);
+
+#endif
