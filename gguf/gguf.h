@@ -112,7 +112,13 @@ struct gguf_file {
     uint64_t alignment;   /* general.alignment or 32 */
     uint64_t data_off;    /* start of tensor data: hdr_size aligned up */
     char *notes;          /* '\n'-separated objections ggml would raise, or NULL */
+    uint64_t pad_have;    /* bytes of the padding [hdr_size, data_off) that
+                             follow the header in hdr (the parser had read
+                             them already; at most GGUF_PAD_HAVE_MAX): a
+                             reader of the padding needs no read for these */
 };
+
+#define GGUF_PAD_HAVE_MAX (1u << 20)
 
 /*
  * Opens and indexes the GGUF file at path.  On success *out is a new index

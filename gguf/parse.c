@@ -609,12 +609,21 @@ static enum gguf_err parse_all(struct cur *c, struct gguf_file **out)
 
     f->hdr_size = c->off;
     f->data_off = c->off + (f->alignment - c->off % f->alignment) % f->alignment;
+    /* the padding the cursor has already read stays with the header, so
+     * that whoever looks at it next (a mount keeps non-zero padding) does
+     * not read it again: from a remote source, that read would be one
+     * more request */
+    uint64_t have = c->len < f->data_off ? c->len : f->data_off;
+    f->pad_have = have > f->hdr_size ? have - f->hdr_size : 0;
+    if (f->pad_have > GGUF_PAD_HAVE_MAX)
+        f->pad_have = GGUF_PAD_HAVE_MAX;
+    uint64_t keep = f->hdr_size + f->pad_have;
     if (c->own) {
-        uint8_t *h = realloc(c->own, f->hdr_size ? f->hdr_size : 1);
+        uint8_t *h = realloc(c->own, keep ? keep : 1);
         f->hdr = h ? h : c->own;
         c->own = NULL;
-    } else if ((f->hdr = malloc(f->hdr_size ? f->hdr_size : 1))) {
-        memcpy(f->hdr, c->b, f->hdr_size);
+    } else if ((f->hdr = malloc(keep ? keep : 1))) {
+        memcpy(f->hdr, c->b, keep);
     } else {
         err = GGUF_E_NOMEM;
         goto out;

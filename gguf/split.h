@@ -22,9 +22,12 @@
  * Bytes are read through byte sources (gguf/source.h): the caller's opener
  * turns a shard's name into a source, so the same code opens local files,
  * remote objects or anything else.  Shard names are built from the given
- * name by replacing its "-NNNNN-of-NNNNN.gguf" tail.  All sources are
- * opened before any is parsed, so an opener may start the reads of every
- * shard at once.  Recovering interrupted edits (gguf/commit.h) is the
+ * name by replacing its "-NNNNN-of-NNNNN.gguf" tail.  The opener is
+ * called for the named shard first, then for shards 1, 2, ... in order,
+ * stopping at the first error; all of them before any but the named one is
+ * parsed.  So an opener may start the reads of every shard at once and
+ * hand out the results in that order (fs/model.c does, for remote shards,
+ * from threads of its own: this library starts none).  Recovering interrupted edits (gguf/commit.h) is the
  * opener's business: an opener of files that may be edited runs
  * gguf_recover on each name before opening it.
  *

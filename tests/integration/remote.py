@@ -77,6 +77,14 @@ the next `times` (None: all).  Faults:
                 403), as a URL does once it expired; later ones live on, as
                 a freshly resolved URL does
   redirect      answers 302 to `to`
+  gate          holds the first request of each path it matches until
+                `count` different paths have come (then forwards them
+                all), or `wait` seconds (default 30) passed: a bounded
+                rendezvous that only requests sent at the same time pass
+                without waiting.  rule.opened counts the requests let
+                through because all had come, rule.timeouts those let
+                through when the wait ran out (the log's fault is "gate"
+                or "gate-timeout"); later requests of a path pass at once
 
 Every request is logged in px.log (number, method, path, Range, If-Match,
 If-Range, auth yes/no, status sent, fault) and px.resolves counts the
@@ -510,7 +518,7 @@ class Rule:
     """One rule of a FaultProxy plan (see the module's doc)."""
 
     FAULTS = ("status", "reset", "short", "ignore_range", "content_range", "slow", "etag",
-              "expire", "redirect")
+              "expire", "redirect", "gate")
 
     def __init__(self, fault, after=0, times=None, path=None, method=None, **params):
         if fault not in self.FAULTS:
@@ -524,6 +532,9 @@ class Rule:
         self.seen = 0          # matching requests so far
         self.applied = 0       # of which the fault was applied to
         self.gens = {}         # expire: requests per generation
+        self.gate_paths = set()  # gate: the paths seen
+        self.opened = 0        # gate: let through once all had come
+        self.timeouts = 0      # gate: let through when the wait ran out
 
     def __repr__(self):
         return "Rule(%r, after=%d, times=%r, %r)" % (self.fault, self.after, self.times, self.params)
@@ -547,6 +558,12 @@ class Rule:
             lives = self.params.get("generations", 1)
             if self.gens[gen] <= self.after or (lives is not None and int(gen) >= lives):
                 return False
+            self.applied += 1
+            return True
+        if self.fault == "gate":
+            if path in self.gate_paths:
+                return False
+            self.gate_paths.add(path)
             self.applied += 1
             return True
         self.seen += 1
@@ -634,6 +651,7 @@ class FaultProxy:
         self.overflow = False
         self.expired = False
         self._lock = threading.Lock()
+        self._gate_cv = threading.Condition(self._lock)
         self._conns = set()
         self._stop = threading.Event()
         self._server = None
@@ -667,6 +685,8 @@ class FaultProxy:
         """Stops accepting, cuts every connection, ends stalls, joins the
         threads.  Idempotent."""
         self._stop.set()
+        with self._gate_cv:
+            self._gate_cv.notify_all()
         if self._timer is not None:
             self._timer.cancel()
         srv, self._server = self._server, None
@@ -794,7 +814,26 @@ class FaultProxy:
         hd.close_connection = True
         raise _Gone()
 
+    def _gate(self, rule, entry):
+        """Waits until rule has seen `count` paths (or `wait` seconds)."""
+        count = rule.params.get("count", 2)
+        with self._gate_cv:
+            self._gate_cv.notify_all()
+            ok = self._gate_cv.wait_for(
+                lambda: len(rule.gate_paths) >= count or self._stop.is_set(),
+                timeout=rule.params.get("wait", 30.0))
+            if self._stop.is_set():
+                raise _Gone()
+            if ok:
+                rule.opened += 1
+            else:
+                rule.timeouts += 1
+                entry["fault"] = "gate-timeout"
+
     def _serve(self, hd, method, path, rule, entry):
+        if rule is not None and rule.fault == "gate":
+            self._gate(rule, entry)
+            rule = None
         p = rule.params if rule else {}
         f = rule.fault if rule else None
         if path.startswith("/resolve/") and f is None:

@@ -100,9 +100,18 @@ static void test_valid_v3(void **state)
     assert_int_equal(f->tensors[1].nbytes, 32);
     assert_int_equal(f->data_off % 32, 0);
     assert_int_equal(f->data_off, (f->hdr_size + 31) / 32 * 32);
+    /* the padding came with the buffer: kept after the header */
+    assert_int_equal(f->pad_have, f->data_off - f->hdr_size);
+    for (uint64_t i = 0; i < f->pad_have; i++)
+        assert_int_equal(f->hdr[f->hdr_size + i], b.p[f->hdr_size + i]);
     assert_int_equal(gguf_find_key(f, "llama.context_length", 20), 1);
     assert_int_equal(gguf_rd32(&f->enc, f->hdr + f->kv[1].val_off), 4096);
     assert_null(f->notes);
+    /* a buffer that ends inside the padding: only what is there is kept */
+    uint64_t hs = f->hdr_size, pad = f->data_off - f->hdr_size;
+    gguf_close(f);
+    assert_int_equal(gguf_parse(b.p, hs + 1, b.len, &f, &d, NULL), GGUF_OK);
+    assert_int_equal(f->pad_have, pad < 1 ? pad : 1);
     gguf_close(f);
     free(b.p);
 }
