@@ -56,6 +56,7 @@ struct cache {
     struct cache_block *spare;
     uint64_t nbuf;                  /* buffers allocated, wherever they are */
     uint64_t in_table;
+    bool keep_used;                 /* cache_keep_used */
     uint64_t hits, misses, evictions, fill_errors, waits, prefetched;
 };
 
@@ -208,6 +209,8 @@ static struct cache_block *take_buffer(struct cache *c)
         move_to(c, x, W_NONE);
         return x;
     }
+    if (c->keep_used && c->nbuf < c->max_blocks && (x = new_buffer(c)))
+        return x;
     if ((x = c->used) || (c->nbuf >= c->max_blocks && (x = clock_victim(c)))) {
         evict(c, x);
         return x;
@@ -466,6 +469,13 @@ void cache_reserve(struct cache *c, uint64_t n)
         if (!x)
             return;
     }
+}
+
+void cache_keep_used(struct cache *c, bool keep)
+{
+    pthread_mutex_lock(&c->mu);
+    c->keep_used = keep;
+    pthread_mutex_unlock(&c->mu);
 }
 
 const void *cache_data(const struct cache_block *blk) { return blk->data; }
