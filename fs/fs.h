@@ -17,6 +17,8 @@
  *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the
  *               dequantized chunks (no FUSE inside)
+ *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
+ *               each remote shard, with its fetch threads (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   notify.c    telling the kernel what an edit changed
@@ -59,6 +61,9 @@
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
  *   cache mu          (cache.c), under the state lock (read); held for
  *                     bookkeeping only, never during a fill
+ *   blocksrc locks    a remote source's streams, then its rcache's queue,
+ *                     then that cache's mu (blocksrc.h); reached from reads
+ *                     of a source, never held during a fetch
  *   states_mu         the counted list of live states (state.c)
  *   notify queue mu   (notify.c), last: never held while waiting
  *
