@@ -132,21 +132,23 @@ static bool enqueue(struct rcache *rc, struct blocksrc *b, uint64_t k)
     return true;
 }
 
-/* Takes out of the queue the items for which keep() is false (rc->mu
- * held), into out (room for rc->limit); their count. */
-static unsigned take_out(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
-                         const void *arg, struct qitem *out)
+/* Takes out of the queue the first item for which keep() is false
+ * (rc->mu held), into *out; false if there is none. */
+static bool take_out(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
+                     const void *arg, struct qitem *out)
 {
-    unsigned n = rc->qlen, kept = 0, taken = 0;
+    unsigned n = rc->qlen;
     for (unsigned i = 0; i < n; i++) {
         struct qitem it = rc->q[(rc->qhead + i) % rc->limit];
         if (keep(&it, arg))
-            rc->q[(rc->qhead + kept++) % rc->limit] = it;
-        else
-            out[taken++] = it;
+            continue;
+        *out = it;
+        for (unsigned j = i; j + 1 < n; j++)
+            rc->q[(rc->qhead + j) % rc->limit] = rc->q[(rc->qhead + j + 1) % rc->limit];
+        rc->qlen--;
+        return true;
     }
-    rc->qlen = kept;
-    return taken;
+    return false;
 }
 
 /* Fills (or, with src NULL, drops) an item taken off the queue, then
@@ -203,19 +205,17 @@ static bool keep_other_src(const struct qitem *it, const void *arg)
 static void drop_queued(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
                         const void *arg)
 {
-    if (!rc->limit)
-        return;
-    struct qitem *out = malloc(rc->limit * sizeof *out);
-    pthread_mutex_lock(&rc->mu);
-    unsigned n = 0;
-    if (out)
-        n = take_out(rc, keep, arg, out);
-    pthread_mutex_unlock(&rc->mu);
-    for (unsigned i = 0; i < n; i++) {
-        out[i].src->busy++;         /* run_item counts it down */
-        run_item(rc, &out[i], NULL, false);
+    for (;;) {
+        struct qitem it;
+        pthread_mutex_lock(&rc->mu);
+        bool got = take_out(rc, keep, arg, &it);
+        if (got)
+            it.src->busy++;         /* run_item counts it down */
+        pthread_mutex_unlock(&rc->mu);
+        if (!got)
+            return;
+        run_item(rc, &it, NULL, false);
     }
-    free(out);
 }
 
 bool rcache_start(struct rcache *rc)
@@ -419,9 +419,9 @@ static void steal(struct blocksrc *b, uint64_t k)
     struct qitem it;
     struct want w = { b, k };
     pthread_mutex_lock(&rc->mu);
-    unsigned n = rc->qlen ? take_out(rc, keep_unwanted, &w, &it) : 0;
+    bool got = take_out(rc, keep_unwanted, &w, &it);
     pthread_mutex_unlock(&rc->mu);
-    if (n)
+    if (got)
         run_item(rc, &it, b, true);
 }
 
