@@ -443,6 +443,27 @@ def block_cache_faults(h, ng, single):
             got = read_file(p)
             h.check(got == want, "failed fill: the next read of %s/raw got %d wrong or missing bytes"
                     % (fname, sum(1 for a, b in zip(got, want) if a != b) + abs(len(want) - len(got))))
+    # The file changes on the server: cached blocks are still served (bytes
+    # of the identity fixed at mount), reads of the others fail with EIO.
+    fname, off, nb = ranges[-1]
+    far = [r for r in ranges if r[1] + r[2] + (64 << 10) < off]
+    with FaultProxy(ng.base) as px, mount(px.url(name), SMALL_CACHE) as mnt:
+        want = data[off:off + nb]
+        h.check(read_file(os.path.join(mnt, "tensors", fname, "raw")) == want, "changed: first read")
+        px.add(Rule("etag"))
+        fd = os.open(os.path.join(mnt, "model.gguf"), os.O_RDONLY)
+        try:
+            h.check(os.pread(fd, nb, off) == want, "changed: cached bytes through model.gguf")
+        finally:
+            os.close(fd)
+        if h.check(far, "changed: no tensor far from the last one"):
+            f2, o2, n2 = far[0]
+            try:
+                got = read_file(os.path.join(mnt, "tensors", f2, "raw"))
+                h.check(got == data[o2:o2 + len(got)], "changed: WRONG BYTES in %s/raw" % f2)
+                h.fail("changed: %s/raw (not cached) read without an error" % f2)
+            except OSError as e:
+                h.check(e.errno == errno.EIO, "changed: %s/raw: %s, want EIO" % (f2, e))
 
 
 if __name__ == "__main__":
