@@ -148,7 +148,7 @@ static void usage(const char *prog)
            "                         through it, with parallel ranged requests and\n"
            "                         readahead for sequential readers\n"
            "  -o remote_block=SIZE   its block: the bytes of one request (64K to 64M;\n"
-           "                         default 4M)\n"
+           "                         default 4M; remote_cache holds at least 4)\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -297,6 +297,13 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                              o->remote_block < (64u << 10) || o->remote_block > (64u << 20))) {
         fprintf(stderr, "gguffs: remote_block=%s: not a size from 64K to 64M (bytes, "
                 "with an optional K, M or G suffix)\n", raw.remote_block);
+        goto out;
+    }
+    /* room for a block being read, blocks fetched ahead and in parallel */
+    if (o->remote_cache / 4 < o->remote_block) {
+        fprintf(stderr, "gguffs: remote_cache=%llu bytes: at least 4 blocks of remote_block "
+                "(%llu bytes)\n", (unsigned long long)o->remote_cache,
+                (unsigned long long)o->remote_block);
         goto out;
     }
     if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
