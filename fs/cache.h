@@ -25,7 +25,8 @@
  *     (cache_put's used adds up to its length: served to the kernel, which
  *     keeps them in its page cache), oldest first; such a block is reused
  *     even before the cache is full, so a stream of reads holds a few blocks,
- *     not the capacity.  Otherwise CLOCK (second chance) over the rest.
+ *     not the capacity (unless cache_keep_used: then only once the cache is
+ *     full).  Otherwise CLOCK (second chance) over the rest.
  *   - A block is filled once: a thread that asks for a block another thread
  *     is filling waits for that fill.
  *   - A failed fill is not cached: the error goes to the threads waiting
@@ -71,6 +72,12 @@ void cache_free(struct cache *c);
 struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, int *err);
 const void *cache_data(const struct cache_block *blk);
 size_t cache_len(const struct cache_block *blk);
+
+/* Used-up blocks stay until the cache is full (then they are still the
+ * first to go): for blocks that are expensive to fetch again (remote
+ * bytes), which other files or readers may want after the kernel's page
+ * cache dropped them.  Call before the first get. */
+void cache_keep_used(struct cache *c, bool keep);
 
 /* Releases a pin.  used: how many of the block's bytes this caller used
  * for good (0 if unsure); once the uses of a block add up to its length,

@@ -71,7 +71,7 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
     /* Re-open whatever the commit returned: the file on disk is the truth.
      * (Other shards of a split model are re-opened too: cheap, headers.) */
     struct gguf_split *model;
-    if (ggfs_open_model(fs->model_real, fs->read_only, NULL, &model, &d) != GGUF_OK) {
+    if (ggfs_open_model(fs->model_real, fs->read_only, NULL, NULL, &model, &d) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         return EIO;
     }

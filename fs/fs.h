@@ -17,6 +17,8 @@
  *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the
  *               dequantized chunks (no FUSE inside)
+ *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
+ *               each remote shard, with its fetch threads (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   notify.c    telling the kernel what an edit changed
@@ -59,6 +61,9 @@
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
  *   cache mu          (cache.c), under the state lock (read); held for
  *                     bookkeeping only, never during a fill
+ *   blocksrc locks    a remote source's streams, then its rcache's queue,
+ *                     then that cache's mu (blocksrc.h); reached from reads
+ *                     of a source, never held during a fetch
  *   states_mu         the counted list of live states (state.c)
  *   notify queue mu   (notify.c), last: never held while waiting
  *
@@ -204,6 +209,8 @@ struct ggfs {
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
     struct fuse_session *se;
     struct cache *cache;         /* dequantized f32 chunks */
+    struct rcache *rcache;       /* remote blocks (blocksrc.h), NULL for a
+                                    local model */
     uint64_t readahead;          /* -o readahead: bytes (whole requests),
                                     0 for the kernel's */
     char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
@@ -261,9 +268,16 @@ int ggfs_errno(enum gguf_err e);
  * path is a URL and every shard a remote source (remote/source.h).  The
  * diag's message names the file concerned when it is not path. */
 struct remote_opts;
+struct rcache;
+/* With rc, every remote shard is read through that block cache
+ * (blocksrc.h); the first REMOTE_PREFIX_SIZE bytes stay the remote
+ * source's (in memory). */
 enum gguf_err ggfs_open_model(const char *path, bool read_only,
-                              const struct remote_opts *remote, struct gguf_split **out,
-                              struct gguf_diag *d);
+                              const struct remote_opts *remote, struct rcache *rc,
+                              struct gguf_split **out, struct gguf_diag *d);
+/* The remote behind a shard's source (through the block cache), or NULL
+ * for a local file. */
+struct remote *ggfs_remote(struct gguf_source *src);
 
 /* ---- state.c ---- */
 

@@ -12,6 +12,7 @@
 #include "options.h"
 
 #include "gguf/info.h"
+#include "blocksrc.h"
 #include "remote/http.h"
 #include "remote/source.h"
 #include "remote/url.h"
@@ -214,7 +215,23 @@ static bool open_model(struct ggfs *fs, const struct options *o)
         }
         ro = (struct remote_opts){ .url = real, .bearer_token = token, .ca_file = o->ca_file,
                                    .connections = o->connections, .timeout_s = o->timeout };
-        ge = ggfs_open_model(real, true, &ro, &model, &d);
+        /* the block cache of remote bytes: one fetch thread per connection */
+        unsigned conns = o->connections ? o->connections : REMOTE_DEFAULT_CONNECTIONS;
+        struct rcache_opts rco = { .block_bytes = (size_t)o->remote_block,
+                                   .capacity = o->remote_cache,
+                                   .fetchers = conns < BLOCKSRC_MAX_FETCHERS
+                                               ? conns : BLOCKSRC_MAX_FETCHERS };
+        fs->rcache = rcache_new(&rco);
+        if (!fs->rcache) {
+            fprintf(stderr, "gguffs: out of memory\n");
+            free(real);
+            if (token) {
+                explicit_bzero(token, strlen(token));
+                free(token);
+            }
+            return false;
+        }
+        ge = ggfs_open_model(real, true, &ro, fs->rcache, &model, &d);
         if (token) {
             explicit_bzero(token, strlen(token));
             free(token);
@@ -227,7 +244,7 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(errno));
             return false;
         }
-        ge = ggfs_open_model(real, o->ro, NULL, &model, &d);
+        ge = ggfs_open_model(real, o->ro, NULL, NULL, &model, &d);
     }
     free(real);
     if (ge) {
@@ -380,6 +397,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
      * With fewer, workers cost more than they give (measured on 2 CPUs:
      * more CPU per GB, more blocks, no gain in throughput). */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (fs->rcache)
+        rcache_start(fs->rcache);
     ggfs_workers_start(fs, fs->threads >= 0 ? (unsigned)fs->threads
                            : ncpu > 2 ? (unsigned)(ncpu - 2) : 0);
     /* A few buffers for the first fills, made while the first requests
@@ -404,6 +423,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     if (reserving)
         pthread_join(reserve, NULL);
     ggfs_workers_stop(fs);
+    if (fs->rcache)
+        rcache_stop(fs->rcache);
     /* Unmount before the notify threads are joined: a notification being
      * sent may wait for a kernel lock held by a request nobody will answer
      * now; unmounting aborts those requests and so frees it. */
@@ -479,6 +500,7 @@ int main(int argc, char *argv[])
             ggfs_state_free(GLIST_ENTRY(l, struct state, link));
         }
     }
+    rcache_put(fs.rcache);     /* freed with the last shard's source */
     ggfs_key_ids_free(&fs.ids);
     free((char *)fs.model_real);
     pthread_rwlock_destroy(&fs.lock);

@@ -25,6 +25,7 @@
 #include "fs.h"
 
 #include "gguf/commit.h"
+#include "blocksrc.h"
 #include "remote/source.h"
 
 #include <errno.h>
@@ -251,9 +252,15 @@ static enum gguf_err open_remote(const char *url, const struct remote_opts *ro,
     return e;
 }
 
+struct remote *ggfs_remote(struct gguf_source *src)
+{
+    struct gguf_source *in = blocksrc_inner(src);
+    return remote_source_remote(in ? in : src);
+}
+
 enum gguf_err ggfs_open_model(const char *path, bool read_only,
-                              const struct remote_opts *remote, struct gguf_split **out,
-                              struct gguf_diag *d)
+                              const struct remote_opts *remote, struct rcache *rc,
+                              struct gguf_split **out, struct gguf_diag *d)
 {
     struct opener o = { read_only };
     enum gguf_err e = remote ? open_remote(path, remote, out, d)
@@ -261,8 +268,26 @@ enum gguf_err ggfs_open_model(const char *path, bool read_only,
     if (e)
         return e;
     /* the headers are parsed: remote reads from any thread from now on */
-    for (unsigned i = 0; i < (*out)->n; i++)
-        remote_source_opened((*out)->shards[i].src);
+    for (unsigned i = 0; i < (*out)->n; i++) {
+        struct gguf_source **src = &(*out)->shards[i].src;
+        remote_source_opened(*src);
+        struct remote *r = remote_source_remote(*src);
+        if (!rc || !r)
+            continue;
+        /* Tensor bytes through the block cache; the prefix (the header)
+         * stays where it is, in memory.  The disk cache (-o cache_dir)
+         * would be handed to blocksrc_wrap here (struct blocksrc_disk,
+         * one per remote identity). */
+        size_t plen;
+        remote_prefix(r, &plen);
+        struct gguf_source *inner = *src;
+        *src = NULL;
+        if (blocksrc_wrap(rc, inner, plen, NULL, src) != GGUF_OK) {
+            gguf_split_close(*out);
+            *out = NULL;
+            return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+        }
+    }
     /* Tensor reads are mostly long sequential runs: a larger readahead
      * window keeps the disk busy while FUSE replies. */
     for (unsigned i = 0; i < (*out)->n; i++)

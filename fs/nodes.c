@@ -2,6 +2,7 @@
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
 
+#include "blocksrc.h"
 #include "remote/source.h"
 
 #include "gguf/types.h"
@@ -172,7 +173,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
         struct remote_stats sum = { 0 }, rs;
         const struct gguf_split *m = fs->st->model;
         for (unsigned i = 0; i < m->n; i++) {
-            struct remote *r = remote_source_remote(m->shards[i].src);
+            struct remote *r = ggfs_remote(m->shards[i].src);
             if (!r)
                 continue;
             remote_get_stats(r, &rs);
@@ -189,6 +190,18 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                       (unsigned long long)sum.requests, (unsigned long long)sum.bytes,
                       (unsigned long long)sum.retries, (unsigned long long)sum.redirects,
                       (unsigned long long)sum.reresolves, (unsigned long long)sum.errors);
+    }
+    if (n >= 0 && (size_t)n < cap && fs->rcache) {
+        /* the block cache of remote bytes (blocksrc.h) */
+        struct rcache_stats rs;
+        rcache_get_stats(fs->rcache, &rs);
+        n += snprintf(buf + n, cap - (size_t)n,
+                      "remote_cache_hits %llu\nremote_cache_misses %llu\n"
+                      "remote_prefetched %llu\nremote_cache_fill_errors %llu\n"
+                      "remote_cache_bytes_held %llu\nremote_cache_capacity %llu\n"
+                      "remote_block_bytes %llu\n",
+                      (ull)rs.hits, (ull)rs.misses, (ull)rs.prefetched, (ull)rs.fill_errors,
+                      (ull)rs.bytes_held, (ull)rs.capacity, (ull)rs.block_bytes);
     }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -23,6 +23,8 @@ struct raw_options {
     char *timeout;
     char *bearer_token_file;
     char *ca_file;
+    char *remote_cache;
+    char *remote_block;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -48,6 +50,8 @@ static const struct fuse_opt opt_spec[] = {
     { "timeout=%s", offsetof(struct raw_options, timeout), 0 },
     { "bearer_token_file=%s", offsetof(struct raw_options, bearer_token_file), 0 },
     { "ca_file=%s", offsetof(struct raw_options, ca_file), 0 },
+    { "remote_cache=%s", offsetof(struct raw_options, remote_cache), 0 },
+    { "remote_block=%s", offsetof(struct raw_options, remote_block), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -139,6 +143,12 @@ static void usage(const char *prog)
            "                         the URL's host (never to hosts it redirects to)\n"
            "  -o ca_file=FILE        PEM CA certificates to verify TLS servers with\n"
            "                         (default: the system's)\n"
+           "  -o remote_cache=SIZE   in-memory cache of remote bytes (K/M/G suffixes;\n"
+           "                         default 256M): raw, f32 and model.gguf read\n"
+           "                         through it, with parallel ranged requests and\n"
+           "                         readahead for sequential readers\n"
+           "  -o remote_block=SIZE   its block: the bytes of one request (64K to 64M;\n"
+           "                         default 4M; remote_cache holds at least 4)\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -270,9 +280,30 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         o->threads = (int)threads;
     o->remote = remote_url_is_remote(o->model);
     if (!o->remote && (raw.connections || raw.timeout || raw.bearer_token_file ||
-                       raw.ca_file)) {
-        fprintf(stderr, "gguffs: connections, timeout, bearer_token_file and ca_file "
-                "are options of remote models (http://, https://, hf://)\n");
+                       raw.ca_file || raw.remote_cache || raw.remote_block)) {
+        fprintf(stderr, "gguffs: connections, timeout, bearer_token_file, ca_file, "
+                "remote_cache and remote_block are options of remote models "
+                "(http://, https://, hf://)\n");
+        goto out;
+    }
+    o->remote_cache = DEFAULT_REMOTE_CACHE;
+    if (raw.remote_cache && !parse_size(raw.remote_cache, &o->remote_cache)) {
+        fprintf(stderr, "gguffs: remote_cache=%s: not a size (bytes, with an "
+                "optional K, M or G suffix)\n", raw.remote_cache);
+        goto out;
+    }
+    o->remote_block = DEFAULT_REMOTE_BLOCK;
+    if (raw.remote_block && (!parse_size(raw.remote_block, &o->remote_block) ||
+                             o->remote_block < (64u << 10) || o->remote_block > (64u << 20))) {
+        fprintf(stderr, "gguffs: remote_block=%s: not a size from 64K to 64M (bytes, "
+                "with an optional K, M or G suffix)\n", raw.remote_block);
+        goto out;
+    }
+    /* room for a block being read, blocks fetched ahead and in parallel */
+    if (o->remote_cache / 4 < o->remote_block) {
+        fprintf(stderr, "gguffs: remote_cache=%llu bytes: at least 4 blocks of remote_block "
+                "(%llu bytes)\n", (unsigned long long)o->remote_cache,
+                (unsigned long long)o->remote_block);
         goto out;
     }
     if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
@@ -296,6 +327,8 @@ out:
     free(raw.timeout);
     free(raw.bearer_token_file);
     free(raw.ca_file);
+    free(raw.remote_cache);
+    free(raw.remote_block);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);

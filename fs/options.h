@@ -13,6 +13,8 @@
 
 #define DEFAULT_CACHE_SIZE (256ull << 20)
 #define DEFAULT_READAHEAD (1ull << 20)
+#define DEFAULT_REMOTE_CACHE (256ull << 20)
+#define DEFAULT_REMOTE_BLOCK (4ull << 20)
 
 struct options {
     char *model;
@@ -26,6 +28,8 @@ struct options {
     unsigned timeout;           /* -o timeout, seconds (0: the default) */
     char *bearer_token_file;    /* -o bearer_token_file */
     char *ca_file;              /* -o ca_file */
+    uint64_t remote_cache;      /* -o remote_cache, bytes */
+    uint64_t remote_block;      /* -o remote_block, bytes */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

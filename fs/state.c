@@ -322,7 +322,7 @@ static int render_info(struct state *st, const char *path)
                         "(split.* keys dropped)\n\n");
     }
     for (unsigned i = 0; i < st->model->n; i++) {
-        struct remote *r = remote_source_remote(st->model->shards[i].src);
+        struct remote *r = ggfs_remote(st->model->shards[i].src);
         if (r)
             gguf_buf_printf(&b, "remote: %s\nidentity: %s\nsize: %llu bytes\n%s",
                             remote_display_url(r), remote_identity(r),

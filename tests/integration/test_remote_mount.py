@@ -121,6 +121,10 @@ def run(tmp, ggml, checks):
             refusals(h, ng, single)
         with h.case("faults during reads"):
             faults(h, ng, single)
+        with h.case("the block cache"):
+            block_cache(h, ng, single)
+        with h.case("the block cache: failed fills"):
+            block_cache_faults(h, ng, single)
     with Nginx(root, https=True) as ng:
         name = os.path.basename(single)
         checks.check_model(h, ng.url(name), "https %s" % name, options=["-o", "%s=%s" % (CA_OPTION, ng.ca_file)],
@@ -334,6 +338,132 @@ def faults(h, ng, single):
                         h.fail("%r: %s/raw read without an error" % (rule, tname))
                     except OSError as e:
                         h.check(e.errno == errno.EIO, "%r: %s/raw (read %d): %s, want EIO" % (rule, tname, attempt, e))
+
+
+# Small blocks and a small cache, so that the ~8 MiB model spans many blocks
+# (reads straddle them, a 1 MiB read needs 16) and is larger than the cache.
+SMALL_CACHE = ["-o", "remote_block=64K", "-o", "remote_cache=4M"]
+
+
+def tensor_ranges(single):
+    import checks
+    exp = checks.Expect(single)
+    return [(fname.decode() if isinstance(fname, bytes) else fname, exp.data_offset + off, nb)
+            for fname, _, _, _, _, off, nb in exp.tensors]
+
+
+def read_file(path, chunk=1 << 20):
+    out = bytearray()
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return bytes(out)
+            out += b
+
+
+def block_cache(h, ng, single):
+    """raw, f32 and model.gguf through the block cache equal the local
+    file's; a second read of cached bytes (model.gguf after raw) costs no
+    request; sequential reads prefetch."""
+    data = open(single, "rb").read()
+    name = os.path.basename(single)
+    with mount(ng.url(name), SMALL_CACHE) as mnt, mount(single, ["-o", "ro"]) as local:
+        for fname, off, nb in tensor_ranges(single):
+            got = read_file(os.path.join(mnt, "tensors", fname, "raw"))
+            h.check(got == data[off:off + nb], "block cache: %s/raw differs from the file" % fname)
+            f32 = os.path.join(mnt, "tensors", fname, "f32")
+            if os.path.exists(f32):
+                h.check(read_file(f32) == read_file(os.path.join(local, "tensors", fname, "f32")),
+                        "block cache: %s/f32 differs from the local mount's" % fname)
+        st = read_stats(os.path.join(mnt, "stats"))
+        h.check(st.get("remote_block_bytes") == 64 << 10 and st.get("remote_cache_capacity") == 4 << 20,
+                "block cache: stats remote_block_bytes/remote_cache_capacity: %r" % st)
+        h.check(st.get("remote_cache_misses", 0) > 0 and st.get("remote_prefetched", 0) > 0,
+                "block cache: sequential reads neither missed nor prefetched: %r" % st)
+        h.check(st.get("remote_cache_bytes_held", 1 << 40) <= (4 << 20) + (16 << 20),
+                "block cache: %d bytes held, cache of 4 MiB" % st.get("remote_cache_bytes_held", -1))
+        # the last tensor again, through model.gguf: its blocks are cached
+        fname, off, nb = tensor_ranges(single)[-1]
+        if nb <= 2 << 20:
+            read_file(os.path.join(mnt, "tensors", fname, "raw"))
+            before = read_stats(os.path.join(mnt, "stats"))
+            fd = os.open(os.path.join(mnt, "model.gguf"), os.O_RDONLY)
+            try:
+                got = os.pread(fd, nb, off)
+            finally:
+                os.close(fd)
+            after = read_stats(os.path.join(mnt, "stats"))
+            h.check(got == data[off:off + nb], "block cache: model.gguf range of %s differs" % fname)
+            h.check(after["remote_requests"] == before["remote_requests"],
+                    "block cache: a read of cached bytes made %d requests"
+                    % (after["remote_requests"] - before["remote_requests"]))
+            h.check(after["remote_cache_hits"] > before["remote_cache_hits"],
+                    "block cache: no hits reading cached bytes: %r -> %r" % (before, after))
+        # the whole file through model.gguf, in odd-sized reads
+        fd = os.open(os.path.join(mnt, "model.gguf"), os.O_RDONLY)
+        try:
+            pos, bad = 0, 0
+            while pos < len(data):
+                b = os.pread(fd, 300007, pos)
+                bad += b != data[pos:pos + len(b)]
+                pos += len(b) if b else len(data)
+            h.check(bad == 0 and pos == len(data), "block cache: model.gguf differs (%d reads)" % bad)
+        finally:
+            os.close(fd)
+
+
+def block_cache_faults(h, ng, single):
+    """A fill that fails (404: not retried) fails the read that needed it
+    with EIO, or cuts it short, never with wrong bytes; it is not cached:
+    the next read fetches it again and gets the right bytes."""
+    data = open(single, "rb").read()
+    name = os.path.basename(single)
+    ranges = [r for r in tensor_ranges(single) if r[1] >= 2 << 20]   # past the prefix
+    for k, (fname, off, nb) in enumerate(ranges[-2:]):
+        with FaultProxy(ng.base) as px, mount(px.url(name), SMALL_CACHE) as mnt:
+            px.add(Rule("status", code=404, times=1 + k))
+            p = os.path.join(mnt, "tensors", fname, "raw")
+            want = data[off:off + nb]
+            try:
+                got = read_file(p)
+                h.check(got == want[:len(got)], "failed fill: WRONG BYTES in %s/raw" % fname)
+            except OSError as e:
+                h.check(e.errno == errno.EIO, "failed fill: %s/raw: %s, want EIO" % (fname, e))
+            h.check(px.faults(), "failed fill: no fault was served")
+            st = read_stats(os.path.join(mnt, "stats"))
+            h.check(st.get("remote_cache_fill_errors", 0) >= 1,
+                    "failed fill: remote_cache_fill_errors %r" % st.get("remote_cache_fill_errors"))
+            # the page cache may hold what the first read got: read around it
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            got = read_file(p)
+            h.check(got == want, "failed fill: the next read of %s/raw got %d wrong or missing bytes"
+                    % (fname, sum(1 for a, b in zip(got, want) if a != b) + abs(len(want) - len(got))))
+    # The file changes on the server: cached blocks are still served (bytes
+    # of the identity fixed at mount), reads of the others fail with EIO.
+    fname, off, nb = ranges[-1]
+    far = [r for r in ranges if r[1] + r[2] + (64 << 10) < off]
+    with FaultProxy(ng.base) as px, mount(px.url(name), SMALL_CACHE) as mnt:
+        want = data[off:off + nb]
+        h.check(read_file(os.path.join(mnt, "tensors", fname, "raw")) == want, "changed: first read")
+        px.add(Rule("etag"))
+        fd = os.open(os.path.join(mnt, "model.gguf"), os.O_RDONLY)
+        try:
+            h.check(os.pread(fd, nb, off) == want, "changed: cached bytes through model.gguf")
+        finally:
+            os.close(fd)
+        if h.check(far, "changed: no tensor far from the last one"):
+            f2, o2, n2 = far[0]
+            try:
+                got = read_file(os.path.join(mnt, "tensors", f2, "raw"))
+                h.check(got == data[o2:o2 + len(got)], "changed: WRONG BYTES in %s/raw" % f2)
+                h.fail("changed: %s/raw (not cached) read without an error" % f2)
+            except OSError as e:
+                h.check(e.errno == errno.EIO, "changed: %s/raw: %s, want EIO" % (f2, e))
 
 
 if __name__ == "__main__":

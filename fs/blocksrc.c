@@ -1,0 +1,527 @@
+/* fs/blocksrc.c — a block cache for slow byte sources (see blocksrc.h).
+ *
+ * The fetch threads take claimed blocks (cache_claim: in the table as
+ * being filled, so a reader of the same block waits for them) from a FIFO
+ * and fill them (cache_fill_claimed).  The cache's fill callback needs to
+ * know which wrapped source a block is of: a fill always runs on the
+ * thread that asked for it (the reader in cache_get, or the fetch thread
+ * in cache_fill_claimed), which names the source in a thread-local
+ * variable first.  Block keys are (source id, block number); ids are
+ * never reused, so a closed source's blocks are never found by another.
+ */
+#include "blocksrc.h"
+#include "cache.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct blocksrc;
+
+struct qitem {
+    struct blocksrc *src;
+    uint64_t block;
+    struct cache_block *blk;        /* claimed */
+};
+
+struct rcache {
+    pthread_mutex_t mu;             /* everything below but the counters */
+    pthread_cond_t work;            /* the queue got an item, or stopping */
+    pthread_cond_t idle;            /* a fill of the fetch threads ended */
+    struct cache *cache;
+    size_t block_bytes;
+    unsigned fetchers;
+    unsigned limit;                 /* fills queued or running, at most */
+    unsigned max_window;            /* readahead, blocks */
+    struct qitem *q;                /* ring of limit items */
+    unsigned qhead, qlen;
+    unsigned inflight;              /* queued + running on the threads */
+    unsigned nth;                   /* threads running */
+    bool stopping;
+    pthread_t th[BLOCKSRC_MAX_FETCHERS];
+    unsigned refs;                  /* the creator's and one per wrapper */
+    uint64_t next_id;
+    uint64_t inflight_max;
+    _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits;
+};
+
+struct stream {
+    bool live;
+    uint64_t last_block;            /* the furthest block read */
+    uint64_t end;                   /* the furthest byte read, +1 */
+    uint64_t pf_next;               /* the first block not queued ahead */
+    unsigned window;                /* blocks ahead, 0 until it moves on */
+    uint64_t tick;                  /* least recently used goes first */
+};
+
+struct blocksrc {
+    struct gguf_source s;
+    struct rcache *rc;
+    struct gguf_source *inner;
+    uint64_t id;
+    uint64_t direct_below;
+    uint64_t nblocks;
+    struct blocksrc_disk disk;
+    pthread_mutex_t mu;             /* the streams */
+    struct stream st[BLOCKSRC_STREAMS];
+    uint64_t tick;
+    unsigned busy;                  /* fills on the fetch threads, under rc->mu */
+};
+
+/* The source whose block this thread is about to fill (NULL: drop it),
+ * whether a reader fills it, and whether it did (a miss). */
+static _Thread_local struct blocksrc *tl_src;
+static _Thread_local bool tl_reader, tl_filled;
+
+static const struct gguf_source_ops blocksrc_ops;
+
+static size_t block_len(const struct blocksrc *b, uint64_t k)
+{
+    uint64_t a = k * b->rc->block_bytes;
+    uint64_t n = b->s.size - a;
+    return n < b->rc->block_bytes ? (size_t)n : b->rc->block_bytes;
+}
+
+/* The cache's fill callback. */
+static int fill_block(void *ctx, uint64_t id, uint64_t k, void *dst, size_t len)
+{
+    struct rcache *rc = ctx;
+    struct blocksrc *b = tl_src;
+    if (!b || b->id != id)
+        return ECANCELED;           /* dropped: a closing source, or stopping */
+    if (tl_reader)
+        tl_filled = true;
+    /* The persistent disk cache goes here: a block it holds costs no
+     * request; a block fetched is handed to it. */
+    if (b->disk.read && b->disk.read(b->disk.ctx, k, dst, len)) {
+        atomic_fetch_add(&rc->disk_hits, 1);
+        return 0;
+    }
+    int e = gguf_source_read_all(b->inner, dst, len, k * rc->block_bytes);
+    if (e) {
+        atomic_fetch_add(&rc->fill_errors, 1);
+        return e;
+    }
+    if (b->disk.write)
+        b->disk.write(b->disk.ctx, k, dst, len);
+    return 0;
+}
+
+/* ---- the fetch threads ----------------------------------------------------- */
+
+/* Queues block k of b for the fetch threads, rc->mu held.  false when the
+ * in-flight limit is reached (or no thread runs); true when queued, or
+ * when there is nothing to do (cached, being filled, no memory). */
+static bool enqueue(struct rcache *rc, struct blocksrc *b, uint64_t k)
+{
+    if (!rc->nth || rc->stopping || rc->inflight >= rc->limit)
+        return false;
+    struct cache_block *blk = cache_claim(rc->cache, b->id, k, block_len(b, k));
+    if (!blk)
+        return true;
+    rc->q[(rc->qhead + rc->qlen++) % rc->limit] = (struct qitem){ b, k, blk };
+    rc->inflight++;
+    if (rc->inflight > rc->inflight_max)
+        rc->inflight_max = rc->inflight;
+    atomic_fetch_add(&rc->prefetched, 1);
+    pthread_cond_signal(&rc->work);
+    return true;
+}
+
+/* Takes out of the queue the first item for which keep() is false
+ * (rc->mu held), into *out; false if there is none. */
+static bool take_out(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
+                     const void *arg, struct qitem *out)
+{
+    unsigned n = rc->qlen;
+    for (unsigned i = 0; i < n; i++) {
+        struct qitem it = rc->q[(rc->qhead + i) % rc->limit];
+        if (keep(&it, arg))
+            continue;
+        *out = it;
+        for (unsigned j = i; j + 1 < n; j++)
+            rc->q[(rc->qhead + j) % rc->limit] = rc->q[(rc->qhead + j + 1) % rc->limit];
+        rc->qlen--;
+        return true;
+    }
+    return false;
+}
+
+/* Fills (or, with src NULL, drops) an item taken off the queue, then
+ * counts it done. */
+static void run_item(struct rcache *rc, struct qitem *it, struct blocksrc *src, bool reader)
+{
+    tl_src = src;
+    tl_reader = reader;
+    cache_fill_claimed(rc->cache, it->blk);
+    tl_src = NULL;
+    tl_reader = false;
+    pthread_mutex_lock(&rc->mu);
+    rc->inflight--;
+    if (!reader)
+        it->src->busy--;
+    pthread_cond_broadcast(&rc->idle);
+    pthread_mutex_unlock(&rc->mu);
+}
+
+static void *fetch_main(void *arg)
+{
+    struct rcache *rc = arg;
+    pthread_mutex_lock(&rc->mu);
+    for (;;) {
+        while (!rc->stopping && rc->qlen == 0)
+            pthread_cond_wait(&rc->work, &rc->mu);
+        if (rc->stopping)
+            break;
+        struct qitem it = rc->q[rc->qhead];
+        rc->qhead = (rc->qhead + 1) % rc->limit;
+        rc->qlen--;
+        it.src->busy++;
+        pthread_mutex_unlock(&rc->mu);
+        run_item(rc, &it, it.src, false);
+        pthread_mutex_lock(&rc->mu);
+    }
+    pthread_mutex_unlock(&rc->mu);
+    return NULL;
+}
+
+static bool keep_none(const struct qitem *it, const void *arg)
+{
+    (void)it;
+    (void)arg;
+    return false;
+}
+
+static bool keep_other_src(const struct qitem *it, const void *arg)
+{
+    return it->src != arg;
+}
+
+/* Drops every queued item for which keep() is false. */
+static void drop_queued(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
+                        const void *arg)
+{
+    for (;;) {
+        struct qitem it;
+        pthread_mutex_lock(&rc->mu);
+        bool got = take_out(rc, keep, arg, &it);
+        if (got)
+            it.src->busy++;         /* run_item counts it down */
+        pthread_mutex_unlock(&rc->mu);
+        if (!got)
+            return;
+        run_item(rc, &it, NULL, false);
+    }
+}
+
+bool rcache_start(struct rcache *rc)
+{
+    if (rc->nth || !rc->limit)
+        return rc->nth > 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    /* signals must reach the thread that runs the FUSE loop */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_mutex_lock(&rc->mu);
+    rc->stopping = false;
+    unsigned n = 0;
+    while (n < rc->fetchers && pthread_create(&rc->th[n], NULL, fetch_main, rc) == 0)
+        n++;
+    rc->nth = n;
+    pthread_mutex_unlock(&rc->mu);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return n > 0;
+}
+
+void rcache_stop(struct rcache *rc)
+{
+    pthread_mutex_lock(&rc->mu);
+    unsigned n = rc->nth;
+    rc->stopping = true;
+    pthread_cond_broadcast(&rc->work);
+    pthread_mutex_unlock(&rc->mu);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(rc->th[i], NULL);
+    pthread_mutex_lock(&rc->mu);
+    rc->nth = 0;
+    pthread_mutex_unlock(&rc->mu);
+    drop_queued(rc, keep_none, NULL);
+}
+
+/* ---- the rcache ------------------------------------------------------------ */
+
+struct rcache *rcache_new(const struct rcache_opts *o)
+{
+    if (o->block_bytes < 4096 || o->block_bytes > (1u << 30) || o->fetchers < 1 ||
+        o->fetchers > BLOCKSRC_MAX_FETCHERS)
+        return NULL;
+    struct rcache *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return NULL;
+    rc->block_bytes = o->block_bytes;
+    rc->fetchers = o->fetchers;
+    rc->cache = cache_new(o->block_bytes, o->capacity, fill_block, rc);
+    if (!rc->cache) {
+        free(rc);
+        return NULL;
+    }
+    /* A block read once may be read again (raw, then model.gguf; or after
+     * the kernel dropped its pages): worth a request, so kept while there
+     * is room; used-up blocks still go first once the cache is full. */
+    cache_keep_used(rc->cache, true);
+    /* Blocks pinned by fills ahead stay within half the cache, the
+     * readahead within a quarter: the rest is for what readers use. */
+    uint64_t nb = cache_capacity_blocks(rc->cache);
+    rc->limit = (unsigned)(nb / 2 < o->fetchers ? nb / 2 : o->fetchers);
+    uint64_t w = nb / 4 < 2ull * o->fetchers ? nb / 4 : 2ull * o->fetchers;
+    rc->max_window = (unsigned)w;
+    if (rc->limit) {
+        rc->q = calloc(rc->limit, sizeof *rc->q);
+        if (!rc->q) {
+            cache_free(rc->cache);
+            free(rc);
+            return NULL;
+        }
+    }
+    pthread_mutex_init(&rc->mu, NULL);
+    pthread_cond_init(&rc->work, NULL);
+    pthread_cond_init(&rc->idle, NULL);
+    rc->refs = 1;
+    return rc;
+}
+
+static void rcache_unref(struct rcache *rc)
+{
+    pthread_mutex_lock(&rc->mu);
+    bool last = --rc->refs == 0;
+    pthread_mutex_unlock(&rc->mu);
+    if (!last)
+        return;
+    rcache_stop(rc);
+    cache_free(rc->cache);
+    free(rc->q);
+    pthread_mutex_destroy(&rc->mu);
+    pthread_cond_destroy(&rc->work);
+    pthread_cond_destroy(&rc->idle);
+    free(rc);
+}
+
+void rcache_put(struct rcache *rc)
+{
+    if (rc)
+        rcache_unref(rc);
+}
+
+void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
+{
+    struct cache_stats cs;
+    cache_get_stats(rc->cache, &cs);
+    memset(out, 0, sizeof *out);
+    out->hits = atomic_load(&rc->hits);
+    out->misses = atomic_load(&rc->misses);
+    out->prefetched = atomic_load(&rc->prefetched);
+    out->fill_errors = atomic_load(&rc->fill_errors);
+    out->disk_hits = atomic_load(&rc->disk_hits);
+    out->bytes_held = cs.bytes_held;
+    out->blocks_held = cs.blocks_held;
+    out->capacity = cs.capacity;
+    out->block_bytes = cs.block_bytes;
+    pthread_mutex_lock(&rc->mu);
+    out->inflight = rc->inflight;
+    out->inflight_max = rc->inflight_max;
+    pthread_mutex_unlock(&rc->mu);
+}
+
+/* ---- the wrapped source ---------------------------------------------------- */
+
+/* Follows the streams with a read of blocks [first, last] ending at end,
+ * and queues the blocks its stream's window asks for. */
+static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end)
+{
+    struct rcache *rc = b->rc;
+    if (!rc->max_window)
+        return;
+    pthread_mutex_lock(&b->mu);
+    b->tick++;
+    struct stream *s = NULL, *lru = &b->st[0];
+    for (unsigned i = 0; i < BLOCKSRC_STREAMS; i++) {
+        struct stream *x = &b->st[i];
+        if (x->live && first + 1 >= x->last_block && first <= x->last_block + 1) {
+            s = x;
+            break;
+        }
+        if (!x->live || (lru->live && x->tick < lru->tick))
+            lru = x;
+    }
+    if (!s) {
+        /* a new reader, or a jump: nothing ahead until it goes on */
+        *lru = (struct stream){ .live = true, .last_block = last, .end = end,
+                                .pf_next = last + 1, .window = 0, .tick = b->tick };
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    s->tick = b->tick;
+    if (end > s->end) {
+        s->end = end;
+        s->window = s->window ? (s->window * 2 < rc->max_window ? s->window * 2 : rc->max_window)
+                              : 1;
+    }
+    if (last > s->last_block)
+        s->last_block = last;
+    uint64_t from = s->pf_next > s->last_block + 1 ? s->pf_next : s->last_block + 1;
+    uint64_t to = s->last_block + s->window;       /* inclusive */
+    if (to >= b->nblocks)
+        to = b->nblocks - 1;
+    pthread_mutex_lock(&rc->mu);
+    uint64_t k = from;
+    for (; k <= to && s->window; k++)
+        if (!enqueue(rc, b, k))
+            break;
+    pthread_mutex_unlock(&rc->mu);
+    if (k > s->pf_next)
+        s->pf_next = k;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Queues blocks (*next .. last] of a read for the fetch threads, while
+ * the in-flight limit allows. */
+static void top_up(struct blocksrc *b, uint64_t *next, uint64_t last)
+{
+    struct rcache *rc = b->rc;
+    if (*next > last)
+        return;
+    pthread_mutex_lock(&rc->mu);
+    while (*next <= last && enqueue(rc, b, *next))
+        ++*next;
+    pthread_mutex_unlock(&rc->mu);
+}
+
+struct want {
+    const struct blocksrc *src;
+    uint64_t block;
+};
+
+static bool keep_unwanted(const struct qitem *it, const void *arg)
+{
+    const struct want *w = arg;
+    return it->src != w->src || it->block != w->block;
+}
+
+/* Block k is queued and no fetch thread has taken it yet: the reader
+ * fills it itself rather than wait behind the queue. */
+static void steal(struct blocksrc *b, uint64_t k)
+{
+    struct rcache *rc = b->rc;
+    struct qitem it;
+    struct want w = { b, k };
+    pthread_mutex_lock(&rc->mu);
+    bool got = take_out(rc, keep_unwanted, &w, &it);
+    pthread_mutex_unlock(&rc->mu);
+    if (got)
+        run_item(rc, &it, b, true);
+}
+
+static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t off)
+{
+    struct blocksrc *b = (struct blocksrc *)s;
+    struct rcache *rc = b->rc;
+    uint8_t *buf = vbuf;
+    if (off >= s->size || len == 0)
+        return 0;
+    if (len > s->size - off)
+        len = (size_t)(s->size - off);
+    if (len > (size_t)SSIZE_MAX)
+        len = (size_t)SSIZE_MAX & ~(size_t)4095;
+    size_t done = 0;
+    if (off < b->direct_below) {
+        /* the remote prefix: in memory already */
+        uint64_t n = b->direct_below - off < len ? b->direct_below - off : len;
+        int e = gguf_source_read_all(b->inner, buf, (size_t)n, off);
+        if (e)
+            return -e;
+        done = (size_t)n;
+        if (done == len)
+            return (ssize_t)len;
+    }
+    uint64_t B = rc->block_bytes;
+    uint64_t a = off + done, end = off + len;
+    uint64_t first = a / B, last = (end - 1) / B;
+    uint64_t next = first + 1;      /* the read's next block to queue */
+    top_up(b, &next, last);
+    readahead(b, first, last, end);
+    for (uint64_t k = first; k <= last; k++) {
+        top_up(b, &next, last);
+        steal(b, k);
+        int err = 0;
+        tl_src = b;
+        tl_reader = true;
+        tl_filled = false;
+        struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &err);
+        tl_src = NULL;
+        tl_reader = false;
+        if (!blk)
+            return -(err == ENOMEM ? ENOMEM : EIO);
+        atomic_fetch_add(tl_filled ? &rc->misses : &rc->hits, 1);
+        uint64_t bs = k * B, be = bs + cache_len(blk);
+        uint64_t to = end < be ? end : be;
+        memcpy(buf + (a - off), (const uint8_t *)cache_data(blk) + (a - bs), (size_t)(to - a));
+        cache_put(rc->cache, blk, (size_t)(to - a));
+        a = to;
+    }
+    return (ssize_t)len;
+}
+
+static void bs_close(struct gguf_source *s)
+{
+    struct blocksrc *b = (struct blocksrc *)s;
+    struct rcache *rc = b->rc;
+    drop_queued(rc, keep_other_src, b);
+    pthread_mutex_lock(&rc->mu);
+    while (b->busy)
+        pthread_cond_wait(&rc->idle, &rc->mu);
+    pthread_mutex_unlock(&rc->mu);
+    gguf_source_close(b->inner);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    rcache_unref(rc);
+}
+
+static const struct gguf_source_ops blocksrc_ops = { .read = bs_read, .close = bs_close };
+
+enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
+                            const struct blocksrc_disk *disk, struct gguf_source **out)
+{
+    *out = NULL;
+    struct blocksrc *b = calloc(1, sizeof *b);
+    if (!b) {
+        gguf_source_close(inner);
+        return GGUF_E_NOMEM;
+    }
+    b->s.ops = &blocksrc_ops;
+    b->s.size = inner->size;
+    b->s.name = inner->name;            /* the inner source's, freed with it */
+    b->s.identity = inner->identity;
+    b->s.fd = -1;
+    b->rc = rc;
+    b->inner = inner;
+    b->direct_below = direct_below;
+    b->nblocks = (inner->size + rc->block_bytes - 1) / rc->block_bytes;
+    if (disk)
+        b->disk = *disk;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_mutex_lock(&rc->mu);
+    rc->refs++;
+    b->id = rc->next_id++;
+    pthread_mutex_unlock(&rc->mu);
+    *out = &b->s;
+    return GGUF_OK;
+}
+
+struct gguf_source *blocksrc_inner(struct gguf_source *s)
+{
+    return s && s->ops == &blocksrc_ops ? ((struct blocksrc *)s)->inner : NULL;
+}

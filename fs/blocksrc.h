@@ -1,0 +1,126 @@
+/*
+ * fs/blocksrc.h — a block cache for slow byte sources (remote models).
+ *
+ * A struct rcache is a bounded in-memory cache of blocks of block_bytes
+ * bytes (fs/cache.h) shared by any number of wrapped sources, with a few
+ * fetch threads of its own.  blocksrc_wrap() makes a gguf_source that has
+ * the size, identity and name of the source it wraps (no descriptor: fd
+ * -1) and serves its reads from that cache, so that raw reads, f32 fills
+ * and model.gguf of a remote mount all go through it unchanged.  No FUSE
+ * header: built as a library of its own (fs/meson.build), tested by
+ * tests/unit/test_blocksrc.c over a fake source.
+ *
+ * Promises:
+ *   - Bytes: a read returns exactly the bytes the wrapped source returns
+ *     at those offsets; reads below direct_below (the remote prefix, held
+ *     in memory by the remote source) go straight to the wrapped source.
+ *   - Blocks: block k of a source is bytes [k*B, (k+1)*B) (the last one
+ *     shorter), fetched by one read of the wrapped source (a ranged
+ *     request), keyed (source id, k) in the cache.
+ *   - Parallel fills: a read that needs several blocks that are not
+ *     cached hands all but the first to the fetch threads and fills the
+ *     first itself, so they are fetched at once; never more fills queued
+ *     or running on the fetch threads than the in-flight limit (at most
+ *     the fetchers' count's worth of requests at once, and at most half
+ *     the cache's blocks).
+ *   - Readahead: each source follows up to BLOCKSRC_STREAMS readers
+ *     (streams: a read that starts in the block where a stream's last
+ *     read ended, or the next one, continues it).  A read that continues
+ *     a stream and moves it forward doubles the stream's window (1, 2, 4,
+ *     ... blocks, at most the in-flight limit and a quarter of the cache)
+ *     and queues the blocks of the window after the read that are neither
+ *     cached nor queued.  A read that continues no stream starts a new one
+ *     (replacing the least recently used) and prefetches nothing, so
+ *     random reads fetch only what they need.
+ *   - Eviction: blocks stay while the cache has room (cache_keep_used: a
+ *     block read once may be read again, from another file or after the
+ *     kernel dropped its pages); once it is full, a block whose bytes have
+ *     all been read (cache_put's used) is the first to be reused
+ *     (fs/cache.h), so blocks fetched ahead and not read yet stay while a
+ *     stream consumes the blocks before them.
+ *   - Memory: the cache's capacity bounds the blocks held (plus the ones
+ *     pinned at a time: one per reading thread, and the in-flight fills).
+ *   - Errors: a failed fill is not cached; the reads that needed the block
+ *     fail with that error (EIO), the next read of it tries again.  A
+ *     failed prefetch costs nothing but the request.  Cached blocks stay
+ *     valid whatever happens to the wrapped source later (they are bytes of
+ *     its identity).
+ *   - Threads: rcache_start starts the fetch threads (call it after a
+ *     fork: threads do not survive it); before, reads fill every block on
+ *     the caller, one after another, and prefetch nothing.
+ *     rcache_stop stops them (queued prefetches are dropped).  Reads may
+ *     come from any number of threads at once.
+ *
+ * Lock order: a source's stream lock, then the rcache's lock, then the
+ * cache's (fs/cache.h); fills run without any of them.
+ */
+#ifndef FS_BLOCKSRC_H
+#define FS_BLOCKSRC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/source.h"
+
+#define BLOCKSRC_STREAMS 8
+#define BLOCKSRC_MAX_FETCHERS 64
+
+struct rcache;
+
+struct rcache_opts {
+    size_t block_bytes;      /* B (at least 4096) */
+    uint64_t capacity;       /* bytes of blocks held (fs/cache.h) */
+    unsigned fetchers;       /* fetch threads: the connections (1 to 64) */
+};
+
+/* NULL when out of memory or for options out of range. */
+struct rcache *rcache_new(const struct rcache_opts *o);
+/* Starts the fetch threads; false if none could be started (reads then
+ * work as before rcache_start). */
+bool rcache_start(struct rcache *rc);
+/* Stops and joins them; queued prefetches are dropped.  No read may be in
+ * progress. */
+void rcache_stop(struct rcache *rc);
+/* Drops the creator's reference: the rcache is freed (threads stopped)
+ * when its wrapped sources are closed too. */
+void rcache_put(struct rcache *rc);
+
+struct rcache_stats {
+    uint64_t hits;           /* blocks a read found cached or being fetched */
+    uint64_t misses;         /* blocks a read had to fetch itself */
+    uint64_t prefetched;     /* blocks handed to the fetch threads (readahead
+                                and the other blocks of a multi-block read) */
+    uint64_t fill_errors;    /* fetches that failed */
+    uint64_t disk_hits;      /* fills served by a disk cache (blocksrc_disk) */
+    uint64_t bytes_held, blocks_held, capacity, block_bytes;
+    uint64_t inflight;       /* fills queued or running on the threads now */
+    uint64_t inflight_max;   /* the most at once */
+};
+void rcache_get_stats(struct rcache *rc, struct rcache_stats *out);
+
+/*
+ * The hook for a persistent disk cache (fs/diskcache.h, another module):
+ * a fill asks read first (true: dst holds the block's len bytes), then the
+ * wrapped source, then hands the bytes to write.  Both are called from any
+ * thread, without locks held, for blocks of one source (block: the block
+ * number of that source).  A NULL read or write is skipped.
+ */
+struct blocksrc_disk {
+    bool (*read)(void *ctx, uint64_t block, void *dst, size_t len);
+    void (*write)(void *ctx, uint64_t block, const void *src, size_t len);
+    void *ctx;
+};
+
+/* Wraps inner (taken: closing the wrapper closes it) as a source read
+ * through rc (see above).  disk may be NULL.  GGUF_E_NOMEM (inner is then
+ * closed).  Close the wrapper (gguf_source_close) when no read of it is in
+ * progress; its prefetches still queued are dropped and those running
+ * waited for. */
+enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
+                            const struct blocksrc_disk *disk, struct gguf_source **out);
+
+/* The source a wrapper reads from; NULL if s is not a wrapper. */
+struct gguf_source *blocksrc_inner(struct gguf_source *s);
+
+#endif

@@ -1,0 +1,564 @@
+/*
+ * tests/unit/test_blocksrc.c — the block cache of remote bytes
+ * (fs/blocksrc.h) over a fake in-memory source that counts its reads:
+ * bytes at every alignment and straddle (with and without fetch threads,
+ * with a directly served prefix), a multi-block read filled in parallel,
+ * sequential reads prefetching a window that ramps 1, 2, 4, ..., random
+ * reads prefetching nothing, failed fills (EIO, not cached, retried by
+ * the next read, never wrong bytes), the memory bound, the disk-cache
+ * hook, closing a source with prefetches queued.
+ *
+ * Nothing sleeps or looks at a clock to decide anything.  The fake source
+ * can hold reads made by threads other than the test's at a gate that the
+ * test opens; the test waits for the number of reads inside the source
+ * (a condition variable).  One hang guard: a wait for reads that do not
+ * come gives up after HANG_GUARD seconds and fails with the count seen.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "blocksrc.h"
+
+#define BLK (64u << 10)            /* block bytes */
+#define HANG_GUARD 60
+
+/* ---- the fake source -------------------------------------------------------- */
+
+struct fake {
+    struct gguf_source s;
+    uint8_t *data;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t main;                 /* the test's thread: never gated */
+    bool gated;                     /* reads of other threads wait for !gated */
+    unsigned inside, max_inside;    /* reads in progress */
+    uint64_t reads, bytes;
+    uint64_t fail_lo, fail_hi;      /* reads overlapping [lo, hi) fail ... */
+    unsigned fail_n;                /* ... this many times */
+    unsigned closed;
+};
+
+static uint8_t byte_at(uint64_t i)
+{
+    return (uint8_t)((i * 2654435761u) >> 13 ^ i);
+}
+
+static ssize_t fake_read(struct gguf_source *s, void *buf, size_t len, uint64_t off)
+{
+    struct fake *f = (struct fake *)s;
+    if (off >= s->size)
+        return 0;
+    if (len > s->size - off)
+        len = (size_t)(s->size - off);
+    pthread_mutex_lock(&f->mu);
+    f->reads++;
+    f->inside++;
+    if (f->inside > f->max_inside)
+        f->max_inside = f->inside;
+    pthread_cond_broadcast(&f->cv);
+    while (f->gated && !pthread_equal(pthread_self(), f->main))
+        pthread_cond_wait(&f->cv, &f->mu);
+    bool fail = f->fail_n && off < f->fail_hi && off + len > f->fail_lo;
+    if (fail)
+        f->fail_n--;
+    else
+        f->bytes += len;
+    f->inside--;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    if (fail)
+        return -EIO;
+    memcpy(buf, f->data + off, len);
+    return (ssize_t)len;
+}
+
+static void fake_close(struct gguf_source *s)
+{
+    struct fake *f = (struct fake *)s;
+    f->closed++;                    /* the struct is the test's */
+}
+
+static const struct gguf_source_ops fake_ops = { .read = fake_read, .close = fake_close };
+
+static void fake_init(struct fake *f, uint64_t size)
+{
+    memset(f, 0, sizeof *f);
+    f->s.ops = &fake_ops;
+    f->s.size = size;
+    f->s.name = "fake";
+    f->s.identity = "fake:1";
+    f->s.fd = -1;
+    f->data = malloc(size ? size : 1);
+    assert_non_null(f->data);
+    for (uint64_t i = 0; i < size; i++)
+        f->data[i] = byte_at(i);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    f->main = pthread_self();
+}
+
+static void fake_free(struct fake *f)
+{
+    free(f->data);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+}
+
+static uint64_t fake_reads(struct fake *f)
+{
+    pthread_mutex_lock(&f->mu);
+    uint64_t n = f->reads;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+static void fake_gate(struct fake *f, bool gated)
+{
+    pthread_mutex_lock(&f->mu);
+    f->gated = gated;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Waits until n reads are inside the source at once (gated); the most
+ * seen (the hang guard: fails after HANG_GUARD seconds). */
+static unsigned wait_inside(struct fake *f, unsigned n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += HANG_GUARD;
+    pthread_mutex_lock(&f->mu);
+    while (f->inside < n)
+        if (pthread_cond_timedwait(&f->cv, &f->mu, &until) == ETIMEDOUT)
+            break;
+    unsigned got = f->max_inside;
+    pthread_mutex_unlock(&f->mu);
+    return got;
+}
+
+static struct rcache *new_rc(uint64_t capacity_blocks, unsigned fetchers)
+{
+    /* a block costs its room and some bookkeeping (fs/cache.h) */
+    struct rcache_opts o = { .block_bytes = BLK, .capacity = capacity_blocks * (BLK + 1024),
+                             .fetchers = fetchers };
+    struct rcache *rc = rcache_new(&o);
+    assert_non_null(rc);
+    return rc;
+}
+
+static struct gguf_source *wrap(struct rcache *rc, struct fake *f, uint64_t direct)
+{
+    struct gguf_source *s;
+    assert_int_equal(blocksrc_wrap(rc, &f->s, direct, NULL, &s), GGUF_OK);
+    assert_int_equal(s->size, f->s.size);
+    assert_string_equal(s->identity, f->s.identity);
+    assert_int_equal(s->fd, -1);
+    assert_ptr_equal(blocksrc_inner(s), &f->s);
+    return s;
+}
+
+static bool read_ok(struct gguf_source *s, struct fake *f, uint64_t off, size_t len)
+{
+    uint8_t *buf = malloc(len ? len : 1);
+    assert_non_null(buf);
+    ssize_t r = s->ops->read(s, buf, len, off);
+    uint64_t want = off >= f->s.size ? 0 : f->s.size - off < len ? f->s.size - off : len;
+    bool ok = r == (ssize_t)want && memcmp(buf, f->data + off, (size_t)want) == 0;
+    free(buf);
+    return ok;
+}
+
+static struct rcache_stats stats(struct rcache *rc)
+{
+    struct rcache_stats st;
+    rcache_get_stats(rc, &st);
+    return st;
+}
+
+/* Waits until the fetch threads have nothing queued or running (they run
+ * on their own: this only yields until they are done). */
+static void drain(struct rcache *rc)
+{
+    while (stats(rc).inflight)
+        sched_yield();
+}
+
+/* ---- bytes ------------------------------------------------------------------- */
+
+static void alignments(bool threads)
+{
+    struct fake f;
+    uint64_t size = 5ull * BLK + 1234;
+    fake_init(&f, size);
+    struct rcache *rc = new_rc(64, 4);
+    if (threads)
+        assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 1000);
+    static const int64_t deltas[] = { -4097, -4096, -1, 0, 1, 7, 4096 };
+    static const size_t lens[] = { 1, 2, 999, 4096, BLK - 1, BLK, BLK + 1, 2 * BLK + 3,
+                                   3 * BLK, 6 * BLK };
+    for (uint64_t k = 0; k <= 5; k++)
+        for (size_t d = 0; d < sizeof deltas / sizeof *deltas; d++) {
+            int64_t o = (int64_t)(k * BLK) + deltas[d];
+            if (o < 0)
+                continue;
+            for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+                if (!read_ok(s, &f, (uint64_t)o, lens[l]))
+                    fail_msg("bytes at %lld + %zu (threads %d)", (long long)o, lens[l], threads);
+        }
+    /* the prefix, and across its end */
+    assert_true(read_ok(s, &f, 0, 1000));
+    assert_true(read_ok(s, &f, 999, 2));
+    assert_true(read_ok(s, &f, size - 1, 100));
+    assert_true(read_ok(s, &f, size, 100));
+    assert_true(read_ok(s, &f, 0, (size_t)size));
+    /* every block was fetched once, whole: at most one read per block
+     * besides the prefix's */
+    uint64_t before = fake_reads(&f);
+    for (uint64_t o = 0; o < size; o += 4096)
+        assert_true(read_ok(s, &f, o, 4096));
+    assert_int_equal(fake_reads(&f), before + 1);   /* the prefix: 1 read */
+    gguf_source_close(s);
+    assert_int_equal(f.closed, 1);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+static void test_alignments(void **state)
+{
+    (void)state;
+    alignments(false);
+    alignments(true);
+}
+
+/* ---- parallel fills ------------------------------------------------------------ */
+
+struct reader {
+    struct gguf_source *s;
+    struct fake *f;
+    uint64_t off;
+    size_t len;
+    bool ok;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    r->ok = read_ok(r->s, r->f, r->off, r->len);
+    return NULL;
+}
+
+static void test_parallel(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 16ull * BLK);
+    struct rcache *rc = new_rc(64, 4);
+    assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 0);
+    /* the reader is not the test's thread: its fill is gated too */
+    fake_gate(&f, true);
+    struct reader r = { s, &f, BLK + 100, 4 * BLK - 200, false };   /* blocks 1-4 */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
+    unsigned most = wait_inside(&f, 4);
+    fake_gate(&f, false);
+    pthread_join(th, NULL);
+    assert_true(r.ok);
+    if (most < 4)
+        fail_msg("a read of 4 blocks: %u fills at once, want 4", most);
+    assert_int_equal(fake_reads(&f), 4);
+    struct rcache_stats st = stats(rc);
+    assert_int_equal(st.prefetched, 3);
+    assert_true(st.inflight_max <= 4);
+    /* never more fills at once than the fetchers (+ the reader's own) */
+    fake_gate(&f, true);
+    r = (struct reader){ s, &f, 6 * BLK, 10 * BLK, false };
+    assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
+    most = wait_inside(&f, 5);
+    fake_gate(&f, false);
+    pthread_join(th, NULL);
+    assert_true(r.ok);
+    assert_int_equal(most, 5);
+    assert_true(stats(rc).inflight_max <= 4);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+/* ---- readahead ----------------------------------------------------------------- */
+
+static void test_sequential_ramps(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 64ull * BLK);
+    struct rcache *rc = new_rc(128, 8);             /* limit 8, window up to 16 */
+    assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 0);
+    /* fetches ahead wait at the gate: what is queued is counted exactly */
+    fake_gate(&f, true);
+    /* all in block 0: a read of a block held at the gate would wait */
+    const size_t step = BLK / 8;
+    static const uint64_t want[] = { 0, 1, 2, 4, 8 };
+    for (unsigned i = 0; i < 5; i++) {
+        assert_true(read_ok(s, &f, i * step, step));
+        if (stats(rc).prefetched != want[i])
+            fail_msg("after sequential read %u: %llu blocks prefetched, want %llu", i + 1,
+                     (unsigned long long)stats(rc).prefetched, (unsigned long long)want[i]);
+    }
+    /* the in-flight limit holds while the fetches are held */
+    assert_true(read_ok(s, &f, 5 * step, step));
+    assert_int_equal(stats(rc).prefetched, 8);
+    fake_gate(&f, false);
+    /* the stream goes on: the blocks ahead were fetched by the threads,
+     * the reader's own fetches are few */
+    uint64_t misses0 = stats(rc).misses;
+    for (uint64_t o = 6 * step; o < 32ull * BLK; o += step)
+        assert_true(read_ok(s, &f, o, step));
+    struct rcache_stats st = stats(rc);
+    /* a block reached while still queued is fetched by the reader, so the
+     * queue moves with the reader even if the threads do not run */
+    assert_true(st.prefetched >= 16);
+    assert_true(st.inflight_max <= 8);
+    (void)misses0;
+    /* two streams at once, interleaved (past what the first one fetched
+     * ahead: at most 16 blocks after block 31): both prefetch */
+    drain(rc);
+    uint64_t pf = stats(rc).prefetched;
+    for (uint64_t i = 0; i < 2; i++) {
+        assert_true(read_ok(s, &f, 50ull * BLK + i * step, step));
+        assert_true(read_ok(s, &f, 58ull * BLK + i * step, step));
+    }
+    if (stats(rc).prefetched != pf + 2)
+        fail_msg("two streams: %llu prefetched, before %llu",
+                 (unsigned long long)stats(rc).prefetched, (unsigned long long)pf);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+static void test_random_no_prefetch(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 200ull * BLK);
+    struct rcache *rc = new_rc(32, 8);
+    assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 0);
+    /* blocks far apart (37 apart, mod 200: no read lands next to any of
+     * the 8 before it), small reads */
+    for (unsigned i = 0; i < 100; i++) {
+        uint64_t k = (i * 37u) % 200;
+        assert_true(read_ok(s, &f, k * BLK + (i * 977) % (BLK - 512), 512));
+    }
+    struct rcache_stats st = stats(rc);
+    assert_int_equal(st.prefetched, 0);
+    assert_int_equal(st.hits + st.misses, 100);
+    assert_int_equal(fake_reads(&f), st.misses);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+/* ---- errors --------------------------------------------------------------------- */
+
+static void test_errors(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 32ull * BLK);
+    struct rcache *rc = new_rc(64, 4);
+    struct gguf_source *s = wrap(rc, &f, 0);
+    uint8_t *buf = malloc(2 * BLK);
+    assert_non_null(buf);
+    /* no threads: the reader's own fill fails, is not cached, is retried */
+    f.fail_lo = 3 * BLK;
+    f.fail_hi = 3 * BLK + 1;
+    f.fail_n = 1;
+    assert_int_equal(s->ops->read(s, buf, 100, 3 * BLK + 50), -EIO);
+    assert_int_equal(stats(rc).fill_errors, 1);
+    uint64_t n = fake_reads(&f);
+    assert_true(read_ok(s, &f, 3 * BLK + 50, 100));
+    assert_int_equal(fake_reads(&f), n + 1);
+    /* a read of two blocks whose second fails: EIO, and the first stays */
+    f.fail_lo = 6 * BLK;
+    f.fail_hi = 6 * BLK + 1;
+    f.fail_n = 1;
+    assert_int_equal(s->ops->read(s, buf, 2 * BLK, 5 * BLK), -EIO);
+    n = fake_reads(&f);
+    assert_true(read_ok(s, &f, 5 * BLK, 2 * BLK));
+    assert_int_equal(fake_reads(&f), n + 1);        /* block 6 only */
+    /* with threads: prefetched blocks fail; a read is right or EIO, and
+     * the next one is right */
+    assert_true(rcache_start(rc));
+    f.fail_lo = 10 * BLK;
+    f.fail_hi = 20 * BLK;
+    f.fail_n = 4;
+    unsigned eio = 0;
+    for (uint64_t o = 8ull * BLK; o < 24ull * BLK; o += BLK / 2) {
+        ssize_t r = s->ops->read(s, buf, BLK / 2, o);
+        if (r == -EIO) {
+            /* the next read tries again (and may meet a failure left) */
+            eio++;
+            bool ok = false;
+            for (unsigned t = 0; t < 5 && !ok; t++)
+                ok = read_ok(s, &f, o, BLK / 2);
+            assert_true(ok);
+        } else {
+            assert_int_equal(r, BLK / 2);
+            assert_memory_equal(buf, f.data + o, BLK / 2);
+        }
+    }
+    pthread_mutex_lock(&f.mu);
+    unsigned left = f.fail_n;
+    pthread_mutex_unlock(&f.mu);
+    assert_int_equal(left, 0);
+    assert_true(eio <= 4);
+    assert_true(stats(rc).fill_errors >= 2 + 4);
+    free(buf);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+/* ---- memory ----------------------------------------------------------------------- */
+
+static void test_memory_bound(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 300ull * BLK);
+    struct rcache *rc = new_rc(8, 8);              /* limit 4, window 2 */
+    assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 0);
+    struct rcache_stats st = stats(rc);
+    uint64_t cost = st.capacity / 8;                /* at least a block's */
+    uint64_t most = 0;
+    for (uint64_t o = 0; o < f.s.size; o += BLK / 3) {
+        assert_true(read_ok(s, &f, o, BLK / 3));
+        st = stats(rc);
+        if (st.bytes_held > most)
+            most = st.bytes_held;
+    }
+    /* the capacity, plus the blocks pinned by fills in flight (4) and by
+     * the reader (1) */
+    assert_true(most <= st.capacity + 5 * cost);
+    assert_true(st.blocks_held <= 8 + 5);
+    rcache_stop(rc);
+    st = stats(rc);
+    assert_true(st.bytes_held <= st.capacity);
+    /* random reads over a large file */
+    for (uint64_t i = 0, k = 5; i < 200; i++) {
+        k = (k * 131 + 7) % 300;
+        assert_true(read_ok(s, &f, k * BLK + 10, 2 * BLK));
+        assert_true(stats(rc).bytes_held <= st.capacity + 2 * cost);
+    }
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+/* ---- the disk cache hook ------------------------------------------------------------ */
+
+struct disk {
+    uint64_t present;               /* blocks [0, present) are "on disk" */
+    const uint8_t *data;
+    atomic_uint_fast64_t reads, writes;
+};
+
+static bool disk_read(void *ctx, uint64_t block, void *dst, size_t len)
+{
+    struct disk *d = ctx;
+    atomic_fetch_add(&d->reads, 1);
+    if (block >= d->present)
+        return false;
+    memcpy(dst, d->data + block * BLK, len);
+    return true;
+}
+
+static void disk_write(void *ctx, uint64_t block, const void *src, size_t len)
+{
+    struct disk *d = ctx;
+    (void)block;
+    (void)src;
+    (void)len;
+    atomic_fetch_add(&d->writes, 1);
+}
+
+static void test_disk_hook(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 8ull * BLK + 5);
+    struct rcache *rc = new_rc(64, 2);
+    struct disk d = { .present = 4, .data = f.data };
+    struct blocksrc_disk hook = { disk_read, disk_write, &d };
+    struct gguf_source *s;
+    assert_int_equal(blocksrc_wrap(rc, &f.s, 0, &hook, &s), GGUF_OK);
+    assert_true(read_ok(s, &f, 0, (size_t)f.s.size));
+    assert_int_equal(fake_reads(&f), 5);            /* blocks 4-8 */
+    assert_int_equal(atomic_load(&d.reads), 9);
+    assert_int_equal(atomic_load(&d.writes), 5);
+    assert_int_equal(stats(rc).disk_hits, 4);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+/* ---- closing ------------------------------------------------------------------------ */
+
+static void test_close_with_queue(void **state)
+{
+    (void)state;
+    struct fake f1, f2;
+    fake_init(&f1, 64ull * BLK);
+    fake_init(&f2, 64ull * BLK);
+    struct rcache *rc = new_rc(64, 2);
+    assert_true(rcache_start(rc));
+    struct gguf_source *s1 = wrap(rc, &f1, 0), *s2 = wrap(rc, &f2, 0);
+    fake_gate(&f1, true);
+    /* sequential reads in block 0 queue what the limit allows; the fetches
+     * wait at the gate */
+    for (uint64_t i = 0; i < 4; i++)
+        assert_true(read_ok(s1, &f1, i * (BLK / 4), BLK / 4));
+    assert_true(wait_inside(&f1, 2) >= 2);
+    fake_gate(&f1, false);
+    gguf_source_close(s1);          /* drops the queue, waits for the fetches */
+    assert_int_equal(f1.closed, 1);
+    /* the other source still works, through the threads */
+    assert_true(read_ok(s2, &f2, 0, 10 * BLK));
+    /* the creator's reference first: freed with the last source */
+    rcache_put(rc);
+    assert_true(read_ok(s2, &f2, 20 * BLK, 3 * BLK));
+    gguf_source_close(s2);
+    fake_free(&f1);
+    fake_free(&f2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alignments),
+        cmocka_unit_test(test_parallel),
+        cmocka_unit_test(test_sequential_ramps),
+        cmocka_unit_test(test_random_no_prefetch),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_disk_hook),
+        cmocka_unit_test(test_close_with_queue),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
