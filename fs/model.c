@@ -7,6 +7,7 @@
 #include "fs.h"
 
 #include "gguf/commit.h"
+#include "gguf/overlay.h"
 #include "remote/source.h"
 
 #include <errno.h>
@@ -52,6 +53,12 @@ static enum gguf_err open_url(void *ctx, const char *name, struct gguf_source **
     /* a shard that is not there (404) is GGUF_E_NOENT: the split code
      * names it */
     return remote_source_open(&ro, out, d);
+}
+
+struct remote *ggfs_remote(struct gguf_source *src)
+{
+    struct gguf_source *in = gguf_splice_base(src);
+    return remote_source_remote(in ? in : src);
 }
 
 enum gguf_err ggfs_open_model(const char *path, bool read_only,

@@ -172,7 +172,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
         struct remote_stats sum = { 0 }, rs;
         const struct gguf_split *m = fs->st->model;
         for (unsigned i = 0; i < m->n; i++) {
-            struct remote *r = remote_source_remote(m->shards[i].src);
+            struct remote *r = ggfs_remote(m->shards[i].src);
             if (!r)
                 continue;
             remote_get_stats(r, &rs);

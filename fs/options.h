@@ -26,6 +26,7 @@ struct options {
     unsigned timeout;           /* -o timeout, seconds (0: the default) */
     char *bearer_token_file;    /* -o bearer_token_file */
     char *ca_file;              /* -o ca_file */
+    char *overlay;              /* -o overlay: as given */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

@@ -25,7 +25,7 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 
 void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
 {
-    struct remote *r = remote_source_remote(src);
+    struct remote *r = ggfs_remote(src);
     struct gguf_diag d;
     if (!r || !remote_last_error(r, &d))
         return;

@@ -316,13 +316,15 @@ static int render_info(struct state *st, const char *path)
                         "(split.* keys dropped)\n\n");
     }
     for (unsigned i = 0; i < st->model->n; i++) {
-        struct remote *r = remote_source_remote(st->model->shards[i].src);
+        struct remote *r = ggfs_remote(st->model->shards[i].src);
         if (r)
             gguf_buf_printf(&b, "remote: %s\nidentity: %s\nsize: %llu bytes\n%s",
                             remote_display_url(r), remote_identity(r),
                             (unsigned long long)remote_size(r),
                             i + 1 == st->model->n ? "\n" : "");
     }
+    if (st->fs->overlay)
+        gguf_buf_printf(&b, "overlay: %s\n\n", st->fs->overlay);
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
