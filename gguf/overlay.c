@@ -137,6 +137,69 @@ static enum gguf_err bad(struct gguf_diag *d, enum gguf_err e, uint64_t off, con
     return gguf_diag_set(d, e, off, "%s", what);
 }
 
+enum gguf_err gguf_overlay_parse(const uint8_t *data, uint64_t size, struct gguf_overlay *ov,
+                                 struct gguf_diag *d)
+{
+    memset(ov, 0, sizeof *ov);
+    if (size < GGUF_OVERLAY_REC)
+        return gguf_diag_set(d, GGUF_E_MAGIC, 0, "not a gguffs overlay (%llu bytes, shorter "
+                             "than its 64-byte record)", (unsigned long long)size);
+    const uint8_t *rec = data;
+    if (memcmp(rec, omagic, 8) != 0)
+        return bad(d, GGUF_E_MAGIC, 0, "not a gguffs overlay (no GGUFFSOV magic)");
+    if (gguf_rd64(&oenc, rec + 56) != gguf_cksum(rec, 56))
+        return bad(d, GGUF_E_INVAL, 56, "overlay record checksum mismatch (the file is damaged)");
+    uint32_t version = gguf_rd32(&oenc, rec + 8);
+    uint32_t id_len = gguf_rd32(&oenc, rec + 12);
+    uint32_t name_len = gguf_rd32(&oenc, rec + 40);
+    uint64_t base_size = gguf_rd64(&oenc, rec + 16);
+    uint64_t base_data = gguf_rd64(&oenc, rec + 24);
+    uint64_t hdr_len = gguf_rd64(&oenc, rec + 32);
+    if (version != GGUF_OVERLAY_VERSION)
+        return gguf_diag_set(d, GGUF_E_VERSION, 8, "unsupported overlay version %u "
+                             "(supported: %u)", version, GGUF_OVERLAY_VERSION);
+    if (id_len == 0 || id_len > GGUF_OVERLAY_ID_MAX)
+        return gguf_diag_set(d, GGUF_E_RANGE, 12, "identity length %u out of range (1 to %u)",
+                             id_len, GGUF_OVERLAY_ID_MAX);
+    if (name_len > GGUF_OVERLAY_NAME_MAX)
+        return gguf_diag_set(d, GGUF_E_RANGE, 40, "name length %u out of range (at most %u)",
+                             name_len, GGUF_OVERLAY_NAME_MAX);
+    if (gguf_rd32(&oenc, rec + 44) != 0)
+        return bad(d, GGUF_E_INVAL, 44, "reserved field is not zero");
+    if (base_data > base_size)
+        return gguf_diag_set(d, GGUF_E_RANGE, 24, "data start %llu past the base's size %llu",
+                             (unsigned long long)base_data, (unsigned long long)base_size);
+    uint64_t hdr_at = GGUF_OVERLAY_REC + (uint64_t)id_len + name_len;
+    if (size < hdr_at || hdr_len != size - hdr_at)
+        return gguf_diag_set(d, GGUF_E_RANGE, 32, "header length %llu does not match the "
+                             "file's size (%llu bytes)", (unsigned long long)hdr_len,
+                             (unsigned long long)size);
+    if (hdr_len > UINT64_MAX - (base_size - base_data))
+        return bad(d, GGUF_E_RANGE, 32, "header length too large");
+    if (gguf_cksum(data + GGUF_OVERLAY_REC, (size_t)(size - GGUF_OVERLAY_REC)) !=
+        gguf_rd64(&oenc, rec + 48))
+        return bad(d, GGUF_E_INVAL, 48, "overlay checksum mismatch (the file is damaged)");
+    const uint8_t *pl = data + GGUF_OVERLAY_REC;
+    for (uint32_t i = 0; i < id_len + name_len; i++)
+        if (pl[i] < 0x20 || pl[i] > 0x7e)
+            return gguf_diag_set(d, GGUF_E_INVAL, GGUF_OVERLAY_REC + i, "%s is not printable "
+                                 "ASCII", i < id_len ? "identity" : "name");
+    ov->identity = dup_n((const char *)pl, id_len);
+    ov->name = dup_n((const char *)pl + id_len, name_len);
+    if (hdr_len && (ov->hdr = malloc((size_t)hdr_len)))
+        memcpy(ov->hdr, pl + id_len + name_len, (size_t)hdr_len);
+    if (!ov->identity || !ov->name || (hdr_len && !ov->hdr)) {
+        gguf_overlay_free(ov);
+        return bad(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
+    ov->base_size = base_size;
+    ov->base_data = base_data;
+    ov->hdr_len = hdr_len;
+    ov->hdr_at = hdr_at;
+    ov->sum = gguf_rd64(&oenc, rec + 56);
+    return GGUF_OK;
+}
+
 enum gguf_err gguf_overlay_read(const char *path, struct gguf_overlay *ov,
                                 struct gguf_diag *d)
 {
@@ -144,120 +207,27 @@ enum gguf_err gguf_overlay_read(const char *path, struct gguf_overlay *ov,
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        gguf_diag_set(d, e == ENOENT ? GGUF_E_NOENT : GGUF_E_IO, UINT64_MAX, "%s",
-                      strerror(e));
-        return e == ENOENT ? GGUF_E_NOENT : GGUF_E_IO;
+        enum gguf_err err = e == ENOENT ? GGUF_E_NOENT : GGUF_E_IO;
+        return gguf_diag_set(d, err, UINT64_MAX, "%s", strerror(e));
     }
     enum gguf_err err;
-    uint8_t rec[GGUF_OVERLAY_REC];
-    uint8_t *pl = NULL;
+    uint8_t *data = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         err = gguf_io_fail(d, "fstat", errno);
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    } else if (!S_ISREG(st.st_mode)) {
         err = bad(d, GGUF_E_IO, UINT64_MAX, "not a regular file");
-        goto out;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < GGUF_OVERLAY_REC) {
-        err = gguf_diag_set(d, GGUF_E_MAGIC, 0, "not a gguffs overlay (%llu bytes, shorter "
-                            "than its 64-byte record)", (unsigned long long)size);
-        goto out;
-    }
-    if (!gguf_pread_all(fd, rec, sizeof rec, 0)) {
-        err = gguf_io_fail(d, "read", errno);
-        goto out;
-    }
-    if (memcmp(rec, omagic, 8) != 0) {
-        err = bad(d, GGUF_E_MAGIC, 0, "not a gguffs overlay (no GGUFFSOV magic)");
-        goto out;
-    }
-    if (gguf_rd64(&oenc, rec + 56) != gguf_cksum(rec, 56)) {
-        err = bad(d, GGUF_E_INVAL, 56, "overlay record checksum mismatch (the file is damaged)");
-        goto out;
-    }
-    uint32_t version = gguf_rd32(&oenc, rec + 8);
-    uint32_t id_len = gguf_rd32(&oenc, rec + 12);
-    uint32_t name_len = gguf_rd32(&oenc, rec + 40);
-    ov->base_size = gguf_rd64(&oenc, rec + 16);
-    ov->base_data = gguf_rd64(&oenc, rec + 24);
-    ov->hdr_len = gguf_rd64(&oenc, rec + 32);
-    ov->sum = gguf_rd64(&oenc, rec + 56);
-    if (version != GGUF_OVERLAY_VERSION) {
-        err = gguf_diag_set(d, GGUF_E_VERSION, 8, "unsupported overlay version %u "
-                            "(supported: %u)", version, GGUF_OVERLAY_VERSION);
-        goto out;
-    }
-    if (id_len == 0 || id_len > GGUF_OVERLAY_ID_MAX) {
-        err = gguf_diag_set(d, GGUF_E_RANGE, 12, "identity length %u out of range (1 to %u)",
-                            id_len, GGUF_OVERLAY_ID_MAX);
-        goto out;
-    }
-    if (name_len > GGUF_OVERLAY_NAME_MAX) {
-        err = gguf_diag_set(d, GGUF_E_RANGE, 40, "name length %u out of range (at most %u)",
-                            name_len, GGUF_OVERLAY_NAME_MAX);
-        goto out;
-    }
-    if (gguf_rd32(&oenc, rec + 44) != 0) {
-        err = bad(d, GGUF_E_INVAL, 44, "reserved field is not zero");
-        goto out;
-    }
-    if (ov->base_data > ov->base_size) {
-        err = gguf_diag_set(d, GGUF_E_RANGE, 24, "data start %llu past the base's size %llu",
-                            (unsigned long long)ov->base_data,
-                            (unsigned long long)ov->base_size);
-        goto out;
-    }
-    ov->hdr_at = GGUF_OVERLAY_REC + (uint64_t)id_len + name_len;
-    if (size < ov->hdr_at || ov->hdr_len != size - ov->hdr_at) {
-        err = gguf_diag_set(d, GGUF_E_RANGE, 32, "header length %llu does not match the "
-                            "file's size (%llu bytes)", (unsigned long long)ov->hdr_len,
-                            (unsigned long long)size);
-        goto out;
-    }
-    if (ov->hdr_len > UINT64_MAX - (ov->base_size - ov->base_data)) {
-        err = bad(d, GGUF_E_RANGE, 32, "header length too large");
-        goto out;
-    }
-    /* the payload's length is the file's: bounded by what the disk holds */
-    uint64_t pl_len = size - GGUF_OVERLAY_REC;
-    if (pl_len > SIZE_MAX || !(pl = malloc(pl_len ? (size_t)pl_len : 1))) {
+    } else if ((uint64_t)st.st_size > SIZE_MAX ||
+               !(data = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+        /* the size is the file's: bounded by what the disk holds */
         err = bad(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-        goto out;
-    }
-    if (!gguf_pread_all(fd, pl, (size_t)pl_len, GGUF_OVERLAY_REC)) {
+    } else if (!gguf_pread_all(fd, data, (size_t)st.st_size, 0)) {
         err = gguf_io_fail(d, "read", errno);
-        goto out;
+    } else {
+        err = gguf_overlay_parse(data, (uint64_t)st.st_size, ov, d);
     }
-    if (gguf_cksum(pl, (size_t)pl_len) != gguf_rd64(&oenc, rec + 48)) {
-        err = bad(d, GGUF_E_INVAL, 48, "overlay checksum mismatch (the file is damaged)");
-        goto out;
-    }
-    for (uint32_t i = 0; i < id_len + name_len; i++)
-        if (pl[i] < 0x20 || pl[i] > 0x7e) {
-            err = gguf_diag_set(d, GGUF_E_INVAL, GGUF_OVERLAY_REC + i, "%s is not printable "
-                                "ASCII", i < id_len ? "identity" : "name");
-            goto out;
-        }
-    ov->identity = dup_n((const char *)pl, id_len);
-    ov->name = dup_n((const char *)pl + id_len, name_len);
-    if (ov->hdr_len && (ov->hdr = malloc((size_t)ov->hdr_len)))
-        memcpy(ov->hdr, pl + id_len + name_len, (size_t)ov->hdr_len);
-    if (!ov->identity || !ov->name || (ov->hdr_len && !ov->hdr)) {
-        err = bad(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-        goto out;
-    }
-    err = GGUF_OK;
-out:
-    free(pl);
+    free(data);
     close(fd);
-    if (err) {
-        uint64_t keep = ov->sum;
-        gguf_overlay_free(ov);
-        ov->sum = keep;
-    }
     return err;
 }
 

@@ -70,6 +70,10 @@ struct gguf_overlay {
 enum gguf_err gguf_overlay_read(const char *path, struct gguf_overlay *ov,
                                 struct gguf_diag *d);
 
+/* The same for the size bytes of an overlay file held in memory. */
+enum gguf_err gguf_overlay_parse(const uint8_t *data, uint64_t size, struct gguf_overlay *ov,
+                                 struct gguf_diag *d);
+
 /* Checks that ov was made for the base (its source and index) and parses
  * its header as the spliced model's (*out, free with gguf_close).
  * GGUF_E_INVAL for an overlay of another base ("made for NAME (identity

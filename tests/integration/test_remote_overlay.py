@@ -379,6 +379,30 @@ def split(h, ng, ggml, shards, written, tmp):
                 "split: mounted from shard 2's URL, the edit is not shown")
 
 
+def vocab_only(h, ng, ggml, root, tmp):
+    """A model without tensor data (a vocabulary file, the header is the
+    whole file): the overlay is the whole edited model."""
+    corpus = os.path.join(os.environ.get("GGUFFS_CORPUS") or os.path.join(harness.SRC, "..", "shared", "corpus"),
+                          "real", "llamacpp-vocab-gpt-2.gguf")
+    if not os.path.exists(corpus):
+        h.note("no %s: vocabulary-only case skipped" % corpus)
+        return
+    shutil.copyfile(corpus, os.path.join(root, "vocab.gguf"))
+    ov = os.path.join(tmp, "vocab.overlay")
+    out = os.path.join(tmp, "vocab-fixed.gguf")
+    with mounted(ng.url("vocab.gguf"), ["-o", "overlay=" + ov]) as g:
+        h.check(write(os.path.join(g.mnt, "meta", "general.name"), "vocab fixed\n") == 0, "vocab: set general.name")
+        shutil.copyfile(os.path.join(g.mnt, "model.gguf"), out)
+    m = ggml.read_gguf(out)
+    if h.check(m is not None, "vocab: ggml refuses model.gguf: %s" % ggml.last_log()):
+        h.check(kv(m, "general.name") == ("string", b"vocab fixed"), "vocab: the edit is not in model.gguf")
+        o = ggml.read_gguf(corpus)
+        h.check(len(m.kvs) == len(o.kvs) and len(m.tensors) == len(o.tensors) == 0, "vocab: keys or tensors")
+    with mounted(ng.url("vocab.gguf"), ["-o", "overlay=" + ov]) as g:
+        h.check(open(os.path.join(g.mnt, "meta", "general.name")).read() == "vocab fixed\n",
+                "vocab: remount does not show the edit")
+
+
 # ---- kill -9 during overlay commits ------------------------------------------------
 
 WRITER = r"""
@@ -466,10 +490,11 @@ def crash(h, ng, single, tmp, trials, seed, verbose):
                 out = child.communicate()[0].decode()
                 h.fail("%s: the writer hung in close()" % label)
             ok = out.startswith("ok")
+            if ok:
+                close_times.append(float(out.split()[1]))
             if not killed:
                 if not h.check(ok, "%s: unkilled edit failed: %r (%s)" % (label, out, g.stderr()[-300:])):
                     break
-                close_times.append(float(out.split()[1]))
                 g.stop(h, label)
             else:
                 counts["kill after close returned" if state_at_kill is not None or ok
@@ -564,6 +589,8 @@ def main():
                     without_overlay(h, ng, single)
                 with h.case("split model"):
                     split(h, ng, ggml, shards, written, tmp)
+                with h.case("a model without tensor data"):
+                    vocab_only(h, ng, ggml, root, tmp)
             with h.case("kill -9 during overlay commits"):
                 crash(h, ng, single, tmp, args.trials, seed, args.verbose)
         return h.finish()
