@@ -369,6 +369,12 @@ enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool
         err = gguf_io_fail(d, "creating the new overlay", errno);
         goto out;
     }
+    /* a new version keeps the mode of the one it replaces */
+    struct stat st;
+    if (stat(path, &st) == 0 && fchmod(fd, st.st_mode & 07777) != 0) {
+        err = gguf_io_fail(d, "fchmod of the new overlay", errno);
+        goto out;
+    }
     if (!gguf_write_step(&steps, "write new overlay", fd, buf, total, 0)) {
         err = gguf_io_fail(d, "writing the new overlay", errno);
         goto out;

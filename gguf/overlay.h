@@ -25,8 +25,9 @@
  *      credentials), then the edited GGUF header
  *
  * The file is exactly 64 + identity + name + header bytes long.  It is
- * written whole to PATH.gguffs-new, fsync'ed, renamed over PATH and the
- * directory fsync'ed (gguf_overlay_write): at any moment, whatever happens
+ * written whole to PATH.gguffs-new (with the mode of the PATH it
+ * replaces; 0644 less the umask for a new one), fsync'ed, renamed over PATH
+ * and the directory fsync'ed (gguf_overlay_write): at any moment, whatever happens
  * (kill -9, power loss), PATH is the old overlay or the new one, and a
  * leftover PATH.gguffs-new is only ever an unfinished write, removed by
  * gguf_overlay_clean.

@@ -270,6 +270,7 @@ def edits(h, ng, ggml, single, ov, tmp):
 def remount(h, ng, single, ov, fixed):
     url = ng.url(os.path.basename(single))
     fixed_bytes = open(fixed, "rb").read()
+    ov_bytes = open(ov, "rb").read()
     with mounted(url, ["-o", "overlay=" + ov]) as g:
         h.check(open(os.path.join(g.mnt, "meta", "llama.context_length")).read() == "8192\n",
                 "remount: the edit is not shown")
@@ -285,10 +286,16 @@ def remount(h, ng, single, ov, fixed):
     junk = ov + NEW_SUFFIX
     with open(junk, "wb") as f:
         f.write(b"GGUFFSOV half-written")
+    os.chmod(ov, 0o600)
     with mounted(url, ["-o", "overlay=" + ov]) as g:
         h.check(not os.path.exists(junk), "a leftover %s is not removed at mount" % junk)
         h.check(open(os.path.join(g.mnt, "meta", "llama.context_length")).read() == "8192\n",
                 "after a leftover: the edit is not shown")
+        # an edit and its undo: the overlay keeps its mode
+        meta = os.path.join(g.mnt, "meta", "llama.context_length")
+        h.check(write(meta, "1\n") == 0 and write(meta, "8192\n") == 0, "edits after a remount")
+        h.check(os.stat(ov).st_mode & 0o7777 == 0o600, "the overlay's mode changed: %o" % os.stat(ov).st_mode)
+    h.check(open(ov, "rb").read() == ov_bytes, "an edit and its undo do not give the same overlay")
 
 
 def without_overlay(h, ng, single):
