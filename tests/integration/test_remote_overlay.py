@@ -298,6 +298,29 @@ def remount(h, ng, single, ov, fixed):
     h.check(open(ov, "rb").read() == ov_bytes, "an edit and its undo do not give the same overlay")
 
 
+def two_mounts(h, ng, single, tmp):
+    """Two mounts writing one overlay: the second's edit finds the file
+    changed by the first and fails with EIO, changing nothing; that mount
+    then shows the first one's version, and its next edit builds on it."""
+    url = ng.url(os.path.basename(single))
+    ov = os.path.join(tmp, "shared.overlay")
+    with mounted(url, ["-o", "overlay=" + ov]) as a, mounted(url, ["-o", "overlay=" + ov]) as b:
+        ma, mb = os.path.join(a.mnt, "meta"), os.path.join(b.mnt, "meta")
+        h.check(write(os.path.join(ma, "general.name"), "from a\n") == 0, "two mounts: edit in a")
+        before = open(ov, "rb").read()
+        h.check(write(os.path.join(mb, "llama.context_length"), "77\n") == errno.EIO,
+                "two mounts: b's edit over a's overlay is not EIO")
+        h.check(open(ov, "rb").read() == before, "two mounts: b's refused edit changed the overlay")
+        h.check(open(os.path.join(mb, "general.name")).read() == "from a\n",
+                "two mounts: b does not show a's edit after its refused one")
+        h.check(write(os.path.join(mb, "llama.context_length"), "77\n") == 0, "two mounts: b's next edit")
+        h.check("changed by someone else" in b.stderr(), "two mounts: b logs no reason: %r" % b.stderr()[-300:])
+    with mounted(url, ["-o", "overlay=" + ov]) as g:
+        got = (open(os.path.join(g.mnt, "meta", "general.name")).read(),
+               open(os.path.join(g.mnt, "meta", "llama.context_length")).read())
+        h.check(got == ("from a\n", "77\n"), "two mounts: the overlay holds %r" % (got,))
+
+
 def without_overlay(h, ng, single):
     with mounted(ng.url(os.path.basename(single))) as g:
         meta = os.path.join(g.mnt, "meta")
@@ -592,6 +615,8 @@ def main():
                         remount(h, ng, single, ov, fixed)
                     with h.case("refused overlays"):
                         refusals(h, ng, single, other, ov, tmp)
+                with h.case("two mounts of one overlay"):
+                    two_mounts(h, ng, single, tmp)
                 with h.case("read-only without an overlay"):
                     without_overlay(h, ng, single)
                 with h.case("split model"):
