@@ -57,21 +57,32 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
     struct state *old = fs->st;
     struct gguf_diag d;
     struct gguf_commit_info how;
-    /* padded (gguffs.padding) to be written in place, or cloned where the
-     * file system can: O(metadata) either way */
-    enum gguf_err ce = gguf_commit_edit(fs->model_real, st_meta(old),
-                                        old->model->shards[0].src,
-                                        (const uint8_t *)hdr->data, hdr->len, &how, &d);
+    enum gguf_err ce;
+    if (fs->overlay) {
+        /* a remote model: the edited header goes to the overlay file */
+        ce = ggfs_overlay_commit(fs, hdr, &d);
+        if (ce == GGUF_E_PERM) {
+            fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
+            return EPERM;      /* refused: nothing written */
+        }
+    } else {
+        /* padded (gguffs.padding) to be written in place, or cloned where
+         * the file system can: O(metadata) either way */
+        ce = gguf_commit_edit(fs->model_real, st_meta(old), old->model->shards[0].src,
+                              (const uint8_t *)hdr->data, hdr->len, &how, &d);
+    }
     if (ce != GGUF_OK)
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
-    else
+    else if (!fs->overlay)
         atomic_fetch_add(how.in_place ? &fs->edits_in_place : how.cloned ? &fs->edits_cloned
                                                                           : &fs->edits_copied, 1);
 
     /* Re-open whatever the commit returned: the file on disk is the truth.
-     * (Other shards of a split model are re-opened too: cheap, headers.) */
+     * (Other shards of a split model are re-opened too: cheap, headers.
+     * An overlay is re-read and its model built from memory.) */
     struct gguf_split *model;
-    if (ggfs_open_model(fs->model_real, fs->read_only, NULL, NULL, &model, &d) != GGUF_OK) {
+    if ((fs->overlay ? ggfs_overlay_model(fs, &model, &d)
+                     : ggfs_open_model(fs->model_real, fs->read_only, NULL, NULL, &model, &d)) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         return EIO;
     }

@@ -21,6 +21,7 @@
  *               each remote shard, with its fetch threads (no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
+ *   overlay.c   a remote model's edits in a local file (-o overlay)
  *   notify.c    telling the kernel what an edit changed
  *
  * Inode numbers are computed from the index, never allocated:
@@ -196,6 +197,12 @@ struct ggfs {
     const char *model_real;      /* the first shard's absolute path (edits go there) */
     bool read_only;
     bool remote;                 /* the model is read by HTTP (remote/) */
+    /* -o overlay (overlay.c): a remote model's edits go to this local
+     * file (its absolute path; NULL without), and every version's shards
+     * read through base's sources: the remote model as opened at mount,
+     * closed at the end */
+    const char *overlay;
+    struct gguf_split *base;
     double timeout;              /* entry/attr timeout, seconds */
     uint64_t cache_size;
     int threads;                 /* -o threads (-1: the default) */
@@ -244,6 +251,9 @@ struct ggfs {
     /* edits committed (stats): in place, rewrites that cloned the tensor
      * data, rewrites that copied it; written under commit_mu */
     atomic_uint_least64_t edits_in_place, edits_cloned, edits_copied;
+    /* the overlay's checksum as this mount last read or wrote it (0: no
+     * file); under commit_mu */
+    uint64_t overlay_sum;
 };
 
 enum read_kind { RK_RAW, RK_F32, RK_MODEL };
@@ -275,9 +285,29 @@ struct rcache;
 enum gguf_err ggfs_open_model(const char *path, bool read_only,
                               const struct remote_opts *remote, struct rcache *rc,
                               struct gguf_split **out, struct gguf_diag *d);
-/* The remote behind a shard's source (through the block cache), or NULL
- * for a local file. */
+/* The remote behind a shard's source (through an overlay's spliced source
+ * and the block cache), or NULL for a local file. */
 struct remote *ggfs_remote(struct gguf_source *src);
+
+/* ---- overlay.c ---- */
+
+/* The model shown by an overlay mount: fs->base with the edits of the
+ * overlay file (none while there is no file).  At mount and after every
+ * commit; errors (an overlay of another model, a damaged one) name the
+ * byte offset in the overlay file. */
+enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out,
+                                 struct gguf_diag *d);
+/* Writes hdr, an edit of fs->st's model, into the overlay, crash-safely
+ * (gguf/overlay.h).  GGUF_E_PERM for a change of a split model's split.*
+ * keys; GGUF_E_IO when the overlay cannot be written, or was changed by
+ * someone else since this mount read it.  Under commit_mu. */
+enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
+                                  struct gguf_diag *d);
+/* -o overlay=given as an absolute path (symbolic links resolved; the
+ * file need not exist, its directory must), malloc'd; NULL with why set
+ * (cap bytes) when it cannot be one: not a regular file, or (writable)
+ * its directory is not writable. */
+char *ggfs_overlay_path(const char *given, bool writable, char *why, size_t cap);
 
 /* ---- state.c ---- */
 

@@ -13,6 +13,8 @@
 
 #include "gguf/info.h"
 #include "blocksrc.h"
+#include "gguf/commit.h"
+#include "gguf/overlay.h"
 #include "remote/http.h"
 #include "remote/source.h"
 #include "remote/url.h"
@@ -194,6 +196,34 @@ static bool read_token(const struct options *o, char **tok)
     return *tok != NULL;
 }
 
+/* -o overlay: the remote model just opened becomes fs->base (closed at
+ * the end), and *model the one the overlay's edits make; false after a
+ * one-line error naming the overlay file. */
+static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_split **model)
+{
+    char why[512];
+    char *path = ggfs_overlay_path(o->overlay, !o->ro, why, sizeof why);
+    if (!path) {
+        fprintf(stderr, "gguffs: overlay=%s: %s\n", o->overlay, why);
+        gguf_split_close(*model);
+        return false;
+    }
+    fs->overlay = path;
+    fs->base = *model;
+    *model = NULL;
+    /* a write that a crash interrupted before its rename: the overlay is
+     * the old one, the new file a leftover */
+    if (!o->ro && gguf_overlay_clean(path) != 0)
+        fprintf(stderr, "gguffs: %s%s: %s (left there)\n", path, GGUF_NEW_SUFFIX,
+                strerror(errno));
+    struct gguf_diag d;
+    if (ggfs_overlay_model(fs, model, &d) != GGUF_OK) {
+        refuse(path, &d);
+        return false;
+    }
+    return true;
+}
+
 /* Opens and validates the model (every shard) and builds the first state:
  * before anything is mounted. */
 static bool open_model(struct ggfs *fs, const struct options *o)
@@ -254,6 +284,8 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             refuse(o->model, &d);
         return false;
     }
+    if (o->remote && o->overlay && !open_overlay(fs, o, &model))
+        return false;
     /* edits go to the first shard, wherever the user pointed */
     char *first = strdup(model->shards[0].name);
     int e = first ? ggfs_state_new(fs, model, 0, &fs->st) : ENOMEM;
@@ -358,7 +390,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
 {
     char *fsname = options_fsname(fs->model_path);
     if (!fsname || fuse_opt_add_arg(args, fsname) != 0 ||
-        (o->remote && fuse_opt_add_arg(args, "-oro") != 0) ||
+        (o->remote && !o->overlay && fuse_opt_add_arg(args, "-oro") != 0) ||
         fuse_opt_add_arg(args, "-osubtype=gguffs") != 0 ||
         fuse_opt_add_arg(args, "-odefault_permissions") != 0) {
         free(fsname);
@@ -500,6 +532,8 @@ int main(int argc, char *argv[])
             ggfs_state_free(GLIST_ENTRY(l, struct state, link));
         }
     }
+    gguf_split_close(fs.base);   /* after every version that borrowed it */
+    free((char *)fs.overlay);
     rcache_put(fs.rcache);     /* freed with the last shard's source */
     ggfs_key_ids_free(&fs.ids);
     free((char *)fs.model_real);

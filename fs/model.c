@@ -26,6 +26,7 @@
 
 #include "gguf/commit.h"
 #include "blocksrc.h"
+#include "gguf/overlay.h"
 #include "remote/source.h"
 
 #include <errno.h>
@@ -254,6 +255,10 @@ static enum gguf_err open_remote(const char *url, const struct remote_opts *ro,
 
 struct remote *ggfs_remote(struct gguf_source *src)
 {
+    /* an overlay's spliced source, over the block cache, over the remote */
+    struct gguf_source *base = gguf_splice_base(src);
+    if (base)
+        src = base;
     struct gguf_source *in = blocksrc_inner(src);
     return remote_source_remote(in ? in : src);
 }

@@ -25,6 +25,7 @@ struct raw_options {
     char *ca_file;
     char *remote_cache;
     char *remote_block;
+    char *overlay;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -52,6 +53,7 @@ static const struct fuse_opt opt_spec[] = {
     { "ca_file=%s", offsetof(struct raw_options, ca_file), 0 },
     { "remote_cache=%s", offsetof(struct raw_options, remote_cache), 0 },
     { "remote_block=%s", offsetof(struct raw_options, remote_block), 0 },
+    { "overlay=%s", offsetof(struct raw_options, overlay), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -134,8 +136,11 @@ static void usage(const char *prog)
            "                         suffixes; default 1M; 0: the kernel's default),\n"
            "                         rounded to whole read requests\n"
            "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
-           "read-only; HF_ENDPOINT replaces https://huggingface.co, HF_TOKEN is the\n"
-           "token unless bearer_token_file is given):\n"
+           "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"
+           "HF_TOKEN is the token unless bearer_token_file is given):\n"
+           "  -o overlay=FILE        edits of meta/ go to this local file (created by\n"
+           "                         the first edit; a later mount with it shows them\n"
+           "                         again); model.gguf is the edited model\n"
            "  -o connections=N       parallel HTTP connections (1 to 256; default 8)\n"
            "  -o timeout=SECONDS     connect timeout, and the time a transfer may\n"
            "                         stall before it is retried (1 to 3600; default 30)\n"
@@ -306,6 +311,15 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 (unsigned long long)o->remote_block);
         goto out;
     }
+    if (!o->remote && raw.overlay) {
+        fprintf(stderr, "gguffs: overlay is an option of remote models (http://, https://, "
+                "hf://): a local model is edited in place\n");
+        goto out;
+    }
+    if (raw.overlay && !raw.overlay[0]) {
+        fprintf(stderr, "gguffs: overlay=: needs a file name\n");
+        goto out;
+    }
     if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
         fprintf(stderr, "gguffs: connections=%s: not a number from 1 to 256\n",
                 raw.connections);
@@ -318,8 +332,9 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
     }
     o->bearer_token_file = raw.bearer_token_file;
     o->ca_file = raw.ca_file;
-    raw.bearer_token_file = raw.ca_file = NULL;
-    if (o->remote)
+    o->overlay = raw.overlay;
+    raw.bearer_token_file = raw.ca_file = raw.overlay = NULL;
+    if (o->remote && !o->overlay)
         o->ro = true;          /* no overlay: nothing to write to */
     r = OPTS_RUN;
 out:
@@ -329,6 +344,7 @@ out:
     free(raw.ca_file);
     free(raw.remote_cache);
     free(raw.remote_block);
+    free(raw.overlay);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -339,6 +355,7 @@ void options_free(struct options *o, struct fuse_args *args)
 {
     free(o->bearer_token_file);
     free(o->ca_file);
+    free(o->overlay);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

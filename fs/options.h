@@ -30,6 +30,7 @@ struct options {
     char *ca_file;              /* -o ca_file */
     uint64_t remote_cache;      /* -o remote_cache, bytes */
     uint64_t remote_block;      /* -o remote_block, bytes */
+    char *overlay;              /* -o overlay: as given */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

@@ -329,6 +329,8 @@ static int render_info(struct state *st, const char *path)
                             (unsigned long long)remote_size(r),
                             i + 1 == st->model->n ? "\n" : "");
     }
+    if (st->fs->overlay)
+        gguf_buf_printf(&b, "overlay: %s\n\n", st->fs->overlay);
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
         gguf_buf_free(&b);

@@ -71,7 +71,7 @@ enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
 
 /* ---- the journal ----------------------------------------------------------------- */
 
-static uint64_t cksum(const uint8_t *p, size_t n)
+uint64_t gguf_cksum(const uint8_t *p, size_t n)
 {
     const uint64_t mul = 0x9e3779b97f4a7c15ull;
     uint64_t h = 0xcbf29ce484222325ull ^ n;
@@ -101,8 +101,8 @@ uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
     gguf_wr64(&jenc, j + 16, lo);
     gguf_wr64(&jenc, j + 24, len);
     memcpy(j + GGUF_JREC, old, len);
-    gguf_wr64(&jenc, j + 32, cksum(j + GGUF_JREC, len));
-    gguf_wr64(&jenc, j + 56, cksum(j, 56));
+    gguf_wr64(&jenc, j + 32, gguf_cksum(j + GGUF_JREC, len));
+    gguf_wr64(&jenc, j + 56, gguf_cksum(j, 56));
     return j;
 }
 
@@ -127,7 +127,7 @@ int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload)
     r->model_size = gguf_rd64(&jenc, rec + 8);
     r->lo = gguf_rd64(&jenc, rec + 16);
     r->len = gguf_rd64(&jenc, rec + 24);
-    if (memcmp(rec, jmagic, 8) != 0 || gguf_rd64(&jenc, rec + 56) != cksum(rec, 56) ||
+    if (memcmp(rec, jmagic, 8) != 0 || gguf_rd64(&jenc, rec + 56) != gguf_cksum(rec, 56) ||
         r->len != (uint64_t)st.st_size - GGUF_JREC)
         goto out;     /* incomplete */
     /* the length is the file's: bounded by what the disk holds */
@@ -140,7 +140,7 @@ int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload)
         res = -1;
         goto out;
     }
-    if (cksum(pl, (size_t)r->len) != gguf_rd64(&jenc, rec + 32))
+    if (gguf_cksum(pl, (size_t)r->len) != gguf_rd64(&jenc, rec + 32))
         goto out;     /* incomplete */
     *payload = pl;
     pl = NULL;

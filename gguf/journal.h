@@ -40,6 +40,9 @@ void gguf_jpaths_free(struct gguf_jpaths *p);
 uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
                            size_t len);
 
+/* The checksum of the journal (and of gguf/overlay.h's files). */
+uint64_t gguf_cksum(const uint8_t *p, size_t n);
+
 /* A complete journal's record. */
 struct gguf_jrec {
     uint64_t model_size, lo, len;

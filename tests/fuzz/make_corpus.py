@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and tests/oracle/gguf_write.py files) and, with --run, replays them once.
 """
-    make_corpus.py --kind parse|value|roundtrip|http_hdr --out DIR [--run FUZZER]
+    make_corpus.py --kind parse|value|roundtrip|http_hdr|overlay --out DIR [--run FUZZER]
 
 parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
            ../shared/corpus/real) shrunk to a small file of the same shape
@@ -15,6 +15,10 @@ parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
 value      a selector byte (see value.c) + the contract's text of each kv of
            those files (tests/oracle/expected.py), + hand-written texts.
 roundtrip  8-byte edit seeds + each parse seed that is a valid file.
+overlay    flags + u32 length + each parse seed that is a valid file (the
+           base) + an overlay of it (gguf/overlay.h) whose header is the
+           base's own: intact, with checksums left to the harness (flags 1),
+           with a renamed key, and damaged.
 http_hdr   HTTP response header blocks (remote/hdr.c): what nginx, the
            Hugging Face hub, S3 and CDNs send (206, 200, 302, 416, 429,
            503, HTTP/2 forms, interim 1xx), and broken ones (duplicates,
@@ -242,6 +246,59 @@ def roundtrip_seeds(parse_files):
     return seeds
 
 
+def cksum(b):
+    """gguf/journal.c gguf_cksum."""
+    mul, mask = 0x9E3779B97F4A7C15, (1 << 64) - 1
+    h = 0xCBF29CE484222325 ^ len(b)
+    n8 = len(b) - len(b) % 8
+    for i in range(0, n8, 8):
+        h = ((h ^ int.from_bytes(b[i:i + 8], "little")) * mul) & mask
+        h ^= h >> 29
+    for c in b[n8:]:
+        h = ((h ^ c) * mul) & mask
+        h ^= h >> 29
+    h = ((h ^ (h >> 32)) * mul) & mask
+    return h ^ (h >> 29)
+
+
+def overlay_file(identity, name, base_size, base_data, hdr):
+    rec = bytearray(64)
+    rec[:8] = b"GGUFFSOV"
+    struct.pack_into("<IIQQQI", rec, 8, 1, len(identity), base_size, base_data, len(hdr), len(name))
+    payload = identity + name + hdr
+    struct.pack_into("<Q", rec, 48, cksum(payload))
+    struct.pack_into("<Q", rec, 56, cksum(bytes(rec[:56])))
+    return bytes(rec) + payload
+
+
+def overlay_seeds(parse_files):
+    seeds = {}
+    for name, b in sorted(parse_files.items()):
+        if len(b) > 65536 - 4096:
+            continue
+        try:
+            f = pyreader.read_bytes(b)
+        except pyreader.GGUFError:
+            continue
+        a = f.alignment
+        data_off = (f.header_end + a - 1) // a * a       # gguffs' data start
+        base_data = min(data_off, len(b))
+        has_data = any(t.nbytes for t in f.tensors)
+        hdr = b[:data_off] if has_data else b[:f.header_end]
+        ov = overlay_file(b"fuzz:base", b"fuzz://base", len(b), base_data, hdr)
+        pre = lambda flags: bytes([flags]) + struct.pack("<I", len(b)) + b  # noqa: E731
+        seeds["%s-intact" % name] = pre(0) + ov
+        seeds["%s-reseal" % name] = pre(1) + ov[:48] + bytes(16) + ov[64:]
+        seeds["%s-damaged" % name] = pre(0) + ov[:-1] + bytes([ov[-1] ^ 1])
+        if f.kvs:
+            k = f.kvs[0].key
+            at = b.find(k)
+            if 0 <= at < len(hdr) and k[:1] != b"Z":
+                hdr2 = hdr[:at] + b"Z" + hdr[at + 1:]
+                seeds["%s-renamed" % name] = pre(1) + overlay_file(b"fuzz:base", b"", len(b), base_data, hdr2)
+    return seeds
+
+
 HTTP_HDR = {
     "nginx-206": "HTTP/1.1 206 Partial Content\r\nServer: nginx/1.22.1\r\n"
                  "Date: Sun, 23 Nov 2025 14:18:00 GMT\r\nContent-Type: application/octet-stream\r\n"
@@ -297,7 +354,8 @@ def write(out, seeds):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip", "http_hdr"])
+    ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip", "http_hdr",
+                                                     "overlay"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--run", help="fuzzer to replay the seeds with")
     a = ap.parse_args()
@@ -306,7 +364,8 @@ def main():
     else:
         pf = parse_seeds()
         seeds = {"parse": lambda: pf, "value": lambda: value_seeds(pf),
-                 "roundtrip": lambda: roundtrip_seeds(pf)}[a.kind]()
+                 "roundtrip": lambda: roundtrip_seeds(pf),
+                 "overlay": lambda: overlay_seeds(pf)}[a.kind]()
     paths = write(a.out, seeds)
     print("make_corpus: %d %s seeds in %s (%d bytes largest)" % (
         len(paths), a.kind, a.out, max(len(b) for b in seeds.values())))
