@@ -154,7 +154,16 @@ struct vec {
     size_t n, cap;
 };
 
+struct dcache_group {
+    pthread_mutex_t mu;
+    uint64_t used;            /* the members' own bytes, summed */
+    char (*bases)[24];        /* the members' file bases */
+    size_t n, cap;
+};
+
 struct dcache {
+    struct dcache_group *group;
+    bool in_group;            /* its base is listed in group */
     char *dir;
     char base[24];            /* "dc-HASH" */
     int map_fd, data_fd;
@@ -195,6 +204,60 @@ static bool vec_push(struct vec *v, uint64_t x)
     }
     v->v[v->n++] = x;
     return true;
+}
+
+struct dcache_group *dcache_group_new(void)
+{
+    struct dcache_group *g = calloc(1, sizeof *g);
+    if (g)
+        pthread_mutex_init(&g->mu, NULL);
+    return g;
+}
+
+void dcache_group_free(struct dcache_group *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_destroy(&g->mu);
+    free(g->bases);
+    free(g);
+}
+
+/* Counts delta more bytes for dc (and its group); dc->mu held. */
+static void own_add(struct dcache *dc, int64_t delta)
+{
+    dc->own += (uint64_t)delta;
+    if (dc->group) {
+        pthread_mutex_lock(&dc->group->mu);
+        dc->group->used += (uint64_t)delta;
+        pthread_mutex_unlock(&dc->group->mu);
+    }
+}
+
+/* Bytes counted for dc and the rest of its group; dc->mu held. */
+static uint64_t used(struct dcache *dc)
+{
+    if (!dc->group)
+        return dc->own;
+    pthread_mutex_lock(&dc->group->mu);
+    uint64_t u = dc->group->used;
+    pthread_mutex_unlock(&dc->group->mu);
+    return u;
+}
+
+/* true if base (19 characters) is a member of dc's group (or dc's own). */
+static bool ours(struct dcache *dc, const char *base)
+{
+    if (strncmp(base, dc->base, 19) == 0)
+        return true;
+    if (!dc->group)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&dc->group->mu);
+    for (size_t i = 0; i < dc->group->n && !found; i++)
+        found = strncmp(base, dc->group->bases[i], 19) == 0;
+    pthread_mutex_unlock(&dc->group->mu);
+    return found;
 }
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -373,12 +436,12 @@ static void flush_locked(struct dcache *dc)
              * the next open) */
             k->state = B_ABSENT;
             k->gen++;
-            dc->own -= blk_room(dc, p.v[i]);
+            own_add(dc, -(int64_t)blk_room(dc, p.v[i]));
         }
     }
     for (size_t i = 0; i < e.n; i++) {
         dc->b[e.v[i]].state = B_ABSENT;
-        dc->own -= blk_room(dc, e.v[i]);
+        own_add(dc, -(int64_t)blk_room(dc, e.v[i]));
     }
     dc->st.flushes++;
     pthread_mutex_unlock(&dc->mu);
@@ -482,7 +545,7 @@ static struct other *scan_others(struct dcache *dc, size_t *n_out, uint64_t *tot
         bool map = len == 23 && strcmp(nm + 19, ".map") == 0;
         bool data = len == 24 && strcmp(nm + 19, ".data") == 0;
         if ((!map && !data) || strncmp(nm, "dc-", 3) != 0 ||
-            strspn(nm + 3, "0123456789abcdef") != 16 || strncmp(nm, dc->base, 19) == 0)
+            strspn(nm + 3, "0123456789abcdef") != 16 || ours(dc, nm))
             continue;
         size_t i;
         for (i = 0; i < n && strncmp(o[i].name, nm, 19) != 0; i++)
@@ -545,7 +608,7 @@ static void evict_others(struct dcache *dc, uint64_t need)
     uint64_t total;
     struct other *o = scan_others(dc, &n, &total);
     pthread_mutex_lock(&dc->mu);
-    uint64_t own = dc->own;
+    uint64_t own = used(dc);
     pthread_mutex_unlock(&dc->mu);
     bool busy = false;
     uint64_t removed = 0;
@@ -575,7 +638,7 @@ static bool pick_victims(struct dcache *dc, uint64_t need, uint64_t skip)
     uint64_t extra = (uint64_t)DCACHE_EVICT_BATCH * dc->block_bytes;
     if (extra > dc->max_bytes / 8)
         extra = dc->max_bytes / 8;
-    uint64_t target = dc->own + dc->others + need;   /* with the new block */
+    uint64_t target = used(dc) + dc->others + need;   /* with the new block */
     uint64_t limit = dc->max_bytes;
     uint64_t freeing = 0;
     bool picked = false;
@@ -662,7 +725,7 @@ static bool claim(struct dcache *dc, uint64_t b)
     for (int round = 0;; round++) {
         if (dc->broken || dc->b[b].state != B_ABSENT)
             return false;
-        if (dc->own + dc->others + room <= dc->max_bytes)
+        if (used(dc) + dc->others + room <= dc->max_bytes)
             break;
         if (round == 2) {
             dc->st.skipped++;
@@ -673,12 +736,12 @@ static bool claim(struct dcache *dc, uint64_t b)
         pthread_mutex_unlock(&dc->mu);
         pthread_mutex_lock(&dc->flush_mu);
         pthread_mutex_lock(&dc->mu);
-        if (dc->own + dc->others + room > dc->max_bytes && dc->others_idle) {
+        if (used(dc) + dc->others + room > dc->max_bytes && dc->others_idle) {
             pthread_mutex_unlock(&dc->mu);
             evict_others(dc, room);
             pthread_mutex_lock(&dc->mu);
         }
-        if (dc->own + dc->others + room > dc->max_bytes)
+        if (used(dc) + dc->others + room > dc->max_bytes)
             pick_victims(dc, room, b);
         pthread_mutex_unlock(&dc->mu);
         flush_locked(dc);
@@ -686,7 +749,7 @@ static bool claim(struct dcache *dc, uint64_t b)
         pthread_mutex_lock(&dc->mu);
     }
     dc->b[b].state = B_WRITING;
-    dc->own += room;
+    own_add(dc, (int64_t)room);
     return true;
 }
 
@@ -713,7 +776,7 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
             k->state = B_EVICTING;
         } else {
             k->state = B_ABSENT;
-            dc->own -= blk_room(dc, b);
+            own_add(dc, -(int64_t)blk_room(dc, b));
         }
         k->gen++;
         pthread_mutex_unlock(&dc->mu);
@@ -721,6 +784,14 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     }
     k->crc = crc;
     k->state = B_PENDING;
+    /* the flusher starts with the first write (not at open: a process that
+     * daemonizes after opening keeps no thread across its fork) */
+    if (!dc->flusher_on && !dc->sync_each && !dc->stop) {
+        if (pthread_create(&dc->flusher, NULL, flusher_main, dc) == 0)
+            dc->flusher_on = true;
+        else
+            dc->sync_each = true;    /* no thread: sync here */
+    }
     k->ref = 1;
     if (dc->pend.n == 1)
         clock_gettime(CLOCK_MONOTONIC, &dc->first_pending);
@@ -786,6 +857,19 @@ enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag)
 
 static void dc_free(struct dcache *dc)
 {
+    if (dc->group) {
+        pthread_mutex_lock(&dc->mu);
+        own_add(dc, -(int64_t)dc->own);
+        pthread_mutex_unlock(&dc->mu);
+        struct dcache_group *g = dc->group;
+        pthread_mutex_lock(&g->mu);
+        for (size_t i = 0; i < g->n && dc->in_group; i++)
+            if (strcmp(g->bases[i], dc->base) == 0) {
+                memcpy(g->bases[i], g->bases[--g->n], sizeof g->bases[i]);
+                break;
+            }
+        pthread_mutex_unlock(&g->mu);
+    }
     if (dc->map_fd >= 0)
         close(dc->map_fd);   /* drops the lock */
     if (dc->data_fd >= 0)
@@ -853,7 +937,7 @@ static int load(struct dcache *dc)
             if (chk == entry_check(b, crc, (uint32_t)dcache_block_len(dc, b))) {
                 dc->b[b].state = B_PRESENT;
                 dc->b[b].crc = crc;
-                dc->own += blk_room(dc, b);
+                own_add(dc, (int64_t)blk_room(dc, b));
             } else if (crc || chk) {
                 err = write_entry(dc, b, 0, false);
                 cleared = true;
@@ -887,6 +971,13 @@ static int load(struct dcache *dc)
 enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
                           uint32_t block_bytes, uint64_t max_bytes, struct dcache **out,
                           struct gguf_diag *diag)
+{
+    return dcache_open_in(NULL, dir, identity, size, block_bytes, max_bytes, out, diag);
+}
+
+enum gguf_err dcache_open_in(struct dcache_group *group, const char *dir, const char *identity,
+                             uint64_t size, uint32_t block_bytes, uint64_t max_bytes,
+                             struct dcache **out, struct gguf_diag *diag)
 {
     *out = NULL;
     if (!dir || !identity || block_bytes == 0 || block_bytes % PAGE || block_bytes > (1u << 30))
@@ -925,7 +1016,6 @@ enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
     dc->block_bytes = block_bytes;
     dc->max_bytes = max_bytes;
     dc->map_bytes = map_bytes;
-    dc->own = map_bytes;
     dc->others_idle = true;
     dc->dir = strdup(dir);
     dc->b = calloc(nblocks ? nblocks : 1, sizeof *dc->b);
@@ -937,6 +1027,31 @@ enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
     }
     dcache_set_batch(dc, 0);
     dcache_file_base(identity, size, dc->base, sizeof dc->base);
+    dc->group = group;
+    if (group) {
+        pthread_mutex_lock(&group->mu);
+        if (group->n == group->cap) {
+            size_t cap = group->cap ? 2 * group->cap : 8;
+            char (*nb)[24] = realloc(group->bases, cap * sizeof *nb);
+            if (nb) {
+                group->bases = nb;
+                group->cap = cap;
+            }
+        }
+        if (group->n < group->cap) {
+            memcpy(group->bases[group->n++], dc->base, sizeof dc->base);
+            dc->in_group = true;
+        }
+        pthread_mutex_unlock(&group->mu);
+        if (!dc->in_group) {
+            free(hdr);
+            dc_free(dc);
+            return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+        }
+    }
+    pthread_mutex_lock(&dc->mu);
+    own_add(dc, (int64_t)map_bytes);
+    pthread_mutex_unlock(&dc->mu);
     char map_path[4096], data_path[4096];
     if ((size_t)snprintf(map_path, sizeof map_path, "%s/%s.map", dir, dc->base) >=
         sizeof map_path) {
@@ -1022,12 +1137,6 @@ enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
     free(scan_others(dc, &n, &total));
     dc->others = total;
     free(hdr);
-    hdr = NULL;
-    if (pthread_create(&dc->flusher, NULL, flusher_main, dc) != 0) {
-        err = EAGAIN;
-        goto fail;
-    }
-    dc->flusher_on = true;
     *out = dc;
     return GGUF_OK;
 fail:
@@ -1043,13 +1152,13 @@ void dcache_close(struct dcache *dc)
 {
     if (!dc)
         return;
-    if (dc->flusher_on) {
-        pthread_mutex_lock(&dc->mu);
-        dc->stop = true;
-        pthread_cond_broadcast(&dc->cond);
-        pthread_mutex_unlock(&dc->mu);
+    pthread_mutex_lock(&dc->mu);
+    dc->stop = true;
+    bool on = dc->flusher_on;
+    pthread_cond_broadcast(&dc->cond);
+    pthread_mutex_unlock(&dc->mu);
+    if (on)
         pthread_join(dc->flusher, NULL);
-    }
     dcache_flush(dc);
     futimens(dc->map_fd, NULL);
     dc_free(dc);

@@ -107,7 +107,9 @@ enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag);
  * Opens (or creates, or rebuilds) the cache of the object named identity of
  * size bytes, cut in blocks of block_bytes (a multiple of 4096 up to
  * 1 GiB; at most DCACHE_MAX_BLOCKS blocks), in dir (dcache_check_dir
- * first), bounded by max_bytes.  Starts the flusher thread.  Errors (with
+ * first; an absolute path if the process changes directory later), bounded
+ * by max_bytes.  The flusher thread starts at the first write (so a process
+ * may open the cache, then fork: the lock goes with the descriptors).  Errors (with
  * diag): GGUF_E_INVAL bad arguments; GGUF_E_RANGE too many blocks, an
  * identity longer than DCACHE_MAX_IDENTITY, or max_bytes below the map's
  * size plus one block; GGUF_E_EXIST the cache of this object is open in
@@ -117,6 +119,19 @@ enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag);
 enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
                           uint32_t block_bytes, uint64_t max_bytes, struct dcache **out,
                           struct gguf_diag *diag);
+
+/*
+ * The shards of a split model: caches opened in one group share max_bytes
+ * (the sum of what they count stays within it; a block that does not fit
+ * evicts blocks of the cache it goes to) and never count or remove each
+ * other as "other models".  A group outlives its caches.
+ */
+struct dcache_group;
+struct dcache_group *dcache_group_new(void);         /* NULL: out of memory */
+void dcache_group_free(struct dcache_group *g);
+enum gguf_err dcache_open_in(struct dcache_group *g, const char *dir, const char *identity,
+                             uint64_t size, uint32_t block_bytes, uint64_t max_bytes,
+                             struct dcache **out, struct gguf_diag *diag);
 
 /* Flushes what waits (as dcache_flush), stops the flusher, touches the map's
  * mtime (recency), unlocks and frees.  NULL is fine. */

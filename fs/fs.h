@@ -234,12 +234,36 @@ struct ggfs {
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 
+    /* The disk cache of a remote model (-o cache_dir, fs/diskcache.h): one
+     * per shard of the model (the model is fixed for a remote mount), NULL
+     * for a shard without one (another process has it open, or it could
+     * not be opened: said once on stderr).  Opened before the session,
+     * closed (made durable) after it; read with ggfs_dcache. */
+    struct dcache_group *dcache_group;
+    struct dcache **dcache;      /* n_dcache entries, or NULL */
+    unsigned n_dcache;
+
     /* edits committed (stats): in place, rewrites that cloned the tensor
      * data, rewrites that copied it; written under commit_mu */
     atomic_uint_least64_t edits_in_place, edits_cloned, edits_copied;
 };
 
 enum read_kind { RK_RAW, RK_F32, RK_MODEL };
+
+/* The block size of the remote blocks the disk cache holds: the in-memory
+ * cache of remote bytes must read and store blocks of this size (block b:
+ * bytes [b * GGFS_REMOTE_BLOCK, ...), the last one short) through
+ * dcache_read / dcache_write. */
+#define GGFS_REMOTE_BLOCK (4u << 20)
+
+/* The disk cache of shard i of the model (fs->st->model->shards[i]), or
+ * NULL when there is none: on a miss of the in-memory cache, dcache_read
+ * first, and dcache_write after a fill from the remote. */
+struct dcache;
+static inline struct dcache *ggfs_dcache(const struct ggfs *fs, unsigned shard)
+{
+    return fs->dcache && shard < fs->n_dcache ? fs->dcache[shard] : NULL;
+}
 
 /* Counts a read request of size bytes. */
 void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);

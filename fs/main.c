@@ -9,6 +9,7 @@
  * the mount is in place.
  */
 #include "fs.h"
+#include "diskcache.h"
 #include "options.h"
 
 #include "gguf/info.h"
@@ -250,6 +251,68 @@ static bool open_model(struct ggfs *fs, const struct options *o)
     return true;
 }
 
+/* -o cache_dir: made if missing, and usable, before anything is fetched;
+ * kept as an absolute path (the daemon runs in /).  A directory that
+ * cannot be used is a mount error: one line naming it, exit 1. */
+static bool check_cache_dir(struct options *o)
+{
+    if (!o->cache_dir)
+        return true;
+    struct gguf_diag d;
+    if (dcache_check_dir(o->cache_dir, &d) != GGUF_OK) {
+        fprintf(stderr, "gguffs: %s\n", d.msg);
+        return false;
+    }
+    char *real = realpath(o->cache_dir, NULL);
+    if (!real) {
+        fprintf(stderr, "gguffs: cache_dir=%s: %s\n", o->cache_dir, strerror(errno));
+        return false;
+    }
+    free(o->cache_dir);
+    o->cache_dir = real;
+    return true;
+}
+
+/* A disk cache per shard of a remote model (-o cache_dir).  A shard whose
+ * cache cannot be opened (another gguffs has it open; a file error) is read
+ * without one, said once on stderr: the mount goes on. */
+static void open_dcache(struct ggfs *fs, const struct options *o)
+{
+    if (!o->cache_dir || !fs->remote)
+        return;
+    const struct gguf_split *m = fs->st->model;
+    fs->dcache_group = dcache_group_new();
+    fs->dcache = calloc(m->n, sizeof *fs->dcache);
+    if (!fs->dcache_group || !fs->dcache) {
+        fprintf(stderr, "gguffs: %s: out of memory: no disk cache\n", fs->model_path);
+        return;
+    }
+    fs->n_dcache = m->n;
+    for (unsigned i = 0; i < m->n; i++) {
+        struct remote *r = remote_source_remote(m->shards[i].src);
+        if (!r)
+            continue;
+        struct gguf_diag d;
+        enum gguf_err e = dcache_open_in(fs->dcache_group, o->cache_dir, remote_identity(r),
+                                         m->shards[i].src->size, GGFS_REMOTE_BLOCK,
+                                         o->cache_max, &fs->dcache[i], &d);
+        if (e)
+            fprintf(stderr, "gguffs: %s: disk cache: %s; reading without it\n",
+                    m->shards[i].src->name, d.msg);
+    }
+}
+
+static void close_dcache(struct ggfs *fs)
+{
+    for (unsigned i = 0; i < fs->n_dcache; i++)
+        dcache_close(fs->dcache[i]);
+    free(fs->dcache);
+    dcache_group_free(fs->dcache_group);
+    fs->dcache = NULL;
+    fs->n_dcache = 0;
+    fs->dcache_group = NULL;
+}
+
 /* The id /proc gives our mount (fdinfo's mnt_id) and its device ("0:NN",
  * the name of its bdi in sysfs): the newest gguffs mount on mountpoint in
  * /proc/self/mountinfo; -1 if not found. */
@@ -463,7 +526,8 @@ int main(int argc, char *argv[])
     glist_init(&fs.snaps);
     glist_init(&fs.streams);
 
-    if (check_mountpoint(&o) && open_model(&fs, &o)) {
+    if (check_mountpoint(&o) && check_cache_dir(&o) && open_model(&fs, &o)) {
+        open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         if (fs.cache)
@@ -471,6 +535,7 @@ int main(int argc, char *argv[])
         else
             fprintf(stderr, "gguffs: out of memory\n");
         cache_free(fs.cache);
+        close_dcache(&fs);
         ggfs_state_put(fs.st);
         /* versions still held by opens whose release never came */
         while (!glist_empty(&fs.states)) {

@@ -23,6 +23,8 @@ struct raw_options {
     char *timeout;
     char *bearer_token_file;
     char *ca_file;
+    char *cache_dir;
+    char *cache_max;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -48,6 +50,8 @@ static const struct fuse_opt opt_spec[] = {
     { "timeout=%s", offsetof(struct raw_options, timeout), 0 },
     { "bearer_token_file=%s", offsetof(struct raw_options, bearer_token_file), 0 },
     { "ca_file=%s", offsetof(struct raw_options, ca_file), 0 },
+    { "cache_dir=%s", offsetof(struct raw_options, cache_dir), 0 },
+    { "cache_max=%s", offsetof(struct raw_options, cache_max), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -139,6 +143,11 @@ static void usage(const char *prog)
            "                         the URL's host (never to hosts it redirects to)\n"
            "  -o ca_file=FILE        PEM CA certificates to verify TLS servers with\n"
            "                         (default: the system's)\n"
+           "  -o cache_dir=DIR       keep the blocks read in DIR (made, mode 0700, if\n"
+           "                         missing): a later mount of the same remote file\n"
+           "                         reads them from there (checked, never trusted)\n"
+           "  -o cache_max=SIZE      bytes DIR may hold (K/M/G suffixes; default 10G);\n"
+           "                         least recently used models go first\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -270,9 +279,23 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         o->threads = (int)threads;
     o->remote = remote_url_is_remote(o->model);
     if (!o->remote && (raw.connections || raw.timeout || raw.bearer_token_file ||
-                       raw.ca_file)) {
-        fprintf(stderr, "gguffs: connections, timeout, bearer_token_file and ca_file "
-                "are options of remote models (http://, https://, hf://)\n");
+                       raw.ca_file || raw.cache_dir || raw.cache_max)) {
+        fprintf(stderr, "gguffs: connections, timeout, bearer_token_file, ca_file, cache_dir "
+                "and cache_max are options of remote models (http://, https://, hf://)\n");
+        goto out;
+    }
+    o->cache_max = DEFAULT_CACHE_MAX;
+    if (raw.cache_max && !parse_size(raw.cache_max, &o->cache_max)) {
+        fprintf(stderr, "gguffs: cache_max=%s: not a size (bytes, with an "
+                "optional K, M or G suffix)\n", raw.cache_max);
+        goto out;
+    }
+    if (raw.cache_max && !raw.cache_dir) {
+        fprintf(stderr, "gguffs: cache_max needs cache_dir=DIR\n");
+        goto out;
+    }
+    if (raw.cache_dir && !raw.cache_dir[0]) {
+        fprintf(stderr, "gguffs: cache_dir=: an empty path\n");
         goto out;
     }
     if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
@@ -287,7 +310,8 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
     }
     o->bearer_token_file = raw.bearer_token_file;
     o->ca_file = raw.ca_file;
-    raw.bearer_token_file = raw.ca_file = NULL;
+    o->cache_dir = raw.cache_dir;
+    raw.bearer_token_file = raw.ca_file = raw.cache_dir = NULL;
     if (o->remote)
         o->ro = true;          /* no overlay: nothing to write to */
     r = OPTS_RUN;
@@ -296,6 +320,8 @@ out:
     free(raw.timeout);
     free(raw.bearer_token_file);
     free(raw.ca_file);
+    free(raw.cache_dir);
+    free(raw.cache_max);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -306,6 +332,7 @@ void options_free(struct options *o, struct fuse_args *args)
 {
     free(o->bearer_token_file);
     free(o->ca_file);
+    free(o->cache_dir);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

@@ -13,6 +13,7 @@
 
 #define DEFAULT_CACHE_SIZE (256ull << 20)
 #define DEFAULT_READAHEAD (1ull << 20)
+#define DEFAULT_CACHE_MAX (10ull << 30)
 
 struct options {
     char *model;
@@ -26,6 +27,8 @@ struct options {
     unsigned timeout;           /* -o timeout, seconds (0: the default) */
     char *bearer_token_file;    /* -o bearer_token_file */
     char *ca_file;              /* -o ca_file */
+    char *cache_dir;            /* -o cache_dir: the disk cache (NULL: none) */
+    uint64_t cache_max;         /* -o cache_max, or the default */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

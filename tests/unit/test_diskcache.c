@@ -579,6 +579,38 @@ static void test_bound_others(void **state)
     dcache_close(busy);
 }
 
+/* Shards of one model in a group: they share the bound and never remove or
+ * count each other. */
+static void test_group(void **state)
+{
+    (void)state;
+    struct dcache_group *g = dcache_group_new();
+    assert_non_null(g);
+    uint64_t max = 2 * 12288 + 10 * (uint64_t)BS;
+    struct dcache *a, *b;
+    struct gguf_diag d;
+    assert_int_equal(dcache_open_in(g, dir, "etag:\"s1\"", SIZE, BS, max, &a, &d), GGUF_OK);
+    assert_int_equal(dcache_open_in(g, dir, "etag:\"s2\"", SIZE, BS, max, &b, &d), GGUF_OK);
+    for (uint64_t k = 0; k < NB; k++) {
+        write_block(a, 5, k);
+        write_block(b, 6, k);
+        dcache_flush(a);
+        dcache_flush(b);
+        assert_true(dir_allocated() <= max);
+    }
+    struct dcache_stats sa, sb;
+    dcache_get_stats(a, &sa);
+    dcache_get_stats(b, &sb);
+    assert_int_equal(sa.models_removed + sb.models_removed, 0);
+    assert_int_equal(sa.others_bytes, 0);
+    assert_true(sa.blocks >= 1 && sb.blocks >= 1);
+    assert_true(sa.blocks + sb.blocks <= 10);
+    assert_true(sa.bytes_used + sb.bytes_used <= max);
+    dcache_close(a);
+    dcache_close(b);
+    dcache_group_free(g);
+}
+
 /* ---- the lock -------------------------------------------------------------------- */
 
 static void test_lock(void **state)
@@ -772,6 +804,7 @@ int main(void)
         cmocka_unit_test_teardown(test_orphan_space, clean),
         cmocka_unit_test_teardown(test_bound, clean),
         cmocka_unit_test_teardown(test_bound_others, clean),
+        cmocka_unit_test_teardown(test_group, clean),
         cmocka_unit_test_teardown(test_lock, clean),
         cmocka_unit_test_teardown(test_check_dir, clean),
         cmocka_unit_test_teardown(test_batching, clean),
