@@ -423,8 +423,13 @@ static void flush_locked(struct dcache *dc)
     if (map_ok)
         for (size_t i = 0; i < e.n; i++)
             punch(dc->data_fd, e.v[i] * dc->block_bytes, blk_room(dc, e.v[i]));
+    /* blocks whose bytes did not sync have no entry on disk: their space
+     * goes at once */
+    if (!data_ok)
+        for (size_t i = 0; i < p.n; i++)
+            punch(dc->data_fd, p.v[i] * dc->block_bytes, blk_room(dc, p.v[i]));
     pthread_mutex_lock(&dc->mu);
-    if (!map_ok)
+    if (!map_ok || !data_ok)
         set_broken(dc);
     for (size_t i = 0; i < p.n; i++) {
         struct blk *k = &dc->b[p.v[i]];
@@ -571,7 +576,8 @@ static struct other *scan_others(struct dcache *dc, size_t *n_out, uint64_t *tot
             o[i].mtime = mt;
     }
     closedir(d);
-    qsort(o, n, sizeof *o, cmp_other);
+    if (n)
+        qsort(o, n, sizeof *o, cmp_other);
     *n_out = n;
     return o;
 }

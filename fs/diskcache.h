@@ -75,9 +75,10 @@
  *     being evicted reads as a miss, never as a rejection, never as wrong
  *     bytes.
  *   - Disk errors: a failed write of a block drops that block; a failed
- *     sync or write of the map turns the cache off for the rest of the
- *     session (every read a miss, every write ignored: stats.broken) since
- *     what is on disk is no longer known; the next open checks it all again.
+ *     sync (of either file) or write of the map turns the cache off for
+ *     the rest of the session (every read a miss, every write ignored:
+ *     stats.broken), since what is on disk is no longer known; the next
+ *     open checks it all again.
  *
  * No printing: errors come back as a gguf_diag (the caller says them).
  */
