@@ -22,8 +22,14 @@ right, none may be rejected (a block marked before its bytes were written
 would be), and the files must take at most the bound.  The same DIR is
 used for every trial, so each writer starts from what the last kill left.
 
-A SIGKILL loses no page cache: this checks the order of the steps as the
-process makes them, not what a power cut would keep of unsynced writes.
+A SIGKILL loses no page cache: it checks the order of the steps as the
+process makes them.  Every other trial is a simulated power cut instead
+(dcache_crash power DIR SEED): the tool logs the cache's pwrite, fallocate
+and fdatasync calls and, at a call picked by the seed, undoes at random
+the writes and hole punches not yet made durable by an fdatasync of their
+file, then kills itself: a block marked before its bytes were synced, or a
+hole punched before the clearing of its entry was synced, then shows as
+rejected (or as wrong bytes).
 
     test_dcache_crash.py [--trials N] [--seed S] [--dir DIR] [-v]
 
@@ -32,6 +38,7 @@ Default 12 trials (CI); scripts/dcache-crash-test runs 200.
 import argparse
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -69,19 +76,22 @@ def main():
     failed = 0
     presents = []
     kills = 0
+    lost = kept = 0
     try:
         for trial in range(a.trials):
-            lines = rng.randint(1, 400)
+            power = trial % 2 == 1
+            # a power cut kills the writer itself: read until it is gone
+            lines = 1 << 30 if power else rng.randint(1, 400)
             wseed = rng.randrange(1 << 30)
             with tempfile.TemporaryFile() as err:
-                p = subprocess.Popen([exe, "write", cdir, str(wseed)], stdout=subprocess.PIPE,
-                                     stderr=err, stdin=subprocess.DEVNULL)
+                p = subprocess.Popen([exe, "power" if power else "write", cdir, str(wseed)],
+                                     stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
                 seen = 0
                 while seen < lines:
                     if not p.stdout.readline():
                         break
                     seen += 1
-                killed = p.poll() is None
+                killed = not power and p.poll() is None
                 if killed:
                     p.send_signal(signal.SIGKILL)
                     kills += 1
@@ -89,7 +99,17 @@ def main():
                 p.stdout.close()
                 err.seek(0)
                 etext = err.read().decode(errors="replace").strip()
-            if not killed and rc != 0:
+            if power:
+                m = re.search(r"power cut after (\d+) calls: (\d+) unsynced writes lost, (\d+) kept", etext)
+                if rc != -signal.SIGKILL or not m:
+                    print("FAIL trial %d: power cut (seed %d): exit %d: %s" % (trial, wseed, rc, etext))
+                    failed += 1
+                    continue
+                kills += 1
+                lost += int(m.group(2))
+                kept += int(m.group(3))
+                seen = int(m.group(1))
+            elif not killed and rc != 0:
                 print("FAIL trial %d: writer (seed %d) exited %d: %s" % (trial, wseed, rc, etext))
                 failed += 1
                 continue
@@ -97,18 +117,22 @@ def main():
                                stdin=subprocess.DEVNULL, timeout=120)
             out = r.stdout.decode().strip()
             if r.returncode != 0:
-                print("FAIL trial %d (writer seed %d, killed after %d writes): %s %s"
-                      % (trial, wseed, seen, out, r.stderr.decode(errors="replace").strip()))
+                print("FAIL trial %d (%s seed %d, killed after %d %s): %s %s"
+                      % (trial, "power" if power else "write", wseed, seen,
+                         "calls" if power else "writes", out, r.stderr.decode(errors="replace").strip()))
                 failed += 1
             else:
                 presents.append(int(out.split()[1]))
                 if a.verbose:
-                    print("trial %d: killed after %d writes (seed %d): %s" % (trial, seen, wseed, out))
+                    print("trial %d: %s after %d %s (seed %d): %s"
+                          % (trial, "power cut" if power else "killed", seen,
+                             "calls" if power else "writes", wseed, out))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     if presents:
-        print("%d kills; blocks found after a kill: min %d, mean %.1f, max %d (of 65)"
-              % (kills, min(presents), sum(presents) / len(presents), max(presents)))
+        print("%d kills and power cuts; blocks found after one: min %d, mean %.1f, max %d (of 65); "
+              "power cuts: %d unsynced writes lost, %d kept"
+              % (kills, min(presents), sum(presents) / len(presents), max(presents), lost, kept))
     print("%d passed, %d failed" % (a.trials - failed, failed))
     return 1 if failed else 0
 
