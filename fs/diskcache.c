@@ -1120,6 +1120,14 @@ enum gguf_err dcache_open_in(struct dcache_group *group, const char *dir, const 
         err = EINVAL;
         goto fail;
     }
+    /* eviction punches holes: a file system that cannot would let the
+     * files outgrow the bound (a no-op punch past the end tells) */
+    if (fallocate(dc->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  (off_t)((ds.st_size + PAGE) / PAGE * PAGE), PAGE) != 0) {
+        err = errno;
+        what = data_path;
+        goto fail;
+    }
     /* valid only if every word is what this cache would have written */
     uint8_t *want = hdr, *have = hdr + HDR_SIZE;
     make_header(dc, identity, want);

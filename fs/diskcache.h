@@ -115,7 +115,8 @@ enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag);
  * identity longer than DCACHE_MAX_IDENTITY, or max_bytes below the map's
  * size plus one block; GGUF_E_EXIST the cache of this object is open in
  * another process (or another dcache); GGUF_E_IO a file could not be
- * opened, read or written; GGUF_E_NOMEM.
+ * opened, read or written, or the file system cannot punch holes
+ * (fallocate: EOPNOTSUPP); GGUF_E_NOMEM.
  */
 enum gguf_err dcache_open(const char *dir, const char *identity, uint64_t size,
                           uint32_t block_bytes, uint64_t max_bytes, struct dcache **out,
