@@ -17,6 +17,8 @@
  *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the
  *               dequantized chunks (no FUSE inside)
+ *   diskcache.c the persistent cache of remote blocks on a local disk
+ *               (-o cache_dir; no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   notify.c    telling the kernel what an edit changed
