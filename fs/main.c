@@ -275,7 +275,15 @@ static bool check_cache_dir(struct options *o)
 
 /* A disk cache per shard of a remote model (-o cache_dir).  A shard whose
  * cache cannot be opened (another gguffs has it open; a file error) is read
- * without one, said once on stderr: the mount goes on. */
+ * without one, said once on stderr: the mount goes on.
+ *
+ * What names a shard's cache: its identity and its URL (redacted: no
+ * credentials, no query), since an ETag names a version of one file, not a
+ * file (nginx's, "mtime-size", is the same for two files of one size
+ * written in the same second: the shards of a split model, often).  A
+ * shard whose server sent neither ETag nor Last-Modified ("size:N") gets no
+ * disk cache: a later version of the same size could not be told from
+ * this one. */
 static void open_dcache(struct ggfs *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote)
@@ -292,10 +300,24 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
         struct remote *r = remote_source_remote(m->shards[i].src);
         if (!r)
             continue;
+        const char *id = remote_identity(r), *url = remote_display_url(r);
+        if (strncmp(id, "size:", 5) == 0) {
+            fprintf(stderr, "gguffs: %s: disk cache: the server sends neither ETag nor "
+                    "Last-Modified, a new version could not be told from this one; "
+                    "reading without it\n", m->shards[i].src->name);
+            continue;
+        }
+        char *key = malloc(strlen(id) + strlen(url) + 2);
+        if (!key) {
+            fprintf(stderr, "gguffs: %s: out of memory: no disk cache\n", fs->model_path);
+            continue;
+        }
+        sprintf(key, "%s %s", id, url);
         struct gguf_diag d;
-        enum gguf_err e = dcache_open_in(fs->dcache_group, o->cache_dir, remote_identity(r),
+        enum gguf_err e = dcache_open_in(fs->dcache_group, o->cache_dir, key,
                                          m->shards[i].src->size, GGFS_REMOTE_BLOCK,
                                          o->cache_max, &fs->dcache[i], &d);
+        free(key);
         if (e)
             fprintf(stderr, "gguffs: %s: disk cache: %s; reading without it\n",
                     m->shards[i].src->name, d.msg);

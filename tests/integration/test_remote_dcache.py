@@ -213,6 +213,31 @@ def run(tmp, ng, name, local, want):
             h.check(g.stderr().strip() == "", "damaged map: stderr %r" % g.stderr())
         finally:
             g.close()
+    with h.case("two files with one ETag"):
+        # nginx's ETag is mtime-size: a copy with the same mtime has the
+        # same one; the caches are told apart by URL
+        twin = os.path.join(os.path.dirname(local), "twin.gguf")
+        shutil.copyfile(local, twin)
+        st = os.stat(local)
+        os.utime(twin, ns=(st.st_atime_ns, st.st_mtime_ns))
+        g = Gguffs(url, opts)
+        try:
+            g2 = Gguffs(ng.url("twin.gguf"), opts)
+            try:
+                s1, s2 = read_stats(g.mnt), read_stats(g2.mnt)
+                h.check("disk_cache_hits" in s1 and "disk_cache_hits" in s2,
+                        "two files with one ETag: both have a disk cache")
+                got = read_all_raw(g2.mnt)
+                h.check(got == want, "twin: raw bytes: %s" % diff(got, want))
+                g2.stop(h, "twin")
+                h.check("in use" not in g2.stderr(), "twin: %r" % g2.stderr())
+            finally:
+                g2.close()
+            g.stop(h, "twin's original")
+        finally:
+            g.close()
+        h.check(len([f for f in os.listdir(cdir) if f.endswith(".map")]) == 2,
+                "two files with one ETag: cache files %r" % os.listdir(cdir))
     return h.finish()
 
 
