@@ -179,6 +179,7 @@ struct dcache {
     struct vec pend, evict;   /* blocks waiting to be marked / cleared */
     uint64_t hand;            /* CLOCK */
     uint64_t own;             /* bytes counted (see stats.bytes_used) */
+    uint64_t readable;        /* blocks PENDING, FLUSHING or PRESENT */
     uint64_t others;          /* other models' bytes, last measured */
     bool others_idle;         /* a scan may find an idle model to remove */
     bool stop, broken;
@@ -440,6 +441,7 @@ static void flush_locked(struct dcache *dc)
             /* not known to be on disk: gone (its space is given back at
              * the next open) */
             k->state = B_ABSENT;
+            dc->readable--;
             k->gen++;
             own_add(dc, -(int64_t)blk_room(dc, p.v[i]));
         }
@@ -672,6 +674,7 @@ static bool pick_victims(struct dcache *dc, uint64_t need, uint64_t skip)
         if (!vec_push(&dc->evict, b))
             break;
         k->state = B_EVICTING;
+        dc->readable--;
         k->gen++;
         dc->st.evicted++;
         freeing += blk_room(dc, b);
@@ -712,6 +715,7 @@ bool dcache_read(struct dcache *dc, uint64_t b, void *dst, size_t len)
                     }
             if (vec_push(&dc->evict, b)) {
                 k->state = B_EVICTING;
+                dc->readable--;
                 k->gen++;
                 dc->st.rejected++;
                 pthread_cond_broadcast(&dc->cond);
@@ -790,6 +794,7 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     }
     k->crc = crc;
     k->state = B_PENDING;
+    dc->readable++;
     /* the flusher starts with the first write (not at open: a process that
      * daemonizes after opening keeps no thread across its fork) */
     if (!dc->flusher_on && !dc->sync_each && !dc->stop) {
@@ -833,10 +838,7 @@ void dcache_get_stats(struct dcache *dc, struct dcache_stats *out)
     *out = dc->st;
     out->bytes_used = dc->own;
     out->others_bytes = dc->others;
-    uint64_t n = 0;
-    for (uint64_t b = 0; b < dc->nblocks; b++)
-        n += readable(dc->b[b].state);
-    out->blocks = n;
+    out->blocks = dc->readable;
     pthread_mutex_unlock(&dc->mu);
 }
 
@@ -942,6 +944,7 @@ static int load(struct dcache *dc)
             uint32_t crc = get_u32(buf + i), chk = get_u32(buf + i + 4);
             if (chk == entry_check(b, crc, (uint32_t)dcache_block_len(dc, b))) {
                 dc->b[b].state = B_PRESENT;
+                dc->readable++;
                 dc->b[b].crc = crc;
                 own_add(dc, (int64_t)blk_room(dc, b));
             } else if (crc || chk) {

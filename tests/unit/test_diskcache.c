@@ -779,6 +779,11 @@ static void test_threads(void **state)
                  (unsigned long long)allocated(map), (unsigned long long)allocated(data),
                  (unsigned long long)max, (unsigned long long)s.bytes_used,
                  (unsigned long long)s.blocks);
+    /* the count of blocks held is the blocks that read */
+    unsigned held = 0;
+    for (uint64_t b = 0; b < NB; b++)
+        held += read_block(dc, 5, b);
+    assert_int_equal(held, s.blocks);
     dcache_close(dc);
     /* and what is left is right */
     dc = open_ok("etag:\"T\"", SIZE, max);
