@@ -181,10 +181,7 @@ struct dcache {
     uint64_t own;             /* bytes counted (see stats.bytes_used) */
     uint64_t readable;        /* blocks PENDING, FLUSHING or PRESENT */
     uint64_t others;          /* other models' bytes, last measured */
-    bool others_idle;         /* a scan may find an idle model to remove */
     bool stop, broken;
-    uint64_t flush_gen;       /* flushes done */
-    bool flushing;
     struct timespec first_pending;
     struct dcache_stats st;
 
@@ -396,7 +393,6 @@ static void flush_locked(struct dcache *dc)
     for (size_t i = 0; i < p.n; i++)
         dc->b[p.v[i]].state = B_FLUSHING;
     bool broken = dc->broken;
-    dc->flushing = true;
     pthread_mutex_unlock(&dc->mu);
     if (!p.n && !e.n)
         goto done;
@@ -456,8 +452,6 @@ done:
     free(p.v);
     free(e.v);
     pthread_mutex_lock(&dc->mu);
-    dc->flushing = false;
-    dc->flush_gen++;
     pthread_cond_broadcast(&dc->cond);
     pthread_mutex_unlock(&dc->mu);
 }
@@ -618,14 +612,11 @@ static void evict_others(struct dcache *dc, uint64_t need)
     pthread_mutex_lock(&dc->mu);
     uint64_t own = used(dc);
     pthread_mutex_unlock(&dc->mu);
-    bool busy = false;
     uint64_t removed = 0;
     for (size_t i = 0; i < n && own + total + need > dc->max_bytes; i++) {
         if (remove_other(dc, o[i].name)) {
             total -= o[i].bytes;
             removed++;
-        } else {
-            busy = true;
         }
     }
     free(o);
@@ -633,9 +624,6 @@ static void evict_others(struct dcache *dc, uint64_t need)
     dc->others = total;
     dc->st.others_bytes = total;
     dc->st.models_removed += removed;
-    /* what is left is in use (or we could not tell): next time, only if
-     * it was busy */
-    dc->others_idle = busy;
     pthread_mutex_unlock(&dc->mu);
 }
 
@@ -746,7 +734,9 @@ static bool claim(struct dcache *dc, uint64_t b)
         pthread_mutex_unlock(&dc->mu);
         pthread_mutex_lock(&dc->flush_mu);
         pthread_mutex_lock(&dc->mu);
-        if (used(dc) + dc->others + room > dc->max_bytes && dc->others_idle) {
+        if (used(dc) + dc->others + room > dc->max_bytes) {
+            /* measure the others again (they grow too), and remove idle
+             * ones if that is not enough */
             pthread_mutex_unlock(&dc->mu);
             evict_others(dc, room);
             pthread_mutex_lock(&dc->mu);
@@ -1025,7 +1015,6 @@ enum gguf_err dcache_open_in(struct dcache_group *group, const char *dir, const 
     dc->block_bytes = block_bytes;
     dc->max_bytes = max_bytes;
     dc->map_bytes = map_bytes;
-    dc->others_idle = true;
     dc->dir = strdup(dir);
     dc->b = calloc(nblocks ? nblocks : 1, sizeof *dc->b);
     uint8_t *hdr = malloc(2 * HDR_SIZE);

@@ -52,8 +52,9 @@
  *     Writers wait (back-pressure) while four batches are waiting.
  *   - Bounded: the bytes allocated to the cache files of DIR (st_blocks of
  *     every dc-* file: this object's, counted exactly, and the others', as
- *     measured at open and at each eviction pass) stay at most max_bytes
- *     after each flush.  Policy, when a block does not fit: first the
+ *     measured at open and each time room is made) stay at most max_bytes
+ *     after each flush (other processes' growth since they were measured
+ *     aside).  Policy, when a block does not fit: first the
  *     least recently used other models (the mtime of their map, touched
  *     at open and close) that no process has open are removed, whole,
  *     oldest first; then blocks of this model go, chosen by CLOCK (a block
@@ -136,7 +137,8 @@ enum gguf_err dcache_open_in(struct dcache_group *g, const char *dir, const char
                              struct dcache **out, struct gguf_diag *diag);
 
 /* Flushes what waits (as dcache_flush), stops the flusher, touches the map's
- * mtime (recency), unlocks and frees.  NULL is fine. */
+ * mtime (recency), unlocks and frees.  NULL is fine.  No other call on dc
+ * may be running or come after. */
 void dcache_close(struct dcache *dc);
 
 /* Blocks of the object, and the length of block b (0 if b is past the end). */
