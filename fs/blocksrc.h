@@ -120,6 +120,12 @@ struct blocksrc_disk {
 enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
                             const struct blocksrc_disk *disk, struct gguf_source **out);
 
+/* Gives wrapper s a disk cache after it was made (the mount opens the disk
+ * cache once the model, and so each shard's identity, is known).  Only
+ * while no read of s is in progress and no fetch thread runs (before
+ * rcache_start); false if s is not a wrapper. */
+bool blocksrc_set_disk(struct gguf_source *s, const struct blocksrc_disk *disk);
+
 /* The source a wrapper reads from; NULL if s is not a wrapper. */
 struct gguf_source *blocksrc_inner(struct gguf_source *s);
 

@@ -19,6 +19,8 @@
  *               dequantized chunks (no FUSE inside)
  *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
  *               each remote shard, with its fetch threads (no FUSE inside)
+ *   diskcache.c the persistent cache of remote blocks on a local disk
+ *               (-o cache_dir; no FUSE inside)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   overlay.c   a remote model's edits in a local file (-o overlay)
@@ -248,6 +250,15 @@ struct ggfs {
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 
+    /* The disk cache of a remote model (-o cache_dir, fs/diskcache.h): one
+     * per shard of the model (the model is fixed for a remote mount), NULL
+     * for a shard without one (another process has it open, or it could
+     * not be opened: said once on stderr).  Opened before the session,
+     * closed (made durable) after it; read with ggfs_dcache. */
+    struct dcache_group *dcache_group;
+    struct dcache **dcache;      /* n_dcache entries, or NULL */
+    unsigned n_dcache;
+
     /* edits committed (stats): in place, rewrites that cloned the tensor
      * data, rewrites that copied it; written under commit_mu */
     atomic_uint_least64_t edits_in_place, edits_cloned, edits_copied;
@@ -257,6 +268,17 @@ struct ggfs {
 };
 
 enum read_kind { RK_RAW, RK_F32, RK_MODEL };
+
+/* The disk cache of shard i of the model, or NULL when there is none.  Its
+ * blocks are the block cache's (-o remote_block bytes, block b at
+ * b * remote_block): main.c hands it to the shard's blocksrc wrapper
+ * (blocksrc_set_disk), whose fills read it first and store what they
+ * fetch. */
+struct dcache;
+static inline struct dcache *ggfs_dcache(const struct ggfs *fs, unsigned shard)
+{
+    return fs->dcache && shard < fs->n_dcache ? fs->dcache[shard] : NULL;
+}
 
 /* Counts a read request of size bytes. */
 void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);

@@ -9,6 +9,7 @@
  * the mount is in place.
  */
 #include "fs.h"
+#include "diskcache.h"
 #include "options.h"
 
 #include "gguf/info.h"
@@ -299,6 +300,108 @@ static bool open_model(struct ggfs *fs, const struct options *o)
     return true;
 }
 
+/* -o cache_dir: made if missing, and usable, before anything is fetched;
+ * kept as an absolute path (the daemon runs in /).  A directory that
+ * cannot be used is a mount error: one line naming it, exit 1. */
+static bool check_cache_dir(struct options *o)
+{
+    if (!o->cache_dir)
+        return true;
+    struct gguf_diag d;
+    if (dcache_check_dir(o->cache_dir, &d) != GGUF_OK) {
+        fprintf(stderr, "gguffs: %s\n", d.msg);
+        return false;
+    }
+    char *real = realpath(o->cache_dir, NULL);
+    if (!real) {
+        fprintf(stderr, "gguffs: cache_dir=%s: %s\n", o->cache_dir, strerror(errno));
+        return false;
+    }
+    free(o->cache_dir);
+    o->cache_dir = real;
+    return true;
+}
+
+/* A disk cache per shard of a remote model (-o cache_dir).  A shard whose
+ * cache cannot be opened (another gguffs has it open; a file error) is read
+ * without one, said once on stderr: the mount goes on.
+ *
+ * What names a shard's cache: its identity and its URL (redacted: no
+ * credentials, no query), since an ETag names a version of one file, not a
+ * file (nginx's, "mtime-size", is the same for two files of one size
+ * written in the same second: the shards of a split model, often).  A
+ * shard whose server sent neither ETag nor Last-Modified ("size:N") gets no
+ * disk cache: a later version of the same size could not be told from
+ * this one. */
+static bool dc_read(void *ctx, uint64_t block, void *dst, size_t len)
+{
+    return dcache_read(ctx, block, dst, len);
+}
+
+static void dc_write(void *ctx, uint64_t block, const void *src, size_t len)
+{
+    dcache_write(ctx, block, src, len);
+}
+
+static void open_dcache(struct ggfs *fs, const struct options *o)
+{
+    if (!o->cache_dir || !fs->remote)
+        return;
+    /* the shards as opened at mount, each wrapped by the block cache (an
+     * overlay's versions read through fs->base's) */
+    const struct gguf_split *m = fs->base ? fs->base : fs->st->model;
+    fs->dcache_group = dcache_group_new();
+    fs->dcache = calloc(m->n, sizeof *fs->dcache);
+    if (!fs->dcache_group || !fs->dcache) {
+        fprintf(stderr, "gguffs: %s: out of memory: no disk cache\n", fs->model_path);
+        return;
+    }
+    fs->n_dcache = m->n;
+    for (unsigned i = 0; i < m->n; i++) {
+        struct remote *r = ggfs_remote(m->shards[i].src);
+        if (!r)
+            continue;
+        const char *id = remote_identity(r), *url = remote_display_url(r);
+        if (strncmp(id, "size:", 5) == 0) {
+            fprintf(stderr, "gguffs: %s: disk cache: the server sends neither ETag nor "
+                    "Last-Modified, a new version could not be told from this one; "
+                    "reading without it\n", m->shards[i].src->name);
+            continue;
+        }
+        char *key = malloc(strlen(id) + strlen(url) + 2);
+        if (!key) {
+            fprintf(stderr, "gguffs: %s: out of memory: no disk cache\n", fs->model_path);
+            continue;
+        }
+        sprintf(key, "%s %s", id, url);
+        struct gguf_diag d;
+        enum gguf_err e = dcache_open_in(fs->dcache_group, o->cache_dir, key,
+                                         m->shards[i].src->size, (uint32_t)o->remote_block,
+                                         o->cache_max, &fs->dcache[i], &d);
+        free(key);
+        if (e) {
+            fprintf(stderr, "gguffs: %s: disk cache: %s; reading without it\n",
+                    m->shards[i].src->name, d.msg);
+            continue;
+        }
+        /* the block cache's fills ask it first, and store what they fetch
+         * (blocks of remote_block bytes, as the disk cache's) */
+        struct blocksrc_disk disk = { dc_read, dc_write, fs->dcache[i] };
+        blocksrc_set_disk(m->shards[i].src, &disk);
+    }
+}
+
+static void close_dcache(struct ggfs *fs)
+{
+    for (unsigned i = 0; i < fs->n_dcache; i++)
+        dcache_close(fs->dcache[i]);
+    free(fs->dcache);
+    dcache_group_free(fs->dcache_group);
+    fs->dcache = NULL;
+    fs->n_dcache = 0;
+    fs->dcache_group = NULL;
+}
+
 /* The id /proc gives our mount (fdinfo's mnt_id) and its device ("0:NN",
  * the name of its bdi in sysfs): the newest gguffs mount on mountpoint in
  * /proc/self/mountinfo; -1 if not found. */
@@ -516,7 +619,8 @@ int main(int argc, char *argv[])
     glist_init(&fs.snaps);
     glist_init(&fs.streams);
 
-    if (check_mountpoint(&o) && open_model(&fs, &o)) {
+    if (check_mountpoint(&o) && check_cache_dir(&o) && open_model(&fs, &o)) {
+        open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         if (fs.cache)
@@ -524,6 +628,7 @@ int main(int argc, char *argv[])
         else
             fprintf(stderr, "gguffs: out of memory\n");
         cache_free(fs.cache);
+        close_dcache(&fs);
         ggfs_state_put(fs.st);
         /* versions still held by opens whose release never came */
         while (!glist_empty(&fs.states)) {

@@ -1,6 +1,7 @@
 /* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
+#include "diskcache.h"
 
 #include "blocksrc.h"
 #include "remote/source.h"
@@ -202,6 +203,31 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                       "remote_block_bytes %llu\n",
                       (ull)rs.hits, (ull)rs.misses, (ull)rs.prefetched, (ull)rs.fill_errors,
                       (ull)rs.bytes_held, (ull)rs.capacity, (ull)rs.block_bytes);
+    }
+    if (n >= 0 && (size_t)n < cap && fs->n_dcache) {
+        /* the disk cache (-o cache_dir): every shard's, summed */
+        struct dcache_stats sum = { 0 }, ds;
+        unsigned open = 0;
+        for (unsigned i = 0; i < fs->n_dcache; i++) {
+            if (!fs->dcache[i])
+                continue;
+            open++;
+            dcache_get_stats(fs->dcache[i], &ds);
+            sum.hits += ds.hits;
+            sum.misses += ds.misses;
+            sum.stored += ds.stored;
+            sum.rejected += ds.rejected;
+            sum.evicted += ds.evicted;
+            sum.bytes_used += ds.bytes_used;
+        }
+        if (open)
+            n += snprintf(buf + n, cap - (size_t)n,
+                          "disk_cache_hits %llu\ndisk_cache_misses %llu\n"
+                          "disk_cache_stored %llu\ndisk_cache_rejected %llu\n"
+                          "disk_cache_evicted %llu\ndisk_cache_bytes %llu\n",
+                          (unsigned long long)sum.hits, (unsigned long long)sum.misses,
+                          (unsigned long long)sum.stored, (unsigned long long)sum.rejected,
+                          (unsigned long long)sum.evicted, (unsigned long long)sum.bytes_used);
     }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -26,6 +26,8 @@ struct raw_options {
     char *remote_cache;
     char *remote_block;
     char *overlay;
+    char *cache_dir;
+    char *cache_max;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -54,6 +56,8 @@ static const struct fuse_opt opt_spec[] = {
     { "remote_cache=%s", offsetof(struct raw_options, remote_cache), 0 },
     { "remote_block=%s", offsetof(struct raw_options, remote_block), 0 },
     { "overlay=%s", offsetof(struct raw_options, overlay), 0 },
+    { "cache_dir=%s", offsetof(struct raw_options, cache_dir), 0 },
+    { "cache_max=%s", offsetof(struct raw_options, cache_max), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -154,6 +158,11 @@ static void usage(const char *prog)
            "                         readahead for sequential readers\n"
            "  -o remote_block=SIZE   its block: the bytes of one request (64K to 64M;\n"
            "                         default 4M; remote_cache holds at least 4)\n"
+           "  -o cache_dir=DIR       keep the blocks read in DIR (made, mode 0700, if\n"
+           "                         missing): a later mount of the same remote file\n"
+           "                         reads them from there (checked, never trusted)\n"
+           "  -o cache_max=SIZE      bytes DIR may hold (K/M/G suffixes; default 10G);\n"
+           "                         least recently used models go first\n"
            "  --dump                 print the info summary of MODEL.gguf, no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
@@ -285,10 +294,11 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         o->threads = (int)threads;
     o->remote = remote_url_is_remote(o->model);
     if (!o->remote && (raw.connections || raw.timeout || raw.bearer_token_file ||
-                       raw.ca_file || raw.remote_cache || raw.remote_block)) {
+                       raw.ca_file || raw.remote_cache || raw.remote_block || raw.cache_dir ||
+                       raw.cache_max)) {
         fprintf(stderr, "gguffs: connections, timeout, bearer_token_file, ca_file, "
-                "remote_cache and remote_block are options of remote models "
-                "(http://, https://, hf://)\n");
+                "remote_cache, remote_block, cache_dir and cache_max are options of remote "
+                "models (http://, https://, hf://)\n");
         goto out;
     }
     o->remote_cache = DEFAULT_REMOTE_CACHE;
@@ -320,6 +330,20 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         fprintf(stderr, "gguffs: overlay=: needs a file name\n");
         goto out;
     }
+    o->cache_max = DEFAULT_CACHE_MAX;
+    if (raw.cache_max && !parse_size(raw.cache_max, &o->cache_max)) {
+        fprintf(stderr, "gguffs: cache_max=%s: not a size (bytes, with an "
+                "optional K, M or G suffix)\n", raw.cache_max);
+        goto out;
+    }
+    if (raw.cache_max && !raw.cache_dir) {
+        fprintf(stderr, "gguffs: cache_max needs cache_dir=DIR\n");
+        goto out;
+    }
+    if (raw.cache_dir && !raw.cache_dir[0]) {
+        fprintf(stderr, "gguffs: cache_dir=: an empty path\n");
+        goto out;
+    }
     if (raw.connections && (!parse_uint(raw.connections, 1, 256, &o->connections))) {
         fprintf(stderr, "gguffs: connections=%s: not a number from 1 to 256\n",
                 raw.connections);
@@ -333,7 +357,8 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
     o->bearer_token_file = raw.bearer_token_file;
     o->ca_file = raw.ca_file;
     o->overlay = raw.overlay;
-    raw.bearer_token_file = raw.ca_file = raw.overlay = NULL;
+    o->cache_dir = raw.cache_dir;
+    raw.bearer_token_file = raw.ca_file = raw.overlay = raw.cache_dir = NULL;
     if (o->remote && !o->overlay)
         o->ro = true;          /* no overlay: nothing to write to */
     r = OPTS_RUN;
@@ -345,6 +370,8 @@ out:
     free(raw.remote_cache);
     free(raw.remote_block);
     free(raw.overlay);
+    free(raw.cache_dir);
+    free(raw.cache_max);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -356,6 +383,7 @@ void options_free(struct options *o, struct fuse_args *args)
     free(o->bearer_token_file);
     free(o->ca_file);
     free(o->overlay);
+    free(o->cache_dir);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

@@ -15,6 +15,7 @@
 #define DEFAULT_READAHEAD (1ull << 20)
 #define DEFAULT_REMOTE_CACHE (256ull << 20)
 #define DEFAULT_REMOTE_BLOCK (4ull << 20)
+#define DEFAULT_CACHE_MAX (10ull << 30)
 
 struct options {
     char *model;
@@ -31,6 +32,8 @@ struct options {
     uint64_t remote_cache;      /* -o remote_cache, bytes */
     uint64_t remote_block;      /* -o remote_block, bytes */
     char *overlay;              /* -o overlay: as given */
+    char *cache_dir;            /* -o cache_dir: the disk cache (NULL: none) */
+    uint64_t cache_max;         /* -o cache_max, or the default */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */
