@@ -36,7 +36,9 @@ struct gguf_source;
 
 struct gguf_source_ops {
     /* Reads up to len bytes at off into buf: the count read (short only at
-     * the end of the source), or a negative errno. */
+     * the end of the source, or, while a remote model is being opened, at
+     * the end of the range it streams: remote/source.h; callers loop), or
+     * a negative errno. */
     ssize_t (*read)(struct gguf_source *s, void *buf, size_t len, uint64_t off);
     /* Frees the source (called once, by gguf_source_close). */
     void (*close)(struct gguf_source *s);
