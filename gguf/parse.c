@@ -73,6 +73,8 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
     if (c->src->fd < 0 && upto + (1u << 20) < fill)
         fill = upto + (1u << 20);
     while (c->len < fill) {
+        if (c->src->ops->head)
+            c->src->ops->head(c->src, c->own, (size_t)c->len);
         ssize_t r = c->src->ops->read(c->src, c->own + c->len, (size_t)(fill - c->len),
                                       c->len);
         if (r < 0)

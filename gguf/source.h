@@ -42,6 +42,10 @@ struct gguf_source_ops {
     ssize_t (*read)(struct gguf_source *s, void *buf, size_t len, uint64_t off);
     /* Frees the source (called once, by gguf_source_close). */
     void (*close)(struct gguf_source *s);
+    /* Optional (NULL): the header parser's copy of bytes 0..len-1, told
+     * right before it reads from len on; valid for that read only.  A
+     * remote source sizes the range it asks for by them (remote/source.h). */
+    void (*head)(struct gguf_source *s, const void *bytes, size_t len);
 };
 
 struct gguf_source {

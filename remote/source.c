@@ -9,10 +9,10 @@
 #include <string.h>
 
 /* Past the end the bytes read so far foretell, a stream range runs this
- * much further (and at least this far: the parser reads 1 MiB ahead). */
+ * much further (and at least this far: the parser reads 1 MiB ahead);
+ * from the third range on twice as far as the one before, so that a header
+ * the estimate keeps missing costs a logarithmic number of requests. */
 #define EST_MARGIN (1u << 20)
-/* Header bytes kept for the estimate; past this, streams are open-ended. */
-#define KEEP_MAX (64u << 20)
 
 struct remote_source {
     struct gguf_source s;
@@ -22,10 +22,14 @@ struct remote_source {
     struct remote_stream *st;   /* the current range, or NULL */
     uint64_t st_last;           /* its last byte */
     uint64_t next;              /* after a range: where the next one starts */
+    unsigned ranges;            /* ranges started */
     bool no_stream;             /* plain ranges from now on */
-    uint8_t *kept;              /* bytes 0..kept_len-1 of the file, read while opening */
-    size_t kept_len, kept_cap;
-    bool kept_off;              /* a gap or KEEP_MAX: nothing more is kept */
+    /* the parser's bytes 0..head_len-1 (rsrc_head), for the read from
+     * head_len that follows only: from_stream clears it; a read it does not
+     * reach is served by the prefix, so head_len < any offset from_stream
+     * sees and a stale pointer is never used */
+    const uint8_t *head;
+    size_t head_len;
 };
 
 static char *dup_str(const char *s)
@@ -234,43 +238,27 @@ static bool estimate_end(struct walk *w, uint64_t *out)
     return true;
 }
 
-/* The last byte of the next stream range, from off: EST_MARGIN past where
- * the bytes kept so far say the header ends, at least EST_MARGIN past off;
+/* The last byte of the next stream range, from off: the margin past where
+ * the header's first off bytes say it ends, and at least past off;
  * UINT64_MAX (to the end of the file) when they say nothing. */
 static uint64_t range_last(struct remote_source *rs, uint64_t off)
 {
     uint64_t end;
-    struct walk w = { .b = rs->kept, .n = rs->kept_len, .size = rs->s.size };
-    if (rs->kept_off || rs->kept_len != off || !estimate_end(&w, &end))
+    size_t plen;
+    const uint8_t *prefix = remote_prefix(rs->r, &plen);
+    struct walk w = { .b = rs->head, .n = rs->head_len, .size = rs->s.size };
+    if (!rs->head || rs->head_len != off) {
+        w.b = prefix;           /* without the parser's bytes: the prefix's */
+        w.n = plen;
+    }
+    if (!w.b || w.n != off || !estimate_end(&w, &end))
         return UINT64_MAX;
     if (end < off)
         end = off;
-    return sat_add(end, EST_MARGIN - 1);
-}
-
-/* Keeps bytes off..off+n-1, read while opening, for the estimate. */
-static void keep(struct remote_source *rs, const uint8_t *p, size_t n, uint64_t off)
-{
-    if (rs->kept_off || n == 0)
-        return;
-    if (off != rs->kept_len || n > KEEP_MAX - rs->kept_len) {
-        rs->kept_off = true;
-        return;
-    }
-    if (rs->kept_len + n > rs->kept_cap) {
-        size_t cap = rs->kept_cap ? rs->kept_cap : (1u << 20);
-        while (cap < rs->kept_len + n)
-            cap *= 2;
-        uint8_t *nb = realloc(rs->kept, cap);
-        if (!nb) {
-            rs->kept_off = true;
-            return;
-        }
-        rs->kept = nb;
-        rs->kept_cap = cap;
-    }
-    memcpy(rs->kept + rs->kept_len, p, n);
-    rs->kept_len += n;
+    unsigned doublings = rs->ranges < 2 ? 0 : rs->ranges - 1;
+    if (doublings > 10)
+        doublings = 10;
+    return sat_add(end, ((uint64_t)EST_MARGIN << doublings) - 1);
 }
 
 static void stream_end(struct remote_source *rs)
@@ -296,24 +284,19 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
         goto out;
     }
     if (!rs->st) {
-        if (!rs->kept_len && !rs->kept_off) {
-            size_t plen;
-            const uint8_t *prefix = remote_prefix(rs->r, &plen);
-            keep(rs, prefix, prefix ? plen : 0, 0);
-        }
         uint64_t last = range_last(rs, off);
         rs->st = remote_stream_start(rs->r, off, last);
         if (!rs->st) {
             rs->no_stream = true;
             goto out;
         }
+        rs->ranges++;
         rs->st_last = last < rs->s.size - 1 ? last : rs->s.size - 1;
     }
     size_t want = len;
     if (want > rs->st_last - off + 1)
         want = (size_t)(rs->st_last - off + 1);
     n = remote_stream_read(rs->st, buf, want);
-    keep(rs, buf, n, off);
     if (n < want) {
         stream_end(rs);         /* ended early or failed */
         rs->no_stream = true;
@@ -323,6 +306,7 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
         *range_end = rs->next < rs->s.size;
     }
 out:
+    rs->head = NULL;
     pthread_mutex_unlock(&rs->mu);
     return n;
 }
@@ -361,6 +345,17 @@ static ssize_t rsrc_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t
     return (ssize_t)done;
 }
 
+static void rsrc_head(struct gguf_source *s, const void *bytes, size_t len)
+{
+    struct remote_source *rs = (struct remote_source *)s;
+    if (!atomic_load(&rs->opening))
+        return;
+    pthread_mutex_lock(&rs->mu);
+    rs->head = bytes;
+    rs->head_len = len;
+    pthread_mutex_unlock(&rs->mu);
+}
+
 static void rsrc_close(struct gguf_source *s)
 {
     struct remote_source *rs = (struct remote_source *)s;
@@ -372,7 +367,8 @@ static void rsrc_close(struct gguf_source *s)
     free(rs);
 }
 
-static const struct gguf_source_ops remote_ops = { .read = rsrc_read, .close = rsrc_close };
+static const struct gguf_source_ops remote_ops = { .read = rsrc_read, .close = rsrc_close,
+                                                    .head = rsrc_head };
 
 enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_source **out,
                                  struct gguf_diag *diag)
@@ -415,10 +411,7 @@ void remote_source_opened(struct gguf_source *s)
     atomic_store(&rs->opening, false);
     if (rs->st)
         stream_end(rs);
-    free(rs->kept);
-    rs->kept = NULL;
-    rs->kept_len = rs->kept_cap = 0;
-    rs->kept_off = true;
+    rs->head = NULL;
     pthread_mutex_unlock(&rs->mu);
 }
 

@@ -14,12 +14,15 @@
  *      remote/http.h), as long as the reads follow one another (each
  *      starts where the last one ended) — the header parser's reads do.
  *      LAST is 1 MiB past where the header probably ends, estimated from
- *      the bytes read so far (what they hold, the rest of a value they cut
- *      at its average element length, and what llama.cpp's converters
- *      write after a vocabulary of N tokens: scores, token types, merges
- *      for a "gpt2" tokenizer, tensor infos); a read that reaches LAST is
+ *      the bytes before OFF (the parser's copy, handed over by
+ *      gguf_source_ops.head, or the prefix: what they hold, the rest of a
+ *      value they cut at its average element length, and what
+ *      llama.cpp's converters write after a vocabulary of N tokens:
+ *      scores, token types, merges for a "gpt2" tokenizer, tensor infos;
+ *      no copy of the header is kept); a read that reaches LAST is
  *      short there (gguf/parse.c's read-ahead stops), and a read past it
- *      starts the next range, estimated again from more bytes.  So a
+ *      starts the next range, estimated again from more bytes (from the
+ *      third range on, with twice the margin of the one before).  So a
  *      header longer than the prefix costs one request more when the
  *      estimate made at the prefix's end holds (two when it falls short by
  *      more than 1 MiB: merges several times the tokens), and the server
@@ -31,11 +34,11 @@
  *   3. everything else by remote_read (validated range requests, retries).
  *
  * A read is short only at the end of the file or of a stream range (see
- * 2.); a failure is -EIO (or
- * -ENOMEM), with the reason available from remote_last_error.  Reads may
- * come from any number of threads; while the stream is on they are served
- * one at a time, so call remote_source_opened as soon as the header is
- * parsed (gguf_open_source returned), before sharing the source.
+ * 2.); a failure is -EIO (or -ENOMEM), with the reason available from
+ * remote_last_error.  Reads may come from any number of threads; while
+ * the stream is on they are served one at a time, so call
+ * remote_source_opened as soon as the header is parsed (gguf_open_source
+ * returned), before sharing the source.
  *
  * Closing the source (gguf_source_close) stops the stream and closes the
  * remote.
