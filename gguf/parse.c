@@ -50,7 +50,9 @@ struct cur {
  * linear.  From a local file (a source with a descriptor) the whole buffer
  * is filled: reads are cheap.  From a remote source each byte is a byte
  * transferred, so only up to 1 MiB past upto is read: a header of H bytes
- * costs at most H + 1 MiB past the source's first 2 MiB, not 2H. */
+ * costs at most H + 1 MiB past the source's first 2 MiB, not 2H; and a
+ * short read past upto ends the read-ahead (a remote source returns one
+ * where the range it streams ends, rather than ask for more). */
 static enum gguf_err refill(struct cur *c, uint64_t upto)
 {
     uint64_t want = c->len * 2 > upto ? c->len * 2 : upto;
@@ -71,13 +73,20 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
     if (c->src->fd < 0 && upto + (1u << 20) < fill)
         fill = upto + (1u << 20);
     while (c->len < fill) {
+        if (c->src->ops->head)
+            c->src->ops->head(c->src, c->own, (size_t)c->len);
         ssize_t r = c->src->ops->read(c->src, c->own + c->len, (size_t)(fill - c->len),
                                       c->len);
         if (r < 0)
             return gguf_diag_set(c->diag, GGUF_E_IO, c->len, "read error: %s", strerror((int)-r));
         if (r == 0)
             return gguf_diag_set(c->diag, GGUF_E_IO, c->len, "file shrank while being read");
+        bool short_read = (uint64_t)r < fill - c->len;
         c->len += (uint64_t)r;
+        /* a remote source stops short where a range it streams ends
+         * (remote/source.h): the read-ahead is not worth another request */
+        if (short_read && c->len >= upto)
+            break;
     }
     return GGUF_OK;
 }

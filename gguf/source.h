@@ -36,10 +36,16 @@ struct gguf_source;
 
 struct gguf_source_ops {
     /* Reads up to len bytes at off into buf: the count read (short only at
-     * the end of the source), or a negative errno. */
+     * the end of the source, or, while a remote model is being opened, at
+     * the end of the range it streams: remote/source.h; callers loop), or
+     * a negative errno. */
     ssize_t (*read)(struct gguf_source *s, void *buf, size_t len, uint64_t off);
     /* Frees the source (called once, by gguf_source_close). */
     void (*close)(struct gguf_source *s);
+    /* Optional (NULL): the header parser's copy of bytes 0..len-1, told
+     * right before it reads from len on; valid for that read only.  A
+     * remote source sizes the range it asks for by them (remote/source.h). */
+    void (*head)(struct gguf_source *s, const void *bytes, size_t len);
 };
 
 struct gguf_source {

@@ -82,13 +82,15 @@
  * share one connection cache: libcurl does not support using shared
  * connections from concurrent threads.
  *
- * Streaming (remote_stream_*): one open-ended request "bytes=OFF-" read
- * sequentially, for the header parser when a header is longer than the
- * prefix: the bytes are handed over in the order they arrive, straight
+ * Streaming (remote_stream_*): one request "bytes=OFF-LAST" (or "OFF-")
+ * read sequentially, for the header parser when a header is longer than
+ * the prefix: the bytes are handed over in the order they arrive, straight
  * into the reader's buffers (the transfer waits while nobody reads: at
- * most one libcurl buffer is held), so a header of H bytes costs one more
- * request.  Any failure simply ends the stream; the reader then goes on
- * with remote_read, which retries.  remote_stream_stop aborts the transfer.
+ * most one libcurl buffer is held, and TCP's flow control holds the
+ * server back — but not before it has filled its socket buffers, which is
+ * why remote/source.c bounds the range).  Any failure simply ends the
+ * stream; the reader then goes on with remote_read, which retries.
+ * remote_stream_stop aborts the transfer (if the range is not done).
  */
 #ifndef REMOTE_HTTP_H
 #define REMOTE_HTTP_H
@@ -177,10 +179,11 @@ void remote_close(struct remote *r);
 
 struct remote_stream;
 
-/* Starts "bytes=OFF-" on a free pooled handle, in a thread of its own.
- * NULL when off is at or past the end, no handle is free right now, or
+/* Starts "bytes=OFF-LAST" ("bytes=OFF-" when last is at or past the end
+ * of the file) on a free pooled handle, in a thread of its own.  NULL when
+ * off is at or past the end, last < off, no handle is free right now, or
  * memory or a thread is short: the caller reads with remote_read. */
-struct remote_stream *remote_stream_start(struct remote *r, uint64_t off);
+struct remote_stream *remote_stream_start(struct remote *r, uint64_t off, uint64_t last);
 
 /* Takes the next len bytes of the stream into buf, waiting for them: the
  * count taken, len unless the stream ended or failed (then the rest must

@@ -1,7 +1,7 @@
 /*
  * remote/http_read.c — reading a struct remote once it is open (see http.h,
  * "Reading" and "Streaming"): validated range reads (one rh_fetch each, the
- * reason of a failure kept for remote_last_error), the open-ended stream
+ * reason of a failure kept for remote_last_error), the stream (one range)
  * the header parser reads from (a thread of its own running the transfer,
  * handing bytes straight into the reader's buffers), and the accessors.
  */
@@ -141,10 +141,12 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-struct remote_stream *remote_stream_start(struct remote *r, uint64_t off)
+struct remote_stream *remote_stream_start(struct remote *r, uint64_t off, uint64_t last)
 {
-    if (off >= r->size || atomic_load(&r->changed))
+    if (off >= r->size || last < off || atomic_load(&r->changed))
         return NULL;
+    if (last > r->size - 1)
+        last = r->size - 1;
     struct remote_stream *st = calloc(1, sizeof *st);
     if (!st)
         return NULL;
@@ -163,8 +165,8 @@ struct remote_stream *remote_stream_start(struct remote *r, uint64_t off)
     st->pos = off;
     atomic_init(&st->cancel, false);
     st->x = (struct xfer){ .r = r, .s = st->s, .kind = K_STREAM, .off = off,
-                           .last = r->size - 1, .cap = (size_t)(r->size - off), .st = st };
-    if ((uint64_t)st->x.cap != r->size - off)
+                           .last = last, .cap = (size_t)(last - off + 1), .st = st };
+    if ((uint64_t)st->x.cap != last - off + 1)
         st->x.cap = SIZE_MAX;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);

@@ -357,7 +357,7 @@ enum outcome rh_perform(struct xfer *x, const char *url)
     s->err[0] = '\0';
 
     char range[48];
-    if (x->kind == K_STREAM)
+    if (x->kind == K_STREAM && x->last == r->size - 1)
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x->off);
     else
         snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)x->off,

@@ -10,18 +10,35 @@
  *
  *   1. bytes of the prefix, from memory (no request);
  *   2. while the model is being opened (until remote_source_opened), bytes
- *      after the prefix from one stream ("Range: bytes=OFF-", remote/http.h),
- *      as long as the reads follow one another (each starts where the last
- *      one ended) — the header parser's reads do — so that a header longer
- *      than the prefix costs one request more, whatever its length.  The
- *      first read that does not follow stops the stream for good;
+ *      after the prefix from a stream of ranges ("Range: bytes=OFF-LAST",
+ *      remote/http.h), as long as the reads follow one another (each
+ *      starts where the last one ended) — the header parser's reads do.
+ *      LAST is 1 MiB past where the header probably ends, estimated from
+ *      the bytes before OFF (the parser's copy, handed over by
+ *      gguf_source_ops.head, or the prefix: what they hold, the rest of a
+ *      value they cut at its average element length, and what
+ *      llama.cpp's converters write after a vocabulary of N tokens:
+ *      scores, token types, merges for a "gpt2" tokenizer, tensor infos;
+ *      no copy of the header is kept); a read that reaches LAST is
+ *      short there (gguf/parse.c's read-ahead stops), and a read past it
+ *      starts the next range, estimated again from more bytes (from the
+ *      third range on, with twice the margin of the one before).  So a
+ *      header longer than the prefix costs one request more when the
+ *      estimate made at the prefix's end holds (two when it falls short by
+ *      more than 1 MiB: merges several times the tokens), and the server
+ *      sends at most about 1 MiB past the header, where an open-ended
+ *      range would let it fill the socket buffers (megabytes) before the
+ *      stream is cut.  Bytes the walk does not know (not GGUF v1-v3
+ *      little-endian) get one open-ended range.  The first read that does
+ *      not follow stops the stream for good;
  *   3. everything else by remote_read (validated range requests, retries).
  *
- * A read is short only at the end of the file; a failure is -EIO (or
- * -ENOMEM), with the reason available from remote_last_error.  Reads may
- * come from any number of threads; while the stream is on they are served
- * one at a time, so call remote_source_opened as soon as the header is
- * parsed (gguf_open_source returned), before sharing the source.
+ * A read is short only at the end of the file or of a stream range (see
+ * 2.); a failure is -EIO (or -ENOMEM), with the reason available from
+ * remote_last_error.  Reads may come from any number of threads; while
+ * the stream is on they are served one at a time, so call
+ * remote_source_opened as soon as the header is parsed (gguf_open_source
+ * returned), before sharing the source.
  *
  * Closing the source (gguf_source_close) stops the stream and closes the
  * remote.

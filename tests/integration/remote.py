@@ -26,10 +26,12 @@ location) and `cdn_port` (the redirect target: a different host:port, so a
 client that sends its token there is seen in the log).  Both serve root_dir
 under /files/ with nginx's own ranges and ETags (strong, "mtime-size"); the
 HTTPS ones speak HTTP/2 too (ALPN).  The access log is JSON lines with the
-port, request, status, bytes sent, Range/If-Match/If-Range, the protocol,
-nginx's connection serial number (connection reuse), the worker's pid and
-`auth` = yes/no
-(whether an Authorization header came: never the header itself).
+port, request, status, body bytes sent ("bytes"), bytes written to the
+connection ("sent", $bytes_sent: the response headers too, and what was
+still in the socket buffers when the client went away),
+Range/If-Match/If-Range, the protocol, nginx's connection serial number
+(connection reuse), the worker's pid and `auth` = yes/no (whether an
+Authorization header came: never the header itself).
 
 requests() first makes a request of its own (GET /__sync on the hub port)
 and waits (inotify, no sleep) until nginx has logged it: nginx logs a
@@ -258,7 +260,7 @@ http {{
     scgi_temp_path {d}/tmp/scgi;
     map $http_authorization $gguffs_auth {{ "" no; default yes; }}
     log_format gguffs escape=json '{{"port":"$server_port","method":"$request_method",'
-        '"uri":"$request_uri","status":"$status","bytes":"$body_bytes_sent",'
+        '"uri":"$request_uri","status":"$status","bytes":"$body_bytes_sent","sent":"$bytes_sent",'
         '"range":"$http_range","if_match":"$http_if_match","if_range":"$http_if_range",'
         '"auth":"$gguffs_auth","proto":"$server_protocol","conn":"$connection",'
         '"conn_requests":"$connection_requests","pid":"$pid"}}';
@@ -498,7 +500,7 @@ class Nginx:
         for r in self._lines():
             if r["uri"].startswith("/__sync"):
                 continue
-            for k in ("port", "status", "bytes", "conn", "conn_requests", "pid"):
+            for k in ("port", "status", "bytes", "sent", "conn", "conn_requests", "pid"):
                 r[k] = int(r[k]) if r[k].isdigit() else r[k]
             out.append(r)
         return out

@@ -81,7 +81,7 @@ static void nofd_close(struct gguf_source *s)
     free(s);
 }
 
-static const struct gguf_source_ops nofd_ops = { nofd_read, nofd_close };
+static const struct gguf_source_ops nofd_ops = { .read = nofd_read, .close = nofd_close };
 static bool hide_fd;             /* commit_file wraps the source in a nofd_source */
 static unsigned nofd_reads;      /* reads through the last one */
 

@@ -298,7 +298,7 @@ static void mem_close(struct gguf_source *s)
     free(s);
 }
 
-static const struct gguf_source_ops mem_ops = { mem_read, mem_close };
+static const struct gguf_source_ops mem_ops = { .read = mem_read, .close = mem_close };
 
 static enum gguf_err mem_open(void *ctx, const char *name, struct gguf_source **out,
                               struct gguf_diag *d)
