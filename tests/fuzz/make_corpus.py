@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and tests/oracle/gguf_write.py files) and, with --run, replays them once.
 """
-    make_corpus.py --kind parse|value|roundtrip|http_hdr|overlay --out DIR [--run FUZZER]
+    make_corpus.py --kind parse|value|roundtrip|http_hdr|overlay|estimate --out DIR [--run FUZZER]
 
 parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
            ../shared/corpus/real) shrunk to a small file of the same shape
@@ -19,6 +19,8 @@ overlay    flags + u32 length + each parse seed that is a valid file (the
            base) + an overlay of it (gguf/overlay.h) whose header is the
            base's own: intact, with checksums left to the harness (flags 1),
            with a renamed key, and damaged.
+estimate   the parse seeds, each also with a last byte 0x01 (fuzz_estimate.c:
+           the file is then 2^20 times the input)
 http_hdr   HTTP response header blocks (remote/hdr.c): what nginx, the
            Hugging Face hub, S3 and CDNs send (206, 200, 302, 416, 429,
            503, HTTP/2 forms, interim 1xx), and broken ones (duplicates,
@@ -335,6 +337,16 @@ HTTP_HDR = {
 }
 
 
+def estimate_seeds(parse_files):
+    """The parse seeds (whole headers and cut ones), each also with a last
+    byte that makes the file large (fuzz_estimate.c)."""
+    seeds = {}
+    for name, b in parse_files.items():
+        seeds[name] = b
+        seeds[name + "-large"] = b + b"\x01"
+    return seeds
+
+
 def http_hdr_seeds():
     return {k: v.encode("latin-1") for k, v in HTTP_HDR.items()}
 
@@ -355,7 +367,7 @@ def write(out, seeds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", required=True, choices=["parse", "value", "roundtrip", "http_hdr",
-                                                     "overlay"])
+                                                     "overlay", "estimate"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--run", help="fuzzer to replay the seeds with")
     a = ap.parse_args()
@@ -365,7 +377,8 @@ def main():
         pf = parse_seeds()
         seeds = {"parse": lambda: pf, "value": lambda: value_seeds(pf),
                  "roundtrip": lambda: roundtrip_seeds(pf),
-                 "overlay": lambda: overlay_seeds(pf)}[a.kind]()
+                 "overlay": lambda: overlay_seeds(pf),
+                 "estimate": lambda: estimate_seeds(pf)}[a.kind]()
     paths = write(a.out, seeds)
     print("make_corpus: %d %s seeds in %s (%d bytes largest)" % (
         len(paths), a.kind, a.out, max(len(b) for b in seeds.values())))
