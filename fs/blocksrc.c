@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 struct blocksrc;
 
@@ -425,6 +426,62 @@ static void steal(struct blocksrc *b, uint64_t k)
         run_item(rc, &it, b, true);
 }
 
+/* Block k of a read, pinned (filled by this thread if no one has it);
+ * NULL with *err. */
+static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
+{
+    struct rcache *rc = b->rc;
+    steal(b, k);
+    *err = 0;
+    tl_src = b;
+    tl_reader = true;
+    tl_filled = false;
+    struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), err);
+    tl_src = NULL;
+    tl_reader = false;
+    if (!blk)
+        *err = *err == ENOMEM ? ENOMEM : EIO;
+    else
+        atomic_fetch_add(tl_filled ? &rc->misses : &rc->hits, 1);
+    return blk;
+}
+
+/* Pins the blocks that hold [a, end) (after the prefix) into pins[] and
+ * points iov[] at their bytes, at most max of each: the count, or a
+ * negative errno (nothing left pinned). */
+static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec *iov,
+                     struct cache_block **pins, int max)
+{
+    struct rcache *rc = b->rc;
+    uint64_t B = rc->block_bytes;
+    uint64_t first = a / B, last = (end - 1) / B;
+    if (last - first >= (uint64_t)max)
+        return -ENOSPC;
+    uint64_t next = first + 1;      /* the read's next block to queue */
+    top_up(b, &next, last);
+    readahead(b, first, last, end);
+    int n = 0;
+    for (uint64_t k = first; k <= last; k++, n++) {
+        top_up(b, &next, last);
+        int err;
+        pins[n] = get_block(b, k, &err);
+        if (!pins[n]) {
+            for (int i = 0; i < n; i++)
+                cache_put(rc->cache, pins[i], 0);
+            return -err;
+        }
+        uint64_t bs = k * B, be = bs + cache_len(pins[n]);
+        uint64_t to = end < be ? end : be;
+        iov[n].iov_base = (uint8_t *)cache_data(pins[n]) + (a - bs);
+        iov[n].iov_len = (size_t)(to - a);
+        a = to;
+    }
+    return n;
+}
+
+/* The most blocks one call of bs_read pins at once (then the next ones). */
+#define READ_PINS 16
+
 static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t off)
 {
     struct blocksrc *b = (struct blocksrc *)s;
@@ -449,30 +506,46 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
     }
     uint64_t B = rc->block_bytes;
     uint64_t a = off + done, end = off + len;
-    uint64_t first = a / B, last = (end - 1) / B;
-    uint64_t next = first + 1;      /* the read's next block to queue */
-    top_up(b, &next, last);
-    readahead(b, first, last, end);
-    for (uint64_t k = first; k <= last; k++) {
-        top_up(b, &next, last);
-        steal(b, k);
-        int err = 0;
-        tl_src = b;
-        tl_reader = true;
-        tl_filled = false;
-        struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &err);
-        tl_src = NULL;
-        tl_reader = false;
-        if (!blk)
-            return -(err == ENOMEM ? ENOMEM : EIO);
-        atomic_fetch_add(tl_filled ? &rc->misses : &rc->hits, 1);
-        uint64_t bs = k * B, be = bs + cache_len(blk);
-        uint64_t to = end < be ? end : be;
-        memcpy(buf + (a - off), (const uint8_t *)cache_data(blk) + (a - bs), (size_t)(to - a));
-        cache_put(rc->cache, blk, (size_t)(to - a));
-        a = to;
+    while (a < end) {
+        /* at most READ_PINS blocks at a time */
+        uint64_t stop = (a / B + READ_PINS) * B;
+        if (stop > end)
+            stop = end;
+        struct iovec iov[READ_PINS];
+        struct cache_block *pins[READ_PINS];
+        int n = pin_range(b, a, stop, iov, pins, READ_PINS);
+        if (n < 0)
+            return n;
+        for (int i = 0; i < n; i++) {
+            memcpy(buf + (a - off), iov[i].iov_base, iov[i].iov_len);
+            a += iov[i].iov_len;
+            cache_put(rc->cache, pins[i], iov[i].iov_len);
+        }
     }
     return (ssize_t)len;
+}
+
+int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
+                 struct cache_block **pins, int max)
+{
+    if (!s || s->ops != &blocksrc_ops)
+        return -EINVAL;
+    struct blocksrc *b = (struct blocksrc *)s;
+    if (off < b->direct_below)
+        return -EINVAL;
+    if (off >= s->size || len == 0 || max <= 0)
+        return 0;
+    if (len > s->size - off)
+        len = (size_t)(s->size - off);
+    return pin_range(b, off, off + len, iov, pins, max);
+}
+
+void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
+                    int n, bool used)
+{
+    struct blocksrc *b = (struct blocksrc *)s;
+    for (int i = 0; i < n; i++)
+        cache_put(b->rc->cache, pins[i], used ? iov[i].iov_len : 0);
 }
 
 static void bs_close(struct gguf_source *s)

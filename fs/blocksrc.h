@@ -120,6 +120,23 @@ struct blocksrc_disk {
 enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
                             const struct blocksrc_disk *disk, struct gguf_source **out);
 
+/* For a reply written straight from the cache (no copy): pins the blocks
+ * of wrapper s that hold [off, off + len), as a read of those bytes would
+ * (filled if missing, the reader's readahead followed), and points
+ * iov[0..count) at the bytes, in order: the count (the bytes may end short
+ * at the end of the source; 0 past it), or a negative errno with nothing
+ * pinned: -ENOSPC when more than max blocks would be needed, -EINVAL when
+ * s is not a wrapper or off is in the prefix kept in memory (read those
+ * with gguf_source_read_all), -EIO or -ENOMEM as a read.  The bytes stay
+ * valid and unchanged until blocksrc_unpin releases the pins; used: they
+ * were served (the cache then lets them go first, as after a read). */
+struct cache_block;
+struct iovec;
+int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
+                 struct cache_block **pins, int max);
+void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
+                    int n, bool used);
+
 /* Gives wrapper s a disk cache after it was made (the mount opens the disk
  * cache once the model, and so each shard's identity, is known).  Only
  * while no read of s is in progress and no fetch thread runs (before

@@ -7,6 +7,7 @@
  */
 #include "fs.h"
 
+#include "blocksrc.h"
 #include "gguf/types.h"
 #include "remote/source.h"
 
@@ -36,6 +37,11 @@ void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
     fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
 }
 
+/* The most blocks of the remote block cache one reply is written from (a
+ * request of at most 1 MiB over blocks of at least 64 KiB, and one
+ * straddled); more, and the bytes are copied into a buffer. */
+#define REPLY_PINS 18
+
 /* Replies with size bytes of src at pos. */
 static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, size_t size)
 {
@@ -45,6 +51,22 @@ static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, 
         bv.buf[0].fd = src->fd;
         bv.buf[0].pos = (off_t)pos;
         fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+        return;
+    }
+    /* A remote source's tensor bytes: written to the kernel straight from
+     * the block cache (one copy), the blocks pinned meanwhile. */
+    struct iovec iov[REPLY_PINS];
+    struct cache_block *pins[REPLY_PINS];
+    int n = size ? blocksrc_pin(src, pos, size, iov, pins, REPLY_PINS) : -EINVAL;
+    if (n > 0 || n == -EIO || n == -ENOMEM) {
+        if (n == -EIO)
+            ggfs_source_failed(req_fs(req), src);
+        if (n < 0) {
+            fuse_reply_err(req, -n);
+            return;
+        }
+        int r = fuse_reply_iov(req, iov, n);
+        blocksrc_unpin(src, pins, iov, n, r == 0);
         return;
     }
     char *buf = malloc(size ? size : 1);
