@@ -435,26 +435,9 @@ def vocab_only(h, ng, ggml, root, tmp):
 
 # ---- kill -9 during overlay commits ------------------------------------------------
 
-WRITER = r"""
-import os, sys, time
-path, src = sys.argv[1], sys.argv[2]
-data = open(src, "rb").read()
-try:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    v = memoryview(data)
-    while v:
-        v = v[os.write(fd, v):]
-except OSError as e:
-    print("pre %d" % e.errno, flush=True)
-    sys.exit(0)
-print("w", flush=True)
-t0 = time.perf_counter()
-try:
-    os.close(fd)
-    print("ok %.6f" % (time.perf_counter() - t0), flush=True)
-except OSError as e:
-    print("err %d" % e.errno, flush=True)
-"""
+# The child that edits (open, write, report, close, report): the local
+# crash test's own.
+from test_edit_crash import WRITER  # noqa: E402
 
 
 def crash(h, ng, single, tmp, trials, seed, verbose):
