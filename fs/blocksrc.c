@@ -47,7 +47,7 @@ struct rcache {
     unsigned refs;                  /* the creator's and one per wrapper */
     uint64_t next_id;
     uint64_t inflight_max;
-    _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits;
+    _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans;
 };
 
 struct stream {
@@ -327,6 +327,7 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
     out->prefetched = atomic_load(&rc->prefetched);
     out->fill_errors = atomic_load(&rc->fill_errors);
     out->disk_hits = atomic_load(&rc->disk_hits);
+    out->disk_spans = atomic_load(&rc->disk_spans);
     out->bytes_held = cs.bytes_held;
     out->blocks_held = cs.blocks_held;
     out->capacity = cs.capacity;
@@ -340,8 +341,10 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
 /* ---- the wrapped source ---------------------------------------------------- */
 
 /* Follows the streams with a read of blocks [first, last] ending at end,
- * and queues the blocks its stream's window asks for. */
-static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end)
+ * and queues the blocks its stream's window asks for (with skip_disk,
+ * only those the disk cache does not have). */
+static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end,
+                      bool skip_disk)
 {
     struct rcache *rc = b->rc;
     if (!rc->max_window)
@@ -380,7 +383,7 @@ static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     pthread_mutex_lock(&rc->mu);
     uint64_t k = from;
     for (; k <= to && s->window; k++)
-        if (!enqueue(rc, b, k))
+        if (!(skip_disk && b->disk.has(b->disk.ctx, k)) && !enqueue(rc, b, k))
             break;
     pthread_mutex_unlock(&rc->mu);
     if (k > s->pf_next)
@@ -459,7 +462,7 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         return -ENOSPC;
     uint64_t next = first + 1;      /* the read's next block to queue */
     top_up(b, &next, last);
-    readahead(b, first, last, end);
+    readahead(b, first, last, end, false);
     int n = 0;
     for (uint64_t k = first; k <= last; k++, n++) {
         top_up(b, &next, last);
@@ -546,6 +549,46 @@ void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const stru
     struct blocksrc *b = (struct blocksrc *)s;
     for (int i = 0; i < n; i++)
         cache_put(b->rc->cache, pins[i], used ? iov[i].iov_len : 0);
+}
+
+int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
+                       int max)
+{
+    if (!s || s->ops != &blocksrc_ops)
+        return -EINVAL;
+    struct blocksrc *b = (struct blocksrc *)s;
+    if (off < b->direct_below)
+        return -EINVAL;
+    if (!b->disk.hold || !b->disk.has || off >= s->size || len == 0 || max <= 0)
+        return 0;
+    if (len > s->size - off)
+        len = (size_t)(s->size - off);
+    uint64_t B = b->rc->block_bytes, a = off, end = off + len;
+    uint64_t first = a / B, last = (end - 1) / B;
+    if (last - first >= (uint64_t)max)
+        return 0;
+    int n = 0;
+    for (uint64_t k = first; k <= last; k++, n++) {
+        int fd;
+        uint64_t pos;
+        if (!b->disk.hold(b->disk.ctx, k, block_len(b, k), &fd, &pos)) {
+            blocksrc_release_disk(s, sp, n);
+            return 0;
+        }
+        uint64_t bs = k * B, to = end < bs + block_len(b, k) ? end : bs + block_len(b, k);
+        sp[n] = (struct blocksrc_span){ fd, pos + (a - bs), (size_t)(to - a), k };
+        a = to;
+    }
+    readahead(b, first, last, end, true);
+    atomic_fetch_add(&b->rc->disk_spans, (uint64_t)n);
+    return n;
+}
+
+void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n)
+{
+    struct blocksrc *b = (struct blocksrc *)s;
+    for (int i = 0; i < n; i++)
+        b->disk.release(b->disk.ctx, sp[i].block);
 }
 
 static void bs_close(struct gguf_source *s)

@@ -93,6 +93,8 @@ struct rcache_stats {
                                 and the other blocks of a multi-block read) */
     uint64_t fill_errors;    /* fetches that failed */
     uint64_t disk_hits;      /* fills served by a disk cache (blocksrc_disk) */
+    uint64_t disk_spans;     /* blocks of replies spliced from it
+                                (blocksrc_hold_disk) */
     uint64_t bytes_held, blocks_held, capacity, block_bytes;
     uint64_t inflight;       /* fills queued or running on the threads now */
     uint64_t inflight_max;   /* the most at once */
@@ -109,6 +111,12 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out);
 struct blocksrc_disk {
     bool (*read)(void *ctx, uint64_t block, void *dst, size_t len);
     void (*write)(void *ctx, uint64_t block, const void *src, size_t len);
+    /* Optional, for blocksrc_hold_disk: has is a cheap "stored" (no
+     * check); hold is true with the block's len bytes at *pos of *fd,
+     * checked, kept there until release. */
+    bool (*has)(void *ctx, uint64_t block);
+    bool (*hold)(void *ctx, uint64_t block, size_t len, int *fd, uint64_t *pos);
+    void (*release)(void *ctx, uint64_t block);
     void *ctx;
 };
 
@@ -136,6 +144,26 @@ int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *
                  struct cache_block **pins, int max);
 void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
                     int n, bool used);
+
+/* For a reply spliced from the disk cache's file (the kernel moves the
+ * bytes; they never pass through memory of ours): when the disk cache
+ * holds every block of [off, off + len) (its hold hook), points sp[0..n)
+ * at where the bytes are, in order, and returns n, the blocks held until
+ * blocksrc_release_disk.  0 when one of them is not held (nothing is then
+ * held: read through the cache, blocksrc_pin), when there is no disk cache
+ * with hold, when more than max blocks would be needed, or past the end;
+ * -EINVAL as blocksrc_pin.  The reader's stream is followed as by a read,
+ * and the blocks its readahead asks for that the disk cache does not have
+ * are fetched ahead. */
+struct blocksrc_span {
+    int fd;
+    uint64_t pos;
+    size_t len;
+    uint64_t block;
+};
+int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
+                       int max);
+void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n);
 
 /* Gives wrapper s a disk cache after it was made (the mount opens the disk
  * cache once the model, and so each shard's identity, is known).  Only

@@ -150,6 +150,19 @@ size_t dcache_block_len(const struct dcache *dc, uint64_t block);
  * are then undefined). */
 bool dcache_read(struct dcache *dc, uint64_t block, void *dst, size_t len);
 
+/* For a reply spliced from the data file (no copy into memory): if block
+ * (len bytes: its length) is stored and durable (not one still waiting for
+ * a flush), holds it and sets *fd, *pos to where its bytes are in the data
+ * file: true.  A held block is not evicted until dcache_release.  Its bytes
+ * are checked against their CRC32C at the first hold in this process (read
+ * in pieces, not kept; a block this process stored or dcache_read checked
+ * counts as checked): a mismatch drops the block, as in dcache_read, and is
+ * false (a miss; nothing held).  The descriptor stays open until
+ * dcache_close.  Counted in stats.hits / misses at its check only. */
+bool dcache_hold(struct dcache *dc, uint64_t block, size_t len, int *fd, uint64_t *pos);
+void dcache_release(struct dcache *dc, uint64_t block);
+/* Whether dcache_hold would find block stored and durable (unchecked). */
+bool dcache_has(struct dcache *dc, uint64_t block);
 /* Stores block (len bytes: its length, else ignored), best effort: never
  * fails the caller; a block stored already, being stored, or that finds no
  * room is left alone.  May wait for a flush (back-pressure, eviction). */

@@ -343,6 +343,21 @@ static void dc_write(void *ctx, uint64_t block, const void *src, size_t len)
     dcache_write(ctx, block, src, len);
 }
 
+static bool dc_has(void *ctx, uint64_t block)
+{
+    return dcache_has(ctx, block);
+}
+
+static bool dc_hold(void *ctx, uint64_t block, size_t len, int *fd, uint64_t *pos)
+{
+    return dcache_hold(ctx, block, len, fd, pos);
+}
+
+static void dc_release(void *ctx, uint64_t block)
+{
+    dcache_release(ctx, block);
+}
+
 static void open_dcache(struct ggfs *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote)
@@ -385,8 +400,11 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
             continue;
         }
         /* the block cache's fills ask it first, and store what they fetch
-         * (blocks of remote_block bytes, as the disk cache's) */
-        struct blocksrc_disk disk = { dc_read, dc_write, fs->dcache[i] };
+         * (blocks of remote_block bytes, as the disk cache's); replies of
+         * blocks it holds are spliced from its data file */
+        struct blocksrc_disk disk = { .read = dc_read, .write = dc_write, .has = dc_has,
+                                      .hold = dc_hold, .release = dc_release,
+                                      .ctx = fs->dcache[i] };
         blocksrc_set_disk(m->shards[i].src, &disk);
     }
 }

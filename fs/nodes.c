@@ -220,14 +220,19 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
             sum.evicted += ds.evicted;
             sum.bytes_used += ds.bytes_used;
         }
+        struct rcache_stats rs = { 0 };
+        if (fs->rcache)
+            rcache_get_stats(fs->rcache, &rs);
         if (open)
             n += snprintf(buf + n, cap - (size_t)n,
                           "disk_cache_hits %llu\ndisk_cache_misses %llu\n"
                           "disk_cache_stored %llu\ndisk_cache_rejected %llu\n"
-                          "disk_cache_evicted %llu\ndisk_cache_bytes %llu\n",
+                          "disk_cache_evicted %llu\ndisk_cache_bytes %llu\n"
+                          "disk_cache_spliced %llu\n",
                           (unsigned long long)sum.hits, (unsigned long long)sum.misses,
                           (unsigned long long)sum.stored, (unsigned long long)sum.rejected,
-                          (unsigned long long)sum.evicted, (unsigned long long)sum.bytes_used);
+                          (unsigned long long)sum.evicted, (unsigned long long)sum.bytes_used,
+                          (unsigned long long)rs.disk_spans);
     }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -53,6 +53,37 @@ static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, 
         fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
         return;
     }
+    /* A remote source's bytes that its disk cache holds: spliced from the
+     * cache's data file, as a local model's are. */
+    struct blocksrc_span sp[REPLY_PINS];
+    int ns = size ? blocksrc_hold_disk(src, pos, size, sp, REPLY_PINS) : 0;
+    if (ns > 0) {
+        struct fuse_bufvec *bv = malloc(sizeof *bv + (size_t)ns * sizeof bv->buf[0]);
+        if (!bv) {
+            blocksrc_release_disk(src, sp, ns);
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        *bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(0);
+        bv->count = 0;
+        /* blocks next to each other in the file are one piece: libfuse
+         * splices a reply only if its pipe has room for a page per piece
+         * beyond the bytes, and requests are sized to leave one */
+        for (int i = 0; i < ns; i++) {
+            struct fuse_buf *last = bv->count ? &bv->buf[bv->count - 1] : NULL;
+            if (last && last->fd == sp[i].fd && (uint64_t)last->pos + last->size == sp[i].pos) {
+                last->size += sp[i].len;
+                continue;
+            }
+            bv->buf[bv->count++] = (struct fuse_buf){ .size = sp[i].len,
+                                                      .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
+                                                      .fd = sp[i].fd, .pos = (off_t)sp[i].pos };
+        }
+        fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
+        blocksrc_release_disk(src, sp, ns);
+        free(bv);
+        return;
+    }
     /* A remote source's tensor bytes: written to the kernel straight from
      * the block cache (one copy), the blocks pinned meanwhile. */
     struct iovec iov[REPLY_PINS];

@@ -186,6 +186,33 @@ def run(tmp, ng, name, local, want):
         h.check(not reqs and s["remote_requests"] == s0["remote_requests"],
                 "second mount: what the first read cost %d requests: %r"
                 % (len(reqs), [r["uri"] for r in reqs][:5]))
+        # raw reads of blocks all on disk are spliced from the data file
+        h.check(s.get("disk_cache_spliced", 0) > 0, "second mount: nothing spliced: %r" % s)
+
+    with h.case("a damaged block is read from the server"):
+        # a flipped byte in the data file's block 1 (bytes 4-8 MiB: all
+        # tensor data): a reply spliced from the cache checks a block's
+        # bytes first, so the damage is found, the block dropped and read
+        # from the server; nothing wrong reaches the reader
+        data = [f for f in os.listdir(cdir) if f.endswith(".data")][0]
+        with open(os.path.join(cdir, data), "r+b") as f:
+            f.seek((5 << 20) + 3)
+            b = f.read(1)
+            f.seek((5 << 20) + 3)
+            f.write(bytes([b[0] ^ 0x40]))
+        g = Gguffs(url, opts)
+        try:
+            mark = ng.mark()
+            got = read_all_raw(g.mnt)
+            h.check(got == want, "a damaged block: raw bytes: %s" % diff(got, want))
+            s = read_stats(g.mnt)
+            reqs = ng.requests_since(mark)
+            g.stop(h, "damaged block")
+        finally:
+            g.close()
+        h.check(s["disk_cache_rejected"] == 1 and s.get("disk_cache_spliced", 0) > 0,
+                "a damaged block: want one rejected, the rest spliced: %r" % s)
+        h.check(len(reqs) >= 1, "a damaged block: no request for it")
 
     with h.case("a damaged map is rebuilt"):
         maps = [f for f in os.listdir(cdir) if f.endswith(".map")]

@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -505,7 +507,7 @@ static void test_disk_hook(void **state)
     fake_init(&f, 8ull * BLK + 5);
     struct rcache *rc = new_rc(64, 2);
     struct disk d = { .present = 4, .data = f.data };
-    struct blocksrc_disk hook = { disk_read, disk_write, &d };
+    struct blocksrc_disk hook = { .read = disk_read, .write = disk_write, .ctx = &d };
     struct gguf_source *s;
     assert_int_equal(blocksrc_wrap(rc, &f.s, 0, &hook, &s), GGUF_OK);
     assert_true(read_ok(s, &f, 0, (size_t)f.s.size));
@@ -515,6 +517,121 @@ static void test_disk_hook(void **state)
     assert_int_equal(stats(rc).disk_hits, 4);
     gguf_source_close(s);
     rcache_put(rc);
+    fake_free(&f);
+}
+
+/* A disk that holds blocks [0, present) in a memory file, for replies
+ * spliced from it (blocksrc_hold_disk). */
+struct hdisk {
+    struct disk d;
+    int fd;
+    atomic_int holds;
+    atomic_uint_fast64_t present_reads;     /* fills of blocks it has */
+};
+
+static bool hdisk_read(void *ctx, uint64_t block, void *dst, size_t len)
+{
+    struct hdisk *h = ctx;
+    if (block < h->d.present)
+        atomic_fetch_add(&h->present_reads, 1);
+    return disk_read(&h->d, block, dst, len);
+}
+
+static bool hdisk_has(void *ctx, uint64_t block)
+{
+    struct hdisk *h = ctx;
+    return block < h->d.present;
+}
+
+static bool hdisk_hold(void *ctx, uint64_t block, size_t len, int *fd, uint64_t *pos)
+{
+    struct hdisk *h = ctx;
+    if (block >= h->d.present || len != BLK)
+        return false;
+    atomic_fetch_add(&h->holds, 1);
+    *fd = h->fd;
+    *pos = block * BLK;
+    return true;
+}
+
+static void hdisk_release(void *ctx, uint64_t block)
+{
+    struct hdisk *h = ctx;
+    (void)block;
+    atomic_fetch_sub(&h->holds, 1);
+}
+
+/* The bytes the spans point at equal the source's at off. */
+static bool spans_ok(const struct blocksrc_span *sp, int n, struct fake *f, uint64_t off,
+                     size_t len)
+{
+    size_t done = 0;
+    for (int i = 0; i < n; i++) {
+        uint8_t *buf = malloc(sp[i].len);
+        assert_non_null(buf);
+        bool ok = pread(sp[i].fd, buf, sp[i].len, (off_t)sp[i].pos) == (ssize_t)sp[i].len &&
+                  memcmp(buf, f->data + off + done, sp[i].len) == 0;
+        free(buf);
+        if (!ok)
+            return false;
+        done += sp[i].len;
+    }
+    return done == len;
+}
+
+static void test_disk_hold(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 16ull * BLK);
+    struct rcache *rc = new_rc(64, 2);
+    struct hdisk h = { .d = { .present = 6, .data = f.data } };
+    h.fd = memfd_create("hdisk", 0);
+    assert_true(h.fd >= 0);
+    assert_int_equal(pwrite(h.fd, f.data, 6 * BLK, 0), (ssize_t)(6 * BLK));
+    struct blocksrc_disk hook = { .read = hdisk_read, .write = disk_write, .has = hdisk_has,
+                                  .hold = hdisk_hold, .release = hdisk_release, .ctx = &h };
+    struct gguf_source *s;
+    assert_int_equal(blocksrc_wrap(rc, &f.s, 0, &hook, &s), GGUF_OK);
+    assert_true(rcache_start(rc));
+    struct blocksrc_span sp[4];
+    /* within a block, and straddling two: held while the spans are used */
+    int n = blocksrc_hold_disk(s, 100, 1000, sp, 4);
+    assert_int_equal(n, 1);
+    assert_int_equal(atomic_load(&h.holds), 1);
+    assert_true(spans_ok(sp, n, &f, 100, 1000));
+    blocksrc_release_disk(s, sp, n);
+    assert_int_equal(atomic_load(&h.holds), 0);
+    n = blocksrc_hold_disk(s, BLK - 10, BLK + 5, sp, 4);
+    assert_int_equal(n, 2);
+    assert_true(spans_ok(sp, n, &f, BLK - 10, BLK + 5));
+    blocksrc_release_disk(s, sp, n);
+    /* more blocks than max, or one the disk does not have: 0, nothing held */
+    assert_int_equal(blocksrc_hold_disk(s, 0, 5 * BLK, sp, 4), 0);
+    assert_int_equal(blocksrc_hold_disk(s, 5 * BLK, 2 * BLK, sp, 4), 0);
+    assert_int_equal(atomic_load(&h.holds), 0);
+    assert_int_equal(blocksrc_hold_disk(s, 16 * BLK, 10, sp, 4), 0);
+    /* a sequential reader through the held blocks: its readahead fetches
+     * only blocks past them, never one the disk has */
+    for (uint64_t o = 0; o < 6 * BLK; o += BLK / 2) {
+        n = blocksrc_hold_disk(s, o, BLK / 2, sp, 4);
+        assert_int_equal(n, 1);
+        assert_true(spans_ok(sp, n, &f, o, BLK / 2));
+        blocksrc_release_disk(s, sp, n);
+    }
+    rcache_stop(rc);
+    struct rcache_stats st = stats(rc);
+    assert_true(st.prefetched >= 1);
+    assert_int_equal(atomic_load(&h.present_reads), 0);
+    assert_int_equal(st.disk_spans, 1 + 2 + 12);
+    /* and a read after them goes on from there, through the cache */
+    assert_true(read_ok(s, &f, 6 * BLK, 2 * BLK));
+    assert_int_equal(atomic_load(&h.present_reads), 0);
+    /* not a wrapper, or in the prefix: -EINVAL */
+    assert_int_equal(blocksrc_hold_disk(&f.s, 0, 10, sp, 4), -EINVAL);
+    gguf_source_close(s);
+    rcache_put(rc);
+    close(h.fd);
     fake_free(&f);
 }
 
@@ -558,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_disk_hook),
+        cmocka_unit_test(test_disk_hold),
         cmocka_unit_test(test_close_with_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
