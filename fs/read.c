@@ -182,12 +182,24 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
 /* ---- model.gguf ----------------------------------------------------------- */
 
 /* The pieces a read of model.gguf is made of: memory, a source's bytes, or
- * zeros.  Sources without a descriptor are read into buffers owned here. */
+ * zeros.  A remote source's bytes are pinned blocks of its block cache or
+ * spans of its disk cache's file, released after the reply; other sources
+ * without a descriptor are read into buffers owned here. */
 struct pieces {
     struct fuse_bufvec *bv;
     size_t cap;
     char **owned;
     size_t n_owned;
+    /* pins and holds, per remote source */
+    struct held {
+        struct gguf_source *src;
+        int n;
+        bool disk;
+        struct iovec iov[REPLY_PINS];
+        struct cache_block *pins[REPLY_PINS];
+        struct blocksrc_span sp[REPLY_PINS];
+    } *held;
+    size_t n_held, cap_held;
     int err;
 };
 
@@ -238,6 +250,54 @@ static void piece_source(struct pieces *p, struct gguf_source *src, uint64_t pos
         fb->pos = (off_t)pos;
         return;
     }
+    if (p->n_held == p->cap_held) {
+        size_t nc = p->cap_held ? 2 * p->cap_held : 2;
+        struct held *nh = realloc(p->held, nc * sizeof *nh);
+        if (!nh) {
+            p->err = ENOMEM;
+            return;
+        }
+        p->held = nh;
+        p->cap_held = nc;
+    }
+    struct held *h = &p->held[p->n_held];
+    h->src = src;
+    h->disk = true;
+    h->n = blocksrc_hold_disk(src, pos, size, h->sp, REPLY_PINS);
+    if (h->n <= 0) {
+        h->disk = false;
+        h->n = blocksrc_pin(src, pos, size, h->iov, h->pins, REPLY_PINS);
+    }
+    if (h->n > 0) {
+        /* the piece made above becomes the first of the blocks' */
+        p->n_held++;
+        p->bv->count--;
+        for (int i = 0; i < h->n && !p->err; i++) {
+            struct fuse_buf *prev = p->bv->count ? &p->bv->buf[p->bv->count - 1] : NULL;
+            if (h->disk && prev && (prev->flags & FUSE_BUF_IS_FD) &&
+                prev->fd == h->sp[i].fd && (uint64_t)prev->pos + prev->size == h->sp[i].pos) {
+                prev->size += h->sp[i].len;     /* one piece: see reply_source */
+                continue;
+            }
+            struct fuse_buf *b = piece(p);
+            if (!b)
+                break;
+            if (h->disk) {
+                b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+                b->fd = h->sp[i].fd;
+                b->pos = (off_t)h->sp[i].pos;
+                b->size = h->sp[i].len;
+            } else {
+                b->mem = h->iov[i].iov_base;
+                b->size = h->iov[i].iov_len;
+            }
+        }
+        return;
+    }
+    if (h->n == -EIO || h->n == -ENOMEM) {
+        p->err = -h->n;
+        return;
+    }
     char *buf = malloc(size ? size : 1);
     if (!buf) {
         p->err = ENOMEM;
@@ -250,15 +310,37 @@ static void piece_source(struct pieces *p, struct gguf_source *src, uint64_t pos
         p->err = e;
 }
 
+/* The most pieces of memory written with one writev (more: spliced). */
+#define REPLY_IOV 64
+
 static void pieces_reply(fuse_req_t req, struct pieces *p)
 {
-    if (p->err || !p->bv)
+    bool all_mem = p->bv && p->bv->count <= REPLY_IOV;
+    for (size_t i = 0; all_mem && i < p->bv->count; i++)
+        all_mem = !(p->bv->buf[i].flags & FUSE_BUF_IS_FD);
+    int r = -1;
+    if (p->err || !p->bv) {
         fuse_reply_err(req, p->err ? p->err : EIO);
-    else            /* no page gifting: memory pieces are the state's */
-        fuse_reply_data(req, p->bv, 0);
+    } else if (all_mem) {
+        /* memory only: written as it is, no pipe in between */
+        struct iovec iov[REPLY_IOV];
+        for (size_t i = 0; i < p->bv->count; i++)
+            iov[i] = (struct iovec){ p->bv->buf[i].mem, p->bv->buf[i].size };
+        r = fuse_reply_iov(req, iov, (int)p->bv->count);
+    } else {        /* no page gifting: memory pieces are the state's */
+        r = fuse_reply_data(req, p->bv, 0);
+    }
+    for (size_t i = 0; i < p->n_held; i++) {
+        struct held *h = &p->held[i];
+        if (h->disk)
+            blocksrc_release_disk(h->src, h->sp, h->n);
+        else
+            blocksrc_unpin(h->src, h->pins, h->iov, h->n, r == 0);
+    }
     for (size_t i = 0; i < p->n_owned; i++)
         free(p->owned[i]);
     free(p->owned);
+    free(p->held);
     free(p->bv);
 }
 

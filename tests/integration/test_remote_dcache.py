@@ -175,6 +175,15 @@ def run(tmp, ng, name, local, want):
             mark = ng.mark()
             got = read_all_raw(g.mnt)
             h.check(got == want, "second mount: raw bytes: %s" % diff(got, want))
+            # model.gguf: the header from memory, the data spliced from the
+            # cache's file, in reads that straddle both and the blocks
+            whole = open(local, "rb").read()
+            with open(os.path.join(g.mnt, "model.gguf"), "rb") as f:
+                h.check(f.read() == whole, "second mount: model.gguf differs from the file served")
+                for a in (0, 4090, (4 << 20) - 1000, (8 << 20) - 77):
+                    f.seek(a)
+                    h.check(f.read(1 << 20) == whole[a:a + (1 << 20)],
+                            "second mount: model.gguf at %d" % a)
             s = read_stats(g.mnt)
             reqs = ng.requests_since(mark)
             g.stop(h, "second mount")
