@@ -26,7 +26,9 @@ struct remote_source {
     atomic_bool opening;        /* the stream may be used */
     pthread_mutex_t mu;         /* the fields below */
     struct remote_stream *st;   /* the current range, or NULL */
-    uint64_t st_last;           /* its last byte */
+    uint64_t st_first, st_last; /* its first and last byte */
+    struct remote_stream *ahead;/* the range after it, asked for early */
+    uint64_t ahead_last;        /* its last byte */
     uint64_t next;              /* after a range: where the next one starts */
     unsigned ranges;            /* ranges started */
     bool no_stream;             /* plain ranges from now on */
@@ -45,12 +47,10 @@ static char *dup_str(const char *s)
     return p ? memcpy(p, s, n) : NULL;
 }
 
-/* The last byte of the next stream range, from off: the margin past where
- * the header's first off bytes say it ends, and at least past off;
- * UINT64_MAX (to the end of the file) when they say nothing. */
-static uint64_t range_last(struct remote_source *rs, uint64_t off)
+/* Where the header's first off bytes (the parser's, or the prefix's) say
+ * it probably ends: true with *end (at least off). */
+static bool est_end(struct remote_source *rs, uint64_t off, uint64_t *end)
 {
-    uint64_t end;
     size_t plen;
     const uint8_t *prefix = remote_prefix(rs->r, &plen);
     const uint8_t *b = rs->head;
@@ -59,20 +59,61 @@ static uint64_t range_last(struct remote_source *rs, uint64_t off)
         b = prefix;             /* without the parser's bytes: the prefix's */
         n = plen;
     }
-    if (!b || n != off || !remote_header_estimate(b, n, rs->s.size, &end))
+    if (!b || n != off || !remote_header_estimate(b, n, rs->s.size, end))
+        return false;
+    if (*end < off)
+        *end = off;
+    return true;
+}
+
+/* The last byte of the next stream range, from off: the margin past where
+ * the header's first off bytes say it ends, and at least past off;
+ * UINT64_MAX (to the end of the file) when they say nothing. */
+static uint64_t range_last(struct remote_source *rs, uint64_t off)
+{
+    uint64_t end;
+    if (!est_end(rs, off, &end))
         return UINT64_MAX;
-    if (end < off)
-        end = off;
     unsigned doublings = rs->ranges < 2 ? 0 : rs->ranges - 1;
     if (doublings > 10)
         doublings = 10;
     return sat_add(end, ((uint64_t)EST_MARGIN << doublings) - 1);
 }
 
+/* Once the current range is half read, if the bytes read so far say the
+ * header ends past it, the next range is asked for at once (1 MiB past
+ * that estimate), so that its round trip overlaps the rest of this one's
+ * transfer instead of following it. */
+static void ask_ahead(struct remote_source *rs, uint64_t off)
+{
+    uint64_t end;
+    if (!rs->st || rs->ahead || rs->st_last + 1 >= rs->s.size ||
+        off - rs->st_first < (rs->st_last - rs->st_first + 1) / 2 || !est_end(rs, off, &end) ||
+        end <= rs->st_last + 1)
+        return;
+    uint64_t last = sat_add(end, (uint64_t)EST_MARGIN - 1);
+    rs->ahead = remote_stream_start(rs->r, rs->st_last + 1, last);
+    if (rs->ahead) {
+        rs->ranges++;
+        rs->ahead_last = last < rs->s.size - 1 ? last : rs->s.size - 1;
+    }
+}
+
 static void stream_end(struct remote_source *rs)
 {
     remote_stream_stop(rs->st);
     rs->st = NULL;
+}
+
+/* No more streaming: the current range and the one asked for ahead. */
+static void streams_off(struct remote_source *rs)
+{
+    if (rs->st)
+        stream_end(rs);
+    if (rs->ahead)
+        remote_stream_stop(rs->ahead);
+    rs->ahead = NULL;
+    rs->no_stream = true;
 }
 
 /* Serves what follows the stream's position from the stream; returns the
@@ -86,9 +127,7 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
     if (!atomic_load(&rs->opening) || rs->no_stream)
         goto out;
     if ((rs->st && remote_stream_pos(rs->st) != off) || (!rs->st && rs->next && rs->next != off)) {
-        if (rs->st)
-            stream_end(rs);     /* not followed: plain ranges from now on */
-        rs->no_stream = true;
+        streams_off(rs);        /* not followed: plain ranges from now on */
         goto out;
     }
     if (!rs->st) {
@@ -99,19 +138,28 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
             goto out;
         }
         rs->ranges++;
+        rs->st_first = off;
         rs->st_last = last < rs->s.size - 1 ? last : rs->s.size - 1;
     }
+    ask_ahead(rs, off);
     size_t want = len;
     if (want > rs->st_last - off + 1)
         want = (size_t)(rs->st_last - off + 1);
     n = remote_stream_read(rs->st, buf, want);
     if (n < want) {
-        stream_end(rs);         /* ended early or failed */
-        rs->no_stream = true;
+        streams_off(rs);        /* ended early or failed */
     } else if (off + n == rs->st_last + 1) {
-        stream_end(rs);         /* the range is done; the next read starts another */
+        /* the range is done; the next read goes on with the one asked for
+         * ahead, or starts another */
+        stream_end(rs);
         rs->next = rs->st_last + 1;
         *range_end = rs->next < rs->s.size;
+        if (rs->ahead) {
+            rs->st = rs->ahead;
+            rs->st_first = rs->next;
+            rs->st_last = rs->ahead_last;
+            rs->ahead = NULL;
+        }
     }
 out:
     rs->head = NULL;
@@ -217,8 +265,7 @@ void remote_source_opened(struct gguf_source *s)
     struct remote_source *rs = (struct remote_source *)s;
     pthread_mutex_lock(&rs->mu);
     atomic_store(&rs->opening, false);
-    if (rs->st)
-        stream_end(rs);
+    streams_off(rs);
     rs->head = NULL;
     pthread_mutex_unlock(&rs->mu);
 }

@@ -20,12 +20,17 @@
  *      llama.cpp's converters write after a vocabulary of N tokens:
  *      scores, token types, merges for a "gpt2" tokenizer, tensor infos;
  *      no copy of the header is kept); a read that reaches LAST is
- *      short there (gguf/parse.c's read-ahead stops), and a read past it
- *      starts the next range, estimated again from more bytes (from the
- *      third range on, with twice the margin of the one before).  So a
- *      header longer than the prefix costs one request more when the
- *      estimate made at the prefix's end holds (two when it falls short by
- *      more than 1 MiB: merges several times the tokens), and the server
+ *      short there (gguf/parse.c's read-ahead stops).  Once a range is
+ *      half read, if the bytes read so far say the header ends past it,
+ *      the next range (1 MiB past that estimate) is asked for at once, so
+ *      that its round trip overlaps the rest of this one's transfer; a
+ *      read past a range without one starts the next range, estimated
+ *      again from more bytes (from the third range on, with twice the
+ *      margin of the one before).  So a header longer than the prefix
+ *      costs one request more when the estimate made at the prefix's end
+ *      holds, and two when it falls short by more than 1 MiB (merges
+ *      several times the tokens) — the second of them sent while the
+ *      first is still arriving, not a round trip after it — and the server
  *      sends at most about 1 MiB past the header, where an open-ended
  *      range would let it fill the socket buffers (megabytes) before the
  *      stream is cut.  Bytes the walk does not know (not GGUF v1-v3

@@ -87,6 +87,12 @@ the next `times` (None: all).  Faults:
                 through because all had come, rule.timeouts those let
                 through when the wait ran out (the log's fault is "gate"
                 or "gate-timeout"); later requests of a path pass at once
+  hold          forwards, sends all of the body but its last `keep` bytes
+                (default 256 KiB), then holds them until a later request
+                for the same path has come, or `wait` seconds (default 30)
+                passed: a bounded check that a client asked for the next
+                range before this one ended (the log's fault is "hold", or
+                "hold-timeout" when the wait ran out)
 
 Every request is logged in px.log (number, method, path, Range, If-Match,
 If-Range, auth yes/no, status sent, fault) and px.resolves counts the
@@ -520,7 +526,7 @@ class Rule:
     """One rule of a FaultProxy plan (see the module's doc)."""
 
     FAULTS = ("status", "reset", "short", "ignore_range", "content_range", "slow", "etag",
-              "expire", "redirect", "gate")
+              "expire", "redirect", "gate", "hold")
 
     def __init__(self, fault, after=0, times=None, path=None, method=None, **params):
         if fault not in self.FAULTS:
@@ -753,6 +759,8 @@ class FaultProxy:
                      "auth": "yes" if hd.headers.get("Authorization") else "no",
                      "fault": rule.fault if isinstance(rule, Rule) else "", "status": None}
             self.log.append(entry)
+        with self._gate_cv:
+            self._gate_cv.notify_all()
         if rule == "over":
             hd.close_connection = True
             return
@@ -815,6 +823,20 @@ class FaultProxy:
         os.close(fd)
         hd.close_connection = True
         raise _Gone()
+
+    def _hold(self, hd, entry, p):
+        """Waits until a request for entry's path comes after it (or `wait`
+        seconds)."""
+        hd.wfile.flush()
+        with self._gate_cv:
+            ok = self._gate_cv.wait_for(
+                lambda: self._stop.is_set() or any(e["n"] > entry["n"] and e["path"] == entry["path"]
+                                                   for e in self.log),
+                timeout=p.get("wait", 30.0))
+            if self._stop.is_set():
+                raise _Gone()
+            if not ok:
+                entry["fault"] = "hold-timeout"
 
     def _gate(self, rule, entry):
         """Waits until rule has seen `count` paths (or `wait` seconds)."""
@@ -925,6 +947,8 @@ class FaultProxy:
         cut = None
         if f in ("reset", "short", "slow"):
             cut = p.get("at", (length or 0) // 2 if f != "slow" else 0)
+        if f == "hold":
+            cut = max(0, (length or 0) - p.get("keep", 256 << 10))
         sent = 0
         while True:
             want = _CHUNK if cut is None else min(_CHUNK, cut - sent)
@@ -939,6 +963,13 @@ class FaultProxy:
             sent += len(b)
         if cut is None:
             return
+        if f == "hold":
+            self._hold(hd, entry, p)
+            while True:
+                b = resp.read(_CHUNK)
+                if not b:
+                    return
+                hd.wfile.write(b)
         if f == "reset":
             self._reset(hd)
         if f == "slow":

@@ -101,6 +101,28 @@ def mount_cost(h, ng, big, opts=()):
                     % (lab, sent, (sent - H) / MiB))
 
 
+def ahead(h, ng, path):
+    """A header the estimate made at the prefix's end falls short of (merges
+    1.5 times the tokens): the third range must be asked for while the
+    second is still being received, so that its round trip overlaps that
+    transfer.  The proxy holds the second range's last 256 KiB until a
+    later request for the file comes (at most 20 s: then the log says
+    hold-timeout)."""
+    name = os.path.basename(path)
+    with FaultProxy(ng.base, [Rule("hold", after=1, times=1, path=re.escape(name), wait=20)]) as px:
+        g = Gguffs(px.url(name))
+        try:
+            h.check(open(os.path.join(g.mnt, "meta", "tokenizer.chat_template")).read() == "{{ messages }}\n",
+                    "ahead: the key after the merges")
+            g.stop(h, "ahead")
+        finally:
+            g.close()
+        log = [e for e in px.requests() if e["path"].endswith(name)]
+    h.check(len(log) == 3 and log[1]["fault"] == "hold",
+            "ahead: want 3 requests, the third sent before the second ended: %r"
+            % [(e["range"], e["fault"]) for e in log])
+
+
 def url_support_or_skip(ng, name):
     """Fails at once (one clear line) if gguffs cannot mount a plain URL."""
     mnt = tempfile.mkdtemp(prefix="gguffs-mnt-")
@@ -205,6 +227,8 @@ def run(tmp, ggml, checks):
             block_cache_faults(h, ng, single)
         with h.case("mount-to-ready: requests and bytes"):
             mount_cost(h, ng, big)
+        with h.case("mount-to-ready: the next header range asked for early"):
+            ahead(h, ng, big[1][0])
     with Nginx(root, https=True) as ng:
         name = os.path.basename(single)
         checks.check_model(h, ng.url(name), "https %s" % name, options=["-o", "%s=%s" % (CA_OPTION, ng.ca_file)],
