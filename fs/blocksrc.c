@@ -382,9 +382,15 @@ static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         to = b->nblocks - 1;
     pthread_mutex_lock(&rc->mu);
     uint64_t k = from;
-    for (; k <= to && s->window; k++)
-        if (!(skip_disk && b->disk.has(b->disk.ctx, k)) && !enqueue(rc, b, k))
+    for (; k <= to && s->window; k++) {
+        if (skip_disk && b->disk.has(b->disk.ctx, k)) {
+            if (b->disk.check_ahead)
+                b->disk.check_ahead(b->disk.ctx, k);
+            continue;
+        }
+        if (!enqueue(rc, b, k))
             break;
+    }
     pthread_mutex_unlock(&rc->mu);
     if (k > s->pf_next)
         s->pf_next = k;

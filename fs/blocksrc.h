@@ -52,7 +52,9 @@
  *     come from any number of threads at once.
  *
  * Lock order: a source's stream lock, then the rcache's lock, then the
- * cache's (fs/cache.h); fills run without any of them.
+ * cache's (fs/cache.h); the disk hooks has and check_ahead are called
+ * with the first two held (they must not call back into blocksrc); fills
+ * run without any of them.
  */
 #ifndef FS_BLOCKSRC_H
 #define FS_BLOCKSRC_H
@@ -117,6 +119,9 @@ struct blocksrc_disk {
     bool (*has)(void *ctx, uint64_t block);
     bool (*hold)(void *ctx, uint64_t block, size_t len, int *fd, uint64_t *pos);
     void (*release)(void *ctx, uint64_t block);
+    /* optional: block will be held soon (a reader's readahead reached it):
+     * make its check then cheap */
+    void (*check_ahead)(void *ctx, uint64_t block);
     void *ctx;
 };
 
@@ -154,7 +159,7 @@ void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const stru
  * with hold, when more than max blocks would be needed, or past the end;
  * -EINVAL as blocksrc_pin.  The reader's stream is followed as by a read,
  * and the blocks its readahead asks for that the disk cache does not have
- * are fetched ahead. */
+ * are fetched ahead (those it has are handed to its check_ahead hook). */
 struct blocksrc_span {
     int fd;
     uint64_t pos;

@@ -248,6 +248,14 @@ struct dcache {
     pthread_mutex_t flush_mu; /* one flush (or room making) at a time */
     pthread_t flusher;
     bool flusher_on;
+
+    /* checks ahead (dcache_check_ahead), under mu: a ring of blocks, one
+     * thread started at the first */
+    uint64_t cq[DCACHE_CHECK_AHEAD];
+    unsigned cq_head, cq_len;
+    bool checker_on, checker_busy;
+    pthread_t checker;
+    pthread_cond_t cwork;     /* the ring got a block, or stopping */
 };
 
 static bool vec_push(struct vec *v, uint64_t x)
@@ -809,6 +817,31 @@ static bool file_crc(int fd, uint64_t pos, size_t len, uint32_t *out)
     return true;
 }
 
+/* Checks block b's bytes on disk (k->checking set by the caller, mu held
+ * on entry and return, dropped meanwhile): true if they match, and the
+ * block is then checked for this process; else it is dropped. */
+static bool check_block(struct dcache *dc, uint64_t b)
+{
+    struct blk *k = &dc->b[b];
+    uint32_t crc = k->crc, gen = k->gen;
+    size_t len = dcache_block_len(dc, b);
+    pthread_mutex_unlock(&dc->mu);
+    uint32_t c = 0;
+    bool ok = file_crc(dc->data_fd, b * dc->block_bytes, len, &c) && c == crc;
+    pthread_mutex_lock(&dc->mu);
+    k->checking = 0;
+    pthread_cond_broadcast(&dc->checked);
+    if (ok) {
+        dc->st.hits++;
+        if (k->gen == gen)
+            k->vgen = gen + 1;
+    } else {
+        dc->st.misses++;
+        reject(dc, b, gen);
+    }
+    return ok;
+}
+
 bool dcache_hold(struct dcache *dc, uint64_t b, size_t len, int *fd, uint64_t *pos)
 {
     pthread_mutex_lock(&dc->mu);
@@ -825,30 +858,76 @@ bool dcache_hold(struct dcache *dc, uint64_t b, size_t len, int *fd, uint64_t *p
     k->ref = 1;
     *fd = dc->data_fd;
     *pos = b * dc->block_bytes;
-    uint32_t crc = k->crc, gen = k->gen;
-    if (k->vgen == gen + 1) {
-        pthread_mutex_unlock(&dc->mu);
-        return true;
-    }
-    /* the first hold in this process checks the bytes */
-    k->checking = 1;
-    pthread_mutex_unlock(&dc->mu);
-    uint32_t c = 0;
-    bool ok = file_crc(dc->data_fd, *pos, len, &c) && c == crc;
-    pthread_mutex_lock(&dc->mu);
-    k->checking = 0;
-    pthread_cond_broadcast(&dc->checked);
-    if (ok) {
-        dc->st.hits++;
-        if (k->gen == gen)
-            k->vgen = gen + 1;
-    } else {
-        dc->st.misses++;
-        k->holds--;
-        reject(dc, b, gen);
+    bool ok = true;
+    if (k->vgen != k->gen + 1) {
+        /* the first hold in this process checks the bytes */
+        k->checking = 1;
+        ok = check_block(dc, b);
+        if (!ok)
+            k->holds--;
     }
     pthread_mutex_unlock(&dc->mu);
     return ok;
+}
+
+static void *checker_main(void *arg)
+{
+    struct dcache *dc = arg;
+    pthread_mutex_lock(&dc->mu);
+    for (;;) {
+        while (!dc->stop && dc->cq_len == 0)
+            pthread_cond_wait(&dc->cwork, &dc->mu);
+        if (dc->stop)
+            break;
+        uint64_t b = dc->cq[dc->cq_head];
+        dc->cq_head = (dc->cq_head + 1) % DCACHE_CHECK_AHEAD;
+        dc->cq_len--;
+        struct blk *k = &dc->b[b];
+        /* not if a hold checks it now, or it went meanwhile */
+        if (!k->checking && k->state == B_PRESENT && !dc->broken && k->vgen != k->gen + 1) {
+            k->checking = 1;
+            dc->checker_busy = true;
+            check_block(dc, b);
+            dc->checker_busy = false;
+            dc->st.checked_ahead++;
+        }
+        pthread_cond_broadcast(&dc->checked);
+    }
+    pthread_mutex_unlock(&dc->mu);
+    return NULL;
+}
+
+void dcache_check_ahead(struct dcache *dc, uint64_t b)
+{
+    pthread_mutex_lock(&dc->mu);
+    if (b >= dc->nblocks || dc->stop || dc->broken || dc->b[b].state != B_PRESENT ||
+        dc->b[b].checking || dc->b[b].vgen == dc->b[b].gen + 1 || dc->cq_len == DCACHE_CHECK_AHEAD)
+        goto out;
+    for (unsigned i = 0; i < dc->cq_len; i++)
+        if (dc->cq[(dc->cq_head + i) % DCACHE_CHECK_AHEAD] == b)
+            goto out;
+    if (!dc->checker_on) {
+        /* started at the first (after any fork); it takes no signal */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        dc->checker_on = pthread_create(&dc->checker, NULL, checker_main, dc) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!dc->checker_on)
+            goto out;
+    }
+    dc->cq[(dc->cq_head + dc->cq_len++) % DCACHE_CHECK_AHEAD] = b;
+    pthread_cond_signal(&dc->cwork);
+out:
+    pthread_mutex_unlock(&dc->mu);
+}
+
+void dcache_checks_wait(struct dcache *dc)
+{
+    pthread_mutex_lock(&dc->mu);
+    while (dc->checker_on && (dc->cq_len || dc->checker_busy))
+        pthread_cond_wait(&dc->checked, &dc->mu);
+    pthread_mutex_unlock(&dc->mu);
 }
 
 bool dcache_has(struct dcache *dc, uint64_t b)
@@ -1034,6 +1113,7 @@ static void dc_free(struct dcache *dc)
     pthread_mutex_destroy(&dc->flush_mu);
     pthread_cond_destroy(&dc->cond);
     pthread_cond_destroy(&dc->checked);
+    pthread_cond_destroy(&dc->cwork);
     free(dc->pend.v);
     free(dc->evict.v);
     free(dc->b);
@@ -1169,6 +1249,7 @@ enum gguf_err dcache_open_in(struct dcache_group *group, const char *dir, const 
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&dc->cond, &ca);
     pthread_cond_init(&dc->checked, NULL);
+    pthread_cond_init(&dc->cwork, NULL);
     pthread_condattr_destroy(&ca);
     dc->size = size;
     dc->nblocks = nblocks;
@@ -1320,11 +1401,14 @@ void dcache_close(struct dcache *dc)
         return;
     pthread_mutex_lock(&dc->mu);
     dc->stop = true;
-    bool on = dc->flusher_on;
+    bool on = dc->flusher_on, checker = dc->checker_on;
     pthread_cond_broadcast(&dc->cond);
+    pthread_cond_broadcast(&dc->cwork);
     pthread_mutex_unlock(&dc->mu);
     if (on)
         pthread_join(dc->flusher, NULL);
+    if (checker)
+        pthread_join(dc->checker, NULL);
     dcache_flush(dc);
     futimens(dc->map_fd, NULL);
     dc_free(dc);

@@ -163,6 +163,17 @@ bool dcache_hold(struct dcache *dc, uint64_t block, size_t len, int *fd, uint64_
 void dcache_release(struct dcache *dc, uint64_t block);
 /* Whether dcache_hold would find block stored and durable (unchecked). */
 bool dcache_has(struct dcache *dc, uint64_t block);
+/* Asks for block's check (as at its first hold) on a thread of the cache's
+ * own, so that a reader's hold of it later finds it done: for blocks a
+ * sequential reader will reach.  Nothing if the block is not stored and
+ * durable, is checked or being checked, or DCACHE_CHECK_AHEAD blocks wait
+ * already.  A hold of a block being checked waits for the verdict.  The
+ * thread starts at the first call (after any fork) and takes no signal;
+ * dcache_close stops it (blocks still waiting are not checked). */
+#define DCACHE_CHECK_AHEAD 16u
+void dcache_check_ahead(struct dcache *dc, uint64_t block);
+/* For tests: returns once no check ahead waits or runs. */
+void dcache_checks_wait(struct dcache *dc);
 /* Stores block (len bytes: its length, else ignored), best effort: never
  * fails the caller; a block stored already, being stored, or that finds no
  * room is left alone.  May wait for a flush (back-pressure, eviction). */
@@ -183,6 +194,7 @@ struct dcache_stats {
     uint64_t stored;         /* blocks made durable and marked */
     uint64_t evicted;        /* blocks removed to make room */
     uint64_t rejected;       /* blocks whose bytes did not check: dropped */
+    uint64_t checked_ahead;  /* checks made by dcache_check_ahead's thread */
     uint64_t skipped;        /* writes not stored: no room */
     uint64_t flushes, syncs; /* flush batches; fdatasync calls */
     uint64_t blocks;         /* blocks stored or waiting now */

@@ -358,6 +358,11 @@ static void dc_release(void *ctx, uint64_t block)
     dcache_release(ctx, block);
 }
 
+static void dc_check_ahead(void *ctx, uint64_t block)
+{
+    dcache_check_ahead(ctx, block);
+}
+
 static void open_dcache(struct ggfs *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote)
@@ -404,6 +409,7 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
          * blocks it holds are spliced from its data file */
         struct blocksrc_disk disk = { .read = dc_read, .write = dc_write, .has = dc_has,
                                       .hold = dc_hold, .release = dc_release,
+                                      .check_ahead = dc_check_ahead,
                                       .ctx = fs->dcache[i] };
         blocksrc_set_disk(m->shards[i].src, &disk);
     }

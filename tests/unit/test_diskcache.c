@@ -546,6 +546,46 @@ static void test_hold(void **state)
     dcache_close(dc);
 }
 
+/* Checks asked for ahead run on the cache's thread: a hold later finds the
+ * block checked; a damaged block is dropped there. */
+static void test_check_ahead(void **state)
+{
+    (void)state;
+    make_full("etag:\"CA\"", 5);
+    char data[4200];
+    path_of("etag:\"CA\"", SIZE, "data", data, sizeof data);
+    flip_byte(data, 9 * BS + 5);
+    struct dcache *dc = open_ok("etag:\"CA\"", SIZE, BIG);
+    for (uint64_t b = 0; b < 10; b++)
+        dcache_check_ahead(dc, b);
+    dcache_check_ahead(dc, NB);                 /* past the end: nothing */
+    dcache_checks_wait(dc);
+    struct dcache_stats s;
+    dcache_get_stats(dc, &s);
+    assert_int_equal(s.checked_ahead, 10);
+    assert_int_equal(s.hits, 9);
+    assert_int_equal(s.rejected, 1);
+    assert_false(dcache_has(dc, 9));
+    /* checked: holds read nothing more; asking again does nothing */
+    for (uint64_t b = 0; b < 9; b++) {
+        assert_true(hold_block(dc, 5, b));
+        dcache_release(dc, b);
+        dcache_check_ahead(dc, b);
+    }
+    dcache_checks_wait(dc);
+    dcache_get_stats(dc, &s);
+    assert_int_equal(s.hits, 9);
+    assert_int_equal(s.checked_ahead, 10);
+    /* a check asked for and a hold of the same block at once: one check */
+    dcache_check_ahead(dc, 12);
+    assert_true(hold_block(dc, 5, 12));
+    dcache_release(dc, 12);
+    dcache_checks_wait(dc);
+    dcache_get_stats(dc, &s);
+    assert_int_equal(s.hits, 10);
+    dcache_close(dc);
+}
+
 /* Space under blocks that are not stored (written, then a crash before
  * their flush) is given back at the next open. */
 static void test_orphan_space(void **state)
@@ -904,6 +944,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc),
         cmocka_unit_test_setup(test_hold, clean),
+        cmocka_unit_test_setup(test_check_ahead, clean),
         cmocka_unit_test_teardown(test_round_trip, clean),
         cmocka_unit_test_teardown(test_empty_object, clean),
         cmocka_unit_test_teardown(test_bad_args, clean),
