@@ -818,8 +818,9 @@ static bool file_crc(int fd, uint64_t pos, size_t len, uint32_t *out)
 }
 
 /* Checks block b's bytes on disk (k->checking set by the caller, mu held
- * on entry and return, dropped meanwhile): true if they match, and the
- * block is then checked for this process; else it is dropped. */
+ * on entry and return, dropped meanwhile): true if they match and the
+ * block is still the one checked, which is then checked for this process;
+ * false if they do not (the block is dropped) or it went meanwhile. */
 static bool check_block(struct dcache *dc, uint64_t b)
 {
     struct blk *k = &dc->b[b];
@@ -831,10 +832,11 @@ static bool check_block(struct dcache *dc, uint64_t b)
     pthread_mutex_lock(&dc->mu);
     k->checking = 0;
     pthread_cond_broadcast(&dc->checked);
-    if (ok) {
+    if (ok && k->gen != gen) {
+        ok = false;             /* dropped meanwhile (a read found it bad) */
+    } else if (ok) {
         dc->st.hits++;
-        if (k->gen == gen)
-            k->vgen = gen + 1;
+        k->vgen = gen + 1;
     } else {
         dc->st.misses++;
         reject(dc, b, gen);
