@@ -35,6 +35,12 @@
  *     both files are emptied and rebuilt at open (stats.reset).  Every
  *     number read from the files is compared with the caller's before
  *     anything is sized by it: nothing is allocated from a file's word.
+ *     dcache_hold (replies spliced from the data file, whose bytes never
+ *     pass through this process) checks a block once per process, at its
+ *     first hold (or trusts this process's own write, or a dcache_read of
+ *     it that checked): bytes changed by another program after that check
+ *     are not seen until the next open — the directory is made 0700 and
+ *     the map is locked, so that program would be the user's own.
  *   - Crash-safe: a block is marked stored on disk only after its bytes
  *     are: its bytes are written (pwrite), the data file synced
  *     (fdatasync), and only then its entry written and the map synced.
