@@ -7,8 +7,10 @@
  * byte or entry (that block dropped, the others kept), the bound (the
  * files' st_blocks after a flush, eviction of this model's blocks and of
  * other idle models, least recently used first, never of one that is
- * open), the lock, one sync per block against batches (counted), and 8
- * threads reading and writing at once under a bound that keeps evicting.
+ * open), the lock, one sync per block against batches (counted), holds
+ * for spliced replies (checked once, a damaged block dropped, never
+ * evicted while held) and checks ahead, and 8 threads reading, holding and
+ * writing at once under a bound that keeps evicting.
  *
  * Nothing here sleeps or looks at a clock: flushes are asked for
  * (dcache_flush, dcache_close) and counted.  Worker threads count what
@@ -854,7 +856,7 @@ static void test_batching(void **state)
 struct worker {
     struct dcache *dc;
     unsigned seed;
-    unsigned reads, hits, bad, writes;
+    unsigned reads, hits, bad, writes, holds;
 };
 
 static void *work(void *arg)
@@ -871,6 +873,19 @@ static void *work(void *arg)
             fill(5, b, buf, blen(b));
             dcache_write(w->dc, b, buf, blen(b));
             w->writes++;
+        } else if ((x >> 12) % 4 == 0) {
+            /* a hold (a reply spliced from the file): the bytes stay right
+             * until the release, however much the others evict */
+            int fd;
+            uint64_t pos;
+            if ((x >> 16) % 2)
+                dcache_check_ahead(w->dc, (b + 1) % NB);
+            if (dcache_hold(w->dc, b, blen(b), &fd, &pos)) {
+                w->holds++;
+                w->bad += pread(fd, buf, blen(b), (off_t)pos) != (ssize_t)blen(b) ||
+                          !check(5, b, buf, blen(b));
+                dcache_release(w->dc, b);
+            }
         } else {
             w->reads++;
             if (dcache_read(w->dc, b, buf, blen(b))) {
@@ -901,19 +916,23 @@ static void test_threads(void **state)
         w[i] = (struct worker){ .dc = dc, .seed = (unsigned)i + 1 };
         assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
     }
-    unsigned reads = 0, hits = 0, bad = 0;
+    unsigned reads = 0, hits = 0, bad = 0, holds = 0;
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
         reads += w[i].reads;
         hits += w[i].hits;
         bad += w[i].bad;
+        holds += w[i].holds;
     }
     struct dcache_stats s;
     dcache_flush(dc);
     dcache_get_stats(dc, &s);
     assert_int_equal(bad, 0);
+    assert_true(holds > 0);
     assert_int_equal(s.rejected, 0);
+    /* every stored block was this process's own write: holds check none */
     assert_int_equal(s.hits, hits);
+    assert_int_equal(s.checked_ahead, 0);
     assert_int_equal(s.hits + s.misses, reads);
     assert_true(hits > 0);
     assert_true(s.evicted > 0);
