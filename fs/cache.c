@@ -26,6 +26,8 @@
 
 enum where { W_NONE, W_RING, W_USED, W_SPARE };
 
+#define HUGE_BYTES (2u << 20)           /* a transparent huge page */
+
 struct cache_block {
     uint64_t a, b;
     size_t len;                     /* bytes of data */
@@ -39,6 +41,14 @@ struct cache_block {
     struct cache_block *hnext;      /* hash bucket chain */
     struct cache_block *prev, *next;/* the list it is on (circular) */
     unsigned char *data;            /* block_bytes of room */
+    struct slab *slab;              /* the huge page it is carved from, or NULL */
+};
+
+/* A huge page shared by several buffers (see map_buffer). */
+struct slab {
+    unsigned char *base;            /* HUGE_BYTES, aligned to them */
+    uint32_t free_slots;            /* bit i: slot i is not in use */
+    struct slab *prev, *next;       /* c->slabs, the slabs with a free slot */
 };
 
 struct cache {
@@ -55,6 +65,10 @@ struct cache {
     struct cache_block *used;       /* the used-up list, oldest first */
     struct cache_block *spare;
     uint64_t nbuf;                  /* buffers allocated, wherever they are */
+    /* buffers of at most half a huge page are carved from shared ones */
+    pthread_mutex_t slab_mu;        /* map_buffer runs with and without mu */
+    unsigned per_slab;              /* buffers per huge page; below 2: none */
+    struct slab *slabs;             /* those with a free slot */
     uint64_t in_table;
     bool keep_used;                 /* cache_keep_used */
     uint64_t hits, misses, evictions, fill_errors, waits, prefetched;
@@ -68,10 +82,11 @@ static uint64_t mix(uint64_t a, uint64_t b)
     return h ^ (h >> 29);
 }
 
-/* What one buffer counts for: its room (whole pages) and its bookkeeping. */
+/* What one buffer counts for: its room (whole pages; its share of a huge
+ * page when buffers share them) and its bookkeeping. */
 static uint64_t buf_cost(const struct cache *c)
 {
-    return sizeof(struct cache_block) + c->map_bytes;
+    return sizeof(struct cache_block) + (c->per_slab ? HUGE_BYTES / c->per_slab : c->map_bytes);
 }
 
 /* ---- lists ---------------------------------------------------------------- */
@@ -117,22 +132,25 @@ static void move_to(struct cache *c, struct cache_block *x, enum where w)
 
 /* ---- buffers -------------------------------------------------------------- */
 
-/* A buffer is mapped with its pages in place (MAP_POPULATE): one call
- * rather than a page fault per page when it is first filled.  It is kept
- * and reused (see the top of this file), so this is rare.  Not counted in
- * nbuf: the caller does, under the lock. */
-#define HUGE_BYTES (2u << 20)
+/* Buffers live long and are reused (see the top of this file); what they
+ * cost is the first touch of their pages.  Mapped with their pages in
+ * place, that is still a fault per page on machines whose hypervisor
+ * shadows page tables (measured here: a fresh buffer's first fill ran at
+ * about 1 GB/s, later ones at 25-50 GB/s).  A transparent huge page is one
+ * fault per 2 MiB and ran at full speed from the first touch, so buffers
+ * are made of huge pages: a buffer of whole huge pages (remote blocks of 2,
+ * 4, 8 MiB) gets its own, smaller ones (f32 chunks of a little under
+ * 1 MiB) share one, per_slab to a slab.  Without huge pages, plain pages
+ * (MAP_POPULATE). */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* Buffers of whole huge pages (remote blocks of 2, 4, 8 MiB) are mapped
- * aligned to them and asked for transparent huge pages: one fault per
- * 2 MiB rather than 512, which matters where page faults are expensive
- * (virtual machines).  NULL if that fails: the caller maps plain pages. */
+/* bytes (a multiple of HUGE_BYTES) mapped aligned to huge pages and asked
+ * for them, pages in place; NULL if that fails. */
 static unsigned char *map_huge(size_t bytes)
 {
-    if (bytes % HUGE_BYTES)
+    if (bytes == 0 || bytes % HUGE_BYTES)
         return NULL;
     unsigned char *p = mmap(NULL, bytes + HUGE_BYTES, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -152,11 +170,85 @@ static unsigned char *map_huge(size_t bytes)
     return p;
 }
 
-static struct cache_block *map_buffer(const struct cache *c)
+static void slab_link(struct cache *c, struct slab *s)
+{
+    s->prev = NULL;
+    s->next = c->slabs;
+    if (c->slabs)
+        c->slabs->prev = s;
+    c->slabs = s;
+}
+
+static void slab_unlink(struct cache *c, struct slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        c->slabs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+}
+
+/* A slot of a slab for x: of one with a free slot, else of a new one;
+ * false if no huge page could be had. */
+static bool slab_take(struct cache *c, struct cache_block *x)
+{
+    pthread_mutex_lock(&c->slab_mu);
+    struct slab *s = c->slabs;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (s && !(s->base = map_huge(HUGE_BYTES))) {
+            free(s);
+            s = NULL;
+        }
+        if (!s) {
+            pthread_mutex_unlock(&c->slab_mu);
+            return false;
+        }
+        s->free_slots = (uint32_t)((1ull << c->per_slab) - 1);
+        slab_link(c, s);
+    }
+    unsigned i = (unsigned)__builtin_ctz(s->free_slots);
+    s->free_slots &= ~(1u << i);
+    if (!s->free_slots)
+        slab_unlink(c, s);
+    pthread_mutex_unlock(&c->slab_mu);
+    x->slab = s;
+    x->data = s->base + (size_t)i * c->map_bytes;
+    return true;
+}
+
+/* Gives x's slot back: the slab goes when its last slot does; a slot of a
+ * slab still in use gives its pages back, so that freed buffers never hold
+ * memory. */
+static void slab_give(struct cache *c, struct cache_block *x)
+{
+    struct slab *s = x->slab;
+    unsigned i = (unsigned)((size_t)(x->data - s->base) / c->map_bytes);
+    uint32_t all = (uint32_t)((1ull << c->per_slab) - 1);
+    pthread_mutex_lock(&c->slab_mu);
+    if (!s->free_slots)
+        slab_link(c, s);
+    s->free_slots |= 1u << i;
+    bool empty = s->free_slots == all;
+    if (empty)
+        slab_unlink(c, s);
+    pthread_mutex_unlock(&c->slab_mu);
+    if (empty) {
+        munmap(s->base, HUGE_BYTES);
+        free(s);
+    } else {
+        madvise(x->data, c->map_bytes, MADV_DONTNEED);
+    }
+}
+
+static struct cache_block *map_buffer(struct cache *c)
 {
     struct cache_block *x = calloc(1, sizeof *x);
     if (!x)
         return NULL;
+    if (c->per_slab >= 2 && slab_take(c, x))
+        return x;
     x->data = map_huge(c->map_bytes);
     if (!x->data)
         x->data = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE,
@@ -179,7 +271,10 @@ static struct cache_block *new_buffer(struct cache *c)
 static void free_buffer(struct cache *c, struct cache_block *x)
 {
     c->nbuf--;
-    munmap(x->data, c->map_bytes);
+    if (x->slab)
+        slab_give(c, x);
+    else
+        munmap(x->data, c->map_bytes);
     free(x);
 }
 
@@ -304,6 +399,8 @@ struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fil
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     c->map_bytes = (block_bytes + pg - 1) / pg * pg;
+    size_t per = HUGE_BYTES / c->map_bytes;
+    c->per_slab = per >= 2 && per <= 32 ? (unsigned)per : 0;
     c->capacity = capacity;
     c->max_blocks = capacity / buf_cost(c);
     c->fill = fill;
@@ -319,6 +416,7 @@ struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fil
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->filled, NULL);
+    pthread_mutex_init(&c->slab_mu, NULL);
     return c;
 }
 
@@ -341,6 +439,7 @@ void cache_free(struct cache *c)
     free(c->bucket);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->filled);
+    pthread_mutex_destroy(&c->slab_mu);
     free(c);
 }
 

@@ -14,7 +14,11 @@
  *     until cache_put() releases it, whatever other threads do.
  *   - Memory: the cache holds at most capacity bytes of blocks (each counts
  *     its room, block_bytes in whole pages, and its bookkeeping) when none
- *     is pinned.
+ *     is pinned.  Rooms are made of transparent huge pages where the kernel
+ *     gives them (a first touch of a plain page is expensive on some
+ *     virtual machines): blocks of at most half a huge page share one, and
+ *     then count their share of it; the last huge page made may hold a
+ *     room not yet in use.
  *     Pinned blocks may exceed it by at most the number of pins held at
  *     once; the excess is freed as the pins are released.  Below one block
  *     of capacity, a block lives only while it is pinned.

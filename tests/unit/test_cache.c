@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_cache.c — the block cache (fs/cache.h), without FUSE:
  * CLOCK eviction and the byte bound, pinning, used-up blocks reused first,
- * buffers reused rather than allocated, reserved buffers, placeholders (a block is filled
+ * buffers reused rather than allocated, reserved buffers, buffers sharing huge pages,
+ * placeholders (a block is filled
  * once, its other getters wait for that fill), claims (a prefetch in two
  * steps), failed fills, cache_clear, the counters, and 8 threads getting,
  * claiming and putting many blocks at once.
@@ -455,6 +456,61 @@ static void test_reserve(void **state)
     c = new_cache(SMALL, 0);
     cache_reserve(c, 5);
     assert_int_equal(stats(c).bytes_held, 0);
+    cache_free(c);
+}
+
+/* Blocks of a little under 1 MiB (an f32 chunk: 1008 KiB and a page) share
+ * huge pages, two to one: their buffers never overlap, every block keeps its
+ * own bytes while others are filled, freed and refilled (a freed slot of a
+ * shared page is given back and reused), and a cache that is freed leaves
+ * nothing behind (the sanitizer runs check that). */
+#define CHUNKISH ((1032192u + 4096u) / 4u)
+
+static void test_shared_huge_pages(void **state)
+{
+    (void)state;
+    uint64_t u = block_cost(CHUNKISH);
+    assert_true(u >= F4(CHUNKISH));
+    assert_true(u <= (1u << 20) + 4096);         /* half a huge page, and bookkeeping */
+    struct cache *c = new_cache(CHUNKISH, 6 * u);
+    struct cache_block *b[9];
+    for (uint64_t k = 0; k < 9; k++)             /* 3 above the capacity: pinned */
+        b[k] = pin(c, 4, k, CHUNKISH);
+    unsigned shared = 0;
+    for (uint64_t i = 0; i < 9; i++) {
+        const char *p = cache_data(b[i]);
+        for (uint64_t j = 0; j < 9; j++) {
+            const char *q = cache_data(b[j]);
+            if (i != j)
+                assert_true(p + F4(CHUNKISH) <= q || q + F4(CHUNKISH) <= p);
+            if (i < j && (uintptr_t)p >> 21 == (uintptr_t)q >> 21)
+                shared++;
+        }
+        assert_int_equal(bad_floats(cache_data(b[i]), 4, i, CHUNKISH, 97), 0);
+    }
+    /* pairs share a huge page (when the machine has them: the kernel may
+     * refuse; 9 buffers are at least 4 pairs, or none at all) */
+    assert_true(shared == 0 || shared >= 4);
+    for (uint64_t k = 0; k < 9; k += 2)          /* back within the capacity: */
+        cache_put(c, b[k], F4(CHUNKISH));        /* used-up slots freed */
+    assert_true(stats(c).bytes_held <= 6 * u);
+    for (uint64_t k = 1; k < 9; k += 2)          /* the others kept their bytes */
+        assert_int_equal(bad_floats(cache_data(b[k]), 4, k, CHUNKISH, 1), 0);
+    for (uint64_t k = 20; k < 40; k++)           /* refills reuse freed slots */
+        get_put(c, 5, k, CHUNKISH);
+    for (uint64_t k = 1; k < 9; k += 2) {
+        assert_int_equal(bad_floats(cache_data(b[k]), 4, k, CHUNKISH, 1), 0);
+        cache_put(c, b[k], 0);
+    }
+    for (uint64_t k = 36; k < 40; k++) {         /* the last ones are still there */
+        struct cache_block *x = pin(c, 5, k, CHUNKISH);
+        assert_int_equal(bad_floats(cache_data(x), 5, k, CHUNKISH, 1), 0);
+        cache_put(c, x, 0);
+    }
+    assert_true(stats(c).bytes_held <= 6 * u);
+    cache_clear(c);
+    assert_int_equal(stats(c).bytes_held, 0);
+    get_put(c, 6, 0, CHUNKISH);
     cache_free(c);
 }
 
@@ -986,6 +1042,7 @@ int main(void)
         cmocka_unit_test_setup(test_used_partial, reset_fill),
         cmocka_unit_test_setup(test_buffers_reused, reset_fill),
         cmocka_unit_test_setup(test_reserve, reset_fill),
+        cmocka_unit_test_setup(test_shared_huge_pages, reset_fill),
         cmocka_unit_test_setup(test_pinning, reset_fill),
         cmocka_unit_test_setup(test_pin_twice, reset_fill),
         cmocka_unit_test_setup(test_placeholder_waits, reset_fill),
