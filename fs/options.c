@@ -137,7 +137,7 @@ static void usage(const char *prog)
            "                         chunks ahead of sequential readers (default: one\n"
            "                         per CPU beyond two)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
-           "                         suffixes; default 1M; 0: the kernel's default),\n"
+           "                         suffixes; default 4M; 0: the kernel's default),\n"
            "                         rounded to whole read requests\n"
            "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
            "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"

@@ -12,7 +12,7 @@
 #include "fs.h"
 
 #define DEFAULT_CACHE_SIZE (256ull << 20)
-#define DEFAULT_READAHEAD (1ull << 20)
+#define DEFAULT_READAHEAD (4ull << 20)
 #define DEFAULT_REMOTE_CACHE (256ull << 20)
 #define DEFAULT_REMOTE_BLOCK (4ull << 20)
 #define DEFAULT_CACHE_MAX (10ull << 30)
