@@ -12,6 +12,7 @@
 #include "remote/source.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +43,27 @@ void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
  * straddled); more, and the bytes are copied into a buffer. */
 #define REPLY_PINS 18
 
+/* A local model's file no longer holds [pos, pos+size): it was cut
+ * underneath.  Spliced, the missing bytes would make a short reply, whose
+ * pages the kernel fills up with zeros; with several requests of a
+ * readahead window in flight it may drop the file size update of one of
+ * them as stale and keep those zeros as data.  So a read of bytes that
+ * are gone is EIO, decided just before the splice (a cut between this
+ * check and the splice still gives a short reply). */
+static bool file_cut(const struct gguf_source *src, uint64_t pos, size_t size)
+{
+    struct stat st;
+    return size && fstat(src->fd, &st) == 0 && (uint64_t)st.st_size < pos + size;
+}
+
 /* Replies with size bytes of src at pos. */
 static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, size_t size)
 {
     if (src->fd >= 0) {
+        if (file_cut(src, pos, size)) {
+            fuse_reply_err(req, EIO);
+            return;
+        }
         struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
         bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
         bv.buf[0].fd = src->fd;
@@ -245,6 +263,8 @@ static void piece_source(struct pieces *p, struct gguf_source *src, uint64_t pos
         return;
     fb->size = size;
     if (src->fd >= 0) {
+        if (file_cut(src, pos, size))
+            p->err = EIO;
         fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
         fb->fd = src->fd;
         fb->pos = (off_t)pos;
