@@ -52,6 +52,7 @@ struct rcache {
 
 struct stream {
     bool live;
+    uint64_t first_block;           /* where it started */
     uint64_t last_block;            /* the furthest block read */
     uint64_t end;                   /* the furthest byte read, +1 */
     uint64_t pf_next;               /* the first block not queued ahead */
@@ -342,19 +343,22 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
 
 /* Follows the streams with a read of blocks [first, last] ending at end,
  * and queues the blocks its stream's window asks for (with skip_disk,
- * only those the disk cache does not have). */
-static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end,
+ * only those the disk cache does not have).  true when the read continues
+ * a long stream: one that has gone on for more than its full window. */
+static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end,
                       bool skip_disk)
 {
     struct rcache *rc = b->rc;
     if (!rc->max_window)
-        return;
+        return false;
     pthread_mutex_lock(&b->mu);
     b->tick++;
     struct stream *s = NULL, *lru = &b->st[0];
     for (unsigned i = 0; i < BLOCKSRC_STREAMS; i++) {
         struct stream *x = &b->st[i];
-        if (x->live && first + 1 >= x->last_block && first <= x->last_block + 1) {
+        /* a read may arrive late, behind reads that followed it (the
+         * kernel sends a window's requests at once): up to the window back */
+        if (x->live && first + 1 + x->window >= x->last_block && first <= x->last_block + 1) {
             s = x;
             break;
         }
@@ -363,10 +367,11 @@ static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     }
     if (!s) {
         /* a new reader, or a jump: nothing ahead until it goes on */
-        *lru = (struct stream){ .live = true, .last_block = last, .end = end,
-                                .pf_next = last + 1, .window = 0, .tick = b->tick };
+        *lru = (struct stream){ .live = true, .first_block = first, .last_block = last,
+                                .end = end, .pf_next = last + 1, .window = 0,
+                                .tick = b->tick };
         pthread_mutex_unlock(&b->mu);
-        return;
+        return false;
     }
     s->tick = b->tick;
     if (end > s->end) {
@@ -394,7 +399,9 @@ static void readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     pthread_mutex_unlock(&rc->mu);
     if (k > s->pf_next)
         s->pf_next = k;
+    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
     pthread_mutex_unlock(&b->mu);
+    return long_stream;
 }
 
 /* Queues blocks (*next .. last] of a read for the fetch threads, while
@@ -468,7 +475,7 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         return -ENOSPC;
     uint64_t next = first + 1;      /* the read's next block to queue */
     top_up(b, &next, last);
-    readahead(b, first, last, end, false);
+    bool once = readahead(b, first, last, end, false);
     int n = 0;
     for (uint64_t k = first; k <= last; k++, n++) {
         top_up(b, &next, last);
@@ -479,6 +486,8 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
                 cache_put(rc->cache, pins[i], 0);
             return -err;
         }
+        if (once)
+            cache_once(rc->cache, pins[n]);
         uint64_t bs = k * B, be = bs + cache_len(pins[n]);
         uint64_t to = end < be ? end : be;
         iov[n].iov_base = (uint8_t *)cache_data(pins[n]) + (a - bs);

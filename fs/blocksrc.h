@@ -25,7 +25,8 @@
  *     the cache's blocks).
  *   - Readahead: each source follows up to BLOCKSRC_STREAMS readers
  *     (streams: a read that starts in the block where a stream's last
- *     read ended, or the next one, continues it).  A read that continues
+ *     read ended, or the next one, continues it; so does a late read up to
+ *     the stream's window behind that).  A read that continues
  *     a stream and moves it forward doubles the stream's window (1, 2, 4,
  *     ... blocks, at most the in-flight limit and a quarter of the cache)
  *     and queues the blocks of the window after the read that are neither
@@ -37,7 +38,14 @@
  *     kernel dropped its pages); once it is full, a block whose bytes have
  *     all been read (cache_put's used) is the first to be reused
  *     (fs/cache.h), so blocks fetched ahead and not read yet stay while a
- *     stream consumes the blocks before them.
+ *     stream consumes the blocks before them.  A long stream (one that has
+ *     read more than its full window of blocks since it started) does not
+ *     keep what it reads past that: those blocks are reused as soon as
+ *     they are used up (cache_once), so streaming a file much larger than
+ *     the cache keeps what other reads cached, and touches no more memory
+ *     than the window and the start of the stream (new memory is not
+ *     free: a page fault per page, on some machines a trip to the host).
+ *     A short read (a tensor up to the window's size) stays cached whole.
  *   - Memory: the cache's capacity bounds the blocks held (plus the ones
  *     pinned at a time: one per reading thread, and the in-flight fills).
  *   - Errors: a failed fill is not cached; the reads that needed the block

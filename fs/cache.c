@@ -1,17 +1,20 @@
 /* fs/cache.c — a bounded cache of fixed-size blocks (see cache.h).
  *
  * Every block (struct cache_block and its buffer of block_bytes) is on one
- * of three lists, or on none while a failed fill's waiters still hold it:
+ * of four lists, or on none while a failed fill's waiters still hold it:
  *
  *   ring    blocks in the table that are not used up, pinned or not, and
  *           blocks being filled: CLOCK sweeps it with the hand
  *   used    unpinned blocks in the table whose bytes have all been used
  *           (cache_put), oldest first: reused before anything else
+ *   once    used-up blocks marked cache_once, oldest first: reused right
+ *           after spare, even under keep_used
  *   spare   buffers without bytes (a failed fill's, or left by a clear of
  *           pinned blocks): reused first of all
  *
- * A miss takes a buffer from spare, else the oldest used-up block, else a
- * new one while the cache is below its capacity, else the CLOCK victim, and
+ * A miss takes a buffer from spare, else the oldest block of once, else the
+ * oldest used-up block (under keep_used: only once the cache is full), else
+ * a new one while the cache is below its capacity, else the CLOCK victim, and
  * only when everything is pinned a new one above the capacity (freed again
  * as pins are released: trim).
  */
@@ -24,7 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-enum where { W_NONE, W_RING, W_USED, W_SPARE };
+enum where { W_NONE, W_RING, W_USED, W_ONCE, W_SPARE };
 
 #define HUGE_BYTES (2u << 20)           /* a transparent huge page */
 
@@ -37,6 +40,7 @@ struct cache_block {
     bool in_table;
     bool ref;                       /* CLOCK's second-chance bit */
     bool filling;                   /* placeholder: bytes not there yet */
+    bool once;                      /* cache_once: goes to once when used up */
     int fill_err;                   /* set with filling=false on failure */
     struct cache_block *hnext;      /* hash bucket chain */
     struct cache_block *prev, *next;/* the list it is on (circular) */
@@ -63,6 +67,7 @@ struct cache {
     uint64_t nbucket;               /* power of two */
     struct cache_block *hand;       /* the ring, at CLOCK's hand; NULL: empty */
     struct cache_block *used;       /* the used-up list, oldest first */
+    struct cache_block *once;       /* used-up blocks marked cache_once */
     struct cache_block *spare;
     uint64_t nbuf;                  /* buffers allocated, wherever they are */
     /* buffers of at most half a huge page are carved from shared ones */
@@ -118,7 +123,7 @@ static void list_del(struct cache_block **head, struct cache_block *x)
 
 static struct cache_block **list_of(struct cache *c, enum where w)
 {
-    return w == W_RING ? &c->hand : w == W_USED ? &c->used : &c->spare;
+    return w == W_RING ? &c->hand : w == W_USED ? &c->used : w == W_ONCE ? &c->once : &c->spare;
 }
 
 static void move_to(struct cache *c, struct cache_block *x, enum where w)
@@ -337,6 +342,10 @@ static struct cache_block *take_buffer(struct cache *c)
         move_to(c, x, W_NONE);
         return x;
     }
+    if ((x = c->once)) {
+        evict(c, x);
+        return x;
+    }
     if (c->keep_used && c->nbuf < c->max_blocks && (x = new_buffer(c)))
         return x;
     if ((x = c->used) || (c->nbuf >= c->max_blocks && (x = clock_victim(c)))) {
@@ -354,7 +363,7 @@ static void trim(struct cache *c)
         struct cache_block *x = c->spare;
         if (x)
             move_to(c, x, W_NONE);
-        else if ((x = c->used) || (x = clock_victim(c)))
+        else if ((x = c->once) || (x = c->used) || (x = clock_victim(c)))
             evict(c, x);
         else
             return;
@@ -380,7 +389,7 @@ static void unpin(struct cache *c, struct cache_block *x, size_t used)
         if (!x->in_table)
             release_buffer(c, x);
         else if (x->used >= x->len && x->where == W_RING)
-            move_to(c, x, W_USED);
+            move_to(c, x, x->once ? W_ONCE : W_USED);
     }
     if (c->nbuf > c->max_blocks)
         trim(c);
@@ -435,6 +444,7 @@ void cache_free(struct cache *c)
         return;
     free_list(c, &c->hand);
     free_list(c, &c->used);
+    free_list(c, &c->once);
     free_list(c, &c->spare);
     free(c->bucket);
     pthread_mutex_destroy(&c->mu);
@@ -456,6 +466,7 @@ static struct cache_block *insert(struct cache *c, uint64_t a, uint64_t b, size_
     x->b = b;
     x->len = len;
     x->used = 0;
+    x->once = false;
     x->pins = 1;
     x->ref = true;
     x->filling = true;
@@ -510,8 +521,10 @@ struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t le
         x->pins++;
         if (!x->filling) {
             x->ref = true;
-            if (x->where == W_USED)     /* wanted again: back in the ring */
+            if (x->where == W_USED || x->where == W_ONCE) { /* wanted again: back in the ring */
+                x->once = false;
                 move_to(c, x, W_RING);
+            }
             c->hits++;
             pthread_mutex_unlock(&c->mu);
             return x;
@@ -621,11 +634,18 @@ void cache_put(struct cache *c, struct cache_block *blk, size_t used)
     pthread_mutex_unlock(&c->mu);
 }
 
+void cache_once(struct cache *c, struct cache_block *blk)
+{
+    pthread_mutex_lock(&c->mu);
+    blk->once = true;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void cache_clear(struct cache *c)
 {
     pthread_mutex_lock(&c->mu);
-    while (c->used) {
-        struct cache_block *x = c->used;
+    while (c->once || c->used) {
+        struct cache_block *x = c->once ? c->once : c->used;
         evict(c, x);
         free_buffer(c, x);
     }

@@ -30,7 +30,8 @@
  *     keeps them in its page cache), oldest first; such a block is reused
  *     even before the cache is full, so a stream of reads holds a few blocks,
  *     not the capacity (unless cache_keep_used: then only once the cache is
- *     full).  Otherwise CLOCK (second chance) over the rest.
+ *     full; used-up blocks marked cache_once go first even then).
+ *     Otherwise CLOCK (second chance) over the rest.
  *   - A block is filled once: a thread that asks for a block another thread
  *     is filling waits for that fill.
  *   - A failed fill is not cached: the error goes to the threads waiting
@@ -82,6 +83,15 @@ size_t cache_len(const struct cache_block *blk);
  * bytes), which other files or readers may want after the kernel's page
  * cache dropped them.  Call before the first get. */
 void cache_keep_used(struct cache *c, bool keep);
+
+/* Marks pinned block blk as needed once (a long sequential read passing
+ * through): once its uses add up to its length it is reused right after
+ * the spare buffers, before other used-up blocks and, under
+ * cache_keep_used, before the cache grows.  So a stream much longer than
+ * the cache neither flushes what other reads keep nor touches more new
+ * memory than it holds at once.  A get of it after it was used up (a
+ * second reader) makes it an ordinary block again. */
+void cache_once(struct cache *c, struct cache_block *blk);
 
 /* Releases a pin.  used: how many of the block's bytes this caller used
  * for good (0 if unsure); once the uses of a block add up to its length,

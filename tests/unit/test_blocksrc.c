@@ -5,7 +5,8 @@
  * with a directly served prefix), a multi-block read filled in parallel,
  * sequential reads prefetching a window that ramps 1, 2, 4, ..., random
  * reads prefetching nothing, failed fills (EIO, not cached, retried by
- * the next read, never wrong bytes), the memory bound, the disk-cache
+ * the next read, never wrong bytes), the memory bound, a long stream
+ * reusing what it read, the disk-cache
  * hook, closing a source with prefetches queued.
  *
  * Nothing sleeps or looks at a clock to decide anything.  The fake source
@@ -473,6 +474,57 @@ static void test_memory_bound(void **state)
     fake_free(&f);
 }
 
+/* A stream much longer than the cache: what it reads past its full
+ * window (16 blocks here) is reused once read, so the cache holds the
+ * start of the stream, the window and the pins, not the capacity; blocks
+ * cached by other reads before it stay.  Without threads (exact counts),
+ * then with them (a bound). */
+static void long_stream(bool threads)
+{
+    struct fake f;
+    fake_init(&f, 600ull * BLK);
+    struct rcache *rc = new_rc(256, 8);             /* limit 8, window up to 16 */
+    if (threads)
+        assert_true(rcache_start(rc));
+    struct gguf_source *s = wrap(rc, &f, 0);
+    uint64_t cost = stats(rc).capacity / 256;
+    /* a few random reads first: kept */
+    for (uint64_t k = 0; k < 5; k++)
+        assert_true(read_ok(s, &f, (450 + 2 * k) * BLK, 100));
+    uint64_t most = 0;
+    for (uint64_t o = 0; o < 400ull * BLK; o += BLK / 4) {
+        assert_true(read_ok(s, &f, o, BLK / 4));
+        uint64_t h = stats(rc).bytes_held;
+        most = h > most ? h : most;
+    }
+    drain(rc);
+    /* 5 random, 17 blocks at the start of the stream (0 to 16), the window
+     * ahead (16) and what is in flight or pinned (8 + 1) */
+    if (most > (5 + 17 + 16 + 9) * cost)
+        fail_msg("long stream (threads %d): %llu blocks held at most", threads,
+                 (unsigned long long)(most / cost));
+    if (!threads)
+        assert_int_equal(stats(rc).blocks_held, 5 + 17 + 1);
+    /* the start of the stream and the random reads are still cached (read
+     * backwards, as a stream would fetch ahead) */
+    uint64_t before = fake_reads(&f);
+    for (uint64_t k = 17; k-- > 0;)                 /* backwards: nothing ahead */
+        assert_true(read_ok(s, &f, k * BLK + 5, 10));
+    for (uint64_t k = 0; k < 5; k++)
+        assert_true(read_ok(s, &f, (450 + 2 * k) * BLK, 100));
+    assert_int_equal(fake_reads(&f), before);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
+static void test_long_stream(void **state)
+{
+    (void)state;
+    long_stream(false);
+    long_stream(true);
+}
+
 /* ---- the disk cache hook ------------------------------------------------------------ */
 
 struct disk {
@@ -674,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_random_no_prefetch),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_long_stream),
         cmocka_unit_test(test_disk_hook),
         cmocka_unit_test(test_disk_hold),
         cmocka_unit_test(test_close_with_queue),

@@ -1,6 +1,7 @@
 /*
  * tests/unit/test_cache.c — the block cache (fs/cache.h), without FUSE:
- * CLOCK eviction and the byte bound, pinning, used-up blocks reused first,
+ * CLOCK eviction and the byte bound, pinning, used-up blocks reused first
+ * (and blocks marked cache_once before the cache grows under keep_used),
  * buffers reused rather than allocated, reserved buffers, buffers sharing huge pages,
  * placeholders (a block is filled
  * once, its other getters wait for that fill), claims (a prefetch in two
@@ -398,6 +399,47 @@ static void test_used_partial(void **state)
     assert_int_equal(s.bytes_held, 3 * u);
     assert_true(cache_contains(c, 1, 1));
     assert_true(cache_contains(c, 1, 2));
+    cache_free(c);
+}
+
+/* Under cache_keep_used a used-up block stays while the cache has room,
+ * but one marked cache_once goes first, before the cache grows: a long
+ * stream of once-blocks holds one buffer whatever its length, the blocks
+ * kept before it stay, and a once-block got again after it was used up is
+ * a hit that makes it an ordinary block (kept). */
+static void test_once_reused_first(void **state)
+{
+    (void)state;
+    uint64_t u = block_cost(SMALL);
+    struct cache *c = new_cache(SMALL, 100 * u);
+    cache_keep_used(c, true);
+    for (uint64_t k = 0; k < 5; k++)                    /* kept: room left */
+        get_use(c, 3, k, SMALL);
+    assert_int_equal(stats(c).blocks_held, 5);
+    struct cache_block *b = pin(c, 3, 100, SMALL);
+    const void *mem = cache_data(b);
+    cache_once(c, b);
+    cache_put(c, b, F4(SMALL));
+    for (uint64_t k = 101; k < 200; k++) {
+        b = pin(c, 3, k, SMALL);
+        assert_ptr_equal(cache_data(b), mem);           /* the once-block's buffer */
+        assert_false(cache_contains(c, 3, k - 1));
+        cache_once(c, b);
+        cache_put(c, b, F4(SMALL) / 2);                 /* in two halves */
+        b = pin(c, 3, k, SMALL);
+        cache_put(c, b, F4(SMALL) - F4(SMALL) / 2);
+    }
+    struct cache_stats s = stats(c);
+    assert_int_equal(s.blocks_held, 6);
+    assert_int_equal(s.bytes_held, 6 * u);
+    for (uint64_t k = 0; k < 5; k++)
+        assert_true(cache_contains(c, 3, k));
+    /* got again after it was used up: an ordinary block from then on */
+    get_use(c, 3, 199, SMALL);
+    get_use(c, 3, 300, SMALL);                          /* grows: 199 is kept */
+    assert_true(cache_contains(c, 3, 199));
+    s = stats(c);
+    assert_int_equal(s.blocks_held, 7);
     cache_free(c);
 }
 
@@ -1040,6 +1082,7 @@ int main(void)
         cmocka_unit_test_setup(test_oversized_block, reset_fill),
         cmocka_unit_test_setup(test_used_reused_first, reset_fill),
         cmocka_unit_test_setup(test_used_partial, reset_fill),
+        cmocka_unit_test_setup(test_once_reused_first, reset_fill),
         cmocka_unit_test_setup(test_buffers_reused, reset_fill),
         cmocka_unit_test_setup(test_reserve, reset_fill),
         cmocka_unit_test_setup(test_shared_huge_pages, reset_fill),
