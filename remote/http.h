@@ -51,7 +51,10 @@
  *     (k = 0, 1, ...; at most timeout_s): 5xx, 408, 429, connection
  *     failures and resets, timeouts, bodies that end short, failed name
  *     resolution.  A Retry-After on 429/503 replaces the delay, capped to
- *     timeout_s.  The request of remote_open is retried the same way,
+ *     timeout_s.  When part of a checked body had arrived, the next
+ *     request asks for the rest only (its answer is checked the same way:
+ *     "bytes REST-END/SIZE", the same validators).  The request of
+ *     remote_open is retried the same way (from its start),
  *     except that a name that does not resolve and a failed TLS handshake
  *     end it at once (they are not hiccups there).
  *   - 401, 403, 410: resolved again from the original URL (see above),

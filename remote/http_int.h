@@ -90,6 +90,8 @@ struct xfer {
     uint64_t off, last;         /* the range asked, inclusive */
     uint8_t *buf;               /* S_BUF: the destination */
     size_t cap, got;
+    size_t done;                /* K_RANGE: bytes of earlier attempts (a retry
+                                   asks for the rest: off and buf moved on) */
     struct remote_stream *st;   /* S_STREAM */
     enum sink sink;
     size_t drained;

@@ -426,6 +426,16 @@ enum outcome rh_fetch(struct xfer *x, char **final)
     for (;;) {
         enum outcome o = rh_perform(x, url);
         const struct remote_resp *h = &x->s->resp;
+        if (o != O_OK && x->kind == K_RANGE && x->got) {
+            /* part of a checked body arrived (a 206 of this identity):
+             * the next attempt, if any, asks for the rest only */
+            x->done += x->got;
+            x->off += x->got;
+            x->buf += x->got;
+            x->got = 0;
+            if (x->off > x->last && o == O_RETRY)
+                o = O_OK;       /* every byte came; only the ending failed */
+        }
         switch (o) {
         case O_OK:
             if (final) {

@@ -377,6 +377,14 @@ def resets(t, ng):
             r = run_get(px.url("blob.bin"), off, ln)
             if t.ok(r, off, ln, lab):
                 h.check(r.stats["retries"] >= 1 and len(px.faults(fault)) == 1, "%s: stats %r" % (lab, r.stats))
+                # the retry asks for the rest only
+                ranges = [e["range"] for e in px.requests() if e["range"] != "bytes=0-%d" % (PREFIX - 1)]
+                firsts = [int(x.split("=")[1].split("-")[0]) for x in ranges]
+                # (a reset may lose bytes in flight; a short body ends cleanly)
+                lo = off + at if fault == "short" else off
+                h.check(len(firsts) == 2 and firsts[0] == off and lo <= firsts[1] <= off + at
+                        and ranges[1].endswith("-%d" % (off + ln - 1)),
+                        "%s: the retry asks for the rest: %r" % (lab, ranges))
     for fault in ("reset", "short"):
         with FaultProxy(ng.base, [Rule(fault, at=5000, after=1)]) as px:
             url = px.url("blob.bin")
