@@ -6,7 +6,7 @@
  *   ring    blocks in the table that are not used up, pinned or not, and
  *           blocks being filled: CLOCK sweeps it with the hand
  *   used    unpinned blocks in the table whose bytes have all been used
- *           (cache_put), oldest first: reused before anything else
+ *           (cache_put), oldest first: reused before the rest of the ring
  *   once    used-up blocks marked cache_once, oldest first: reused right
  *           after spare, even under keep_used
  *   spare   buffers without bytes (a failed fill's, or left by a clear of
