@@ -1,7 +1,9 @@
 # Mount-test plumbing: find gguffs, mount a model on a temp dir (gguffs -f as a child, its stderr checked), always unmount, count passes and failures.
 """
 Environment: GGUFFS_BIN (build/gguffs), GGUFFS_ORACLE (libggml-base.so),
-GGUFFS_CORPUS (../shared/corpus), GGUFFS_SRC (source tree), CI (set on CI:
+GGUFFS_CORPUS (tests/corpus, the real files the repository carries),
+GGUFFS_CORPUS_EXTRA (../shared/corpus: more real files where it exists beside
+the checkout, read as well, never instead), GGUFFS_SRC (source tree), CI (set on CI:
 missing prerequisites then fail instead of skipping with exit code 77).
 
     h = harness.start("corpus")     # /dev/fuse and gguffs there, or skip
@@ -74,6 +76,36 @@ def skip_or_fail(why):
         sys.exit(1)
     print("SKIP: %s" % why)
     sys.exit(SKIP)
+
+
+def corpus_dirs():
+    """The corpus folders, each holding real/ (and real/nonstandard/): the
+    repository's own tests/corpus always, then $GGUFFS_CORPUS_EXTRA
+    (../shared/corpus) where it exists."""
+    own = os.environ.get("GGUFFS_CORPUS") or os.path.join(SRC, "tests", "corpus")
+    extra = os.environ.get("GGUFFS_CORPUS_EXTRA") or os.path.join(SRC, "..", "shared", "corpus")
+    dirs = [own]
+    if os.path.isdir(os.path.join(extra, "real")) and \
+            os.path.realpath(extra) != os.path.realpath(own):
+        dirs.append(extra)
+    return dirs
+
+
+def corpus_files(sub=""):
+    """The .gguf files of real/SUB over corpus_dirs(), one per name (the
+    repository's copy first), sorted by name."""
+    import glob
+    seen = {}
+    for d in corpus_dirs():
+        for f in glob.glob(os.path.join(d, "real", sub, "*.gguf")):
+            seen.setdefault(os.path.basename(f), f)
+    return [seen[k] for k in sorted(seen)]
+
+
+def corpus_file(name):
+    """real/NAME of the repository's own corpus (tests/corpus): a file the
+    tests can count on in any clone."""
+    return os.path.join(corpus_dirs()[0], "real", name)
 
 
 def gguffs_bin():

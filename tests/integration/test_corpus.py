@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-# Mounts every real GGUF file of $GGUFFS_CORPUS/real and checks it against ggml (or the pure-Python reader); nonstandard/ files must be refused.
-import glob
+# Mounts every real GGUF file of the corpus (tests/corpus/real, and ../shared/corpus/real where it exists) and checks it against ggml (or the pure-Python reader); nonstandard/ files must be refused.
 import os
 import sys
 
@@ -10,24 +9,29 @@ from harness import check_refused  # noqa: E402
 
 
 def main():
-    corpus = os.environ.get("GGUFFS_CORPUS") or os.path.join(harness.SRC, "..", "shared", "corpus")
-    real = os.path.join(corpus, "real")
-    if not os.path.isdir(real):
-        harness.skip_or_fail("corpus directory %s does not exist" % real)
     h = harness.start("corpus")
     harness.require_oracle()
     import checks
 
-    files = sorted(glob.glob(os.path.join(real, "*.gguf")))
+    dirs = harness.corpus_dirs()
+    print("corpus: %s" % ", ".join(dirs), flush=True)
+    files = harness.corpus_files()
+    nonstandard = harness.corpus_files("nonstandard")
     only = os.environ.get("GGUFFS_TEST_ONLY")
     if only:
         files = [f for f in files if only in f]
-    h.check(files, "no .gguf files in %s" % real)
+    # the repository's own files are always there: a clone without
+    # ../shared reads them, a missing one is a failure
+    h.check(files and nonstandard, "no .gguf files in %s" % dirs)
+    own = os.path.join(dirs[0], "real")
+    for f in ("hyllama-dummy.gguf", "llamacpp-vocab-llama-v1.gguf", "llamacpp-vocab-dbrx.gguf",
+              "ollama-llama-2-tiny-random.gguf", "sdcpp-taesd-decoder.gguf"):
+        h.check(os.path.exists(os.path.join(own, f)), "the repository's corpus lacks %s" % f)
     for i, f in enumerate(files):
         print("-- %s" % os.path.basename(f), flush=True)
         # concurrency on a few files is enough; it is slow on the big vocabularies
         checks.check_model(h, f, concurrent=(i % 4 == 0 or "tiny-random" in f or "dbrx" in f))
-    for f in sorted(glob.glob(os.path.join(real, "nonstandard", "*.gguf"))):
+    for f in nonstandard:
         print("-- nonstandard/%s (must be refused)" % os.path.basename(f), flush=True)
         with h.case("refuse %s" % f):
             line = check_refused(h, f, "nonstandard/" + os.path.basename(f),

@@ -412,10 +412,8 @@ def split(h, ng, ggml, shards, written, tmp):
 def vocab_only(h, ng, ggml, root, tmp):
     """A model without tensor data (a vocabulary file, the header is the
     whole file): the overlay is the whole edited model."""
-    corpus = os.path.join(os.environ.get("GGUFFS_CORPUS") or os.path.join(harness.SRC, "..", "shared", "corpus"),
-                          "real", "llamacpp-vocab-gpt-2.gguf")
-    if not os.path.exists(corpus):
-        h.note("no %s: vocabulary-only case skipped" % corpus)
+    corpus = harness.corpus_file("llamacpp-vocab-llama-spm.gguf")
+    if not h.check(os.path.exists(corpus), "vocab: the repository's corpus lacks %s" % corpus):
         return
     shutil.copyfile(corpus, os.path.join(root, "vocab.gguf"))
     ov = os.path.join(tmp, "vocab.overlay")

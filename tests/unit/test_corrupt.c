@@ -14,8 +14,8 @@
  *                  first 100 KB of a vocab file, and of the header and
  *                  first 64 KB of data of sdcpp-taesd-decoder.gguf (then
  *                  every 4093rd length to its end): from GGUFFS_CORPUS
- *                  (../shared/corpus; skipped with a message when absent,
- *                  a failure when CI is set)
+ *                  (tests/corpus, which the repository carries: a missing
+ *                  file is a failure)
  *   mutations      seeded (reproducible) random bit flips, byte stores and
  *                  stores of boundary values into length/count fields of
  *                  those files and of generated v1 big-endian / v3 files
@@ -97,22 +97,18 @@ struct blob {
     size_t len;
 };
 
-/* Reads GGUFFS_CORPUS/real/NAME (at most max bytes).  Absent corpus: skip,
- * or fail when CI is set. */
+/* Reads GGUFFS_CORPUS/real/NAME (at most max bytes): the repository's own
+ * corpus (tests/corpus), so a missing file is a failure, not a skip. */
 static struct blob corpus_file(const char *name, size_t max)
 {
     const char *c = getenv("GGUFFS_CORPUS");
     char path[4096];
-    snprintf(path, sizeof path, "%s/real/%s", c ? c : "../shared/corpus", name);
+    snprintf(path, sizeof path, "%s/real/%s", c ? c : "tests/corpus", name);
     struct blob b = { 0 };
     FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        if (getenv("CI"))
-            fail_msg("%s: %s (CI is set: the corpus must be there)", path, strerror(errno));
-        print_message("SKIP: %s: %s (set GGUFFS_CORPUS to ../shared/corpus)\n", path,
-                      strerror(errno));
-        skip();
-    }
+    if (!fp)
+        fail_msg("%s: %s (the repository carries it: set GGUFFS_CORPUS to its tests/corpus)",
+                 path, strerror(errno));
     fseek(fp, 0, SEEK_END);
     long sz = ftell(fp);
     fseek(fp, 0, SEEK_SET);
@@ -629,15 +625,9 @@ static void test_memory_bound(void **state)
     names[nf++] = "60000 tensors of 27 bytes + 1 data byte";
     files[nf] = make_rich(3, false);
     names[nf++] = "generated v3 file";
-    struct blob hy = { 0 };
-    const char *c = getenv("GGUFFS_CORPUS");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/real/llamacpp-vocab-dbrx.gguf", c ? c : "../shared/corpus");
-    if (access(path, R_OK) == 0) {
-        hy = corpus_file("llamacpp-vocab-dbrx.gguf", SIZE_MAX);
-        files[nf] = hy;
-        names[nf++] = "llamacpp-vocab-dbrx.gguf";
-    }
+    struct blob hy = corpus_file("llamacpp-vocab-dbrx.gguf", SIZE_MAX);
+    files[nf] = hy;
+    names[nf++] = "llamacpp-vocab-dbrx.gguf";
     for (size_t i = 0; i < nf; i++) {
         size_t peak = parse_peak(&files[i], NULL);
         double ratio = (double)peak / (double)files[i].len;
