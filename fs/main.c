@@ -11,6 +11,7 @@
 #include "fs.h"
 #include "diskcache.h"
 #include "options.h"
+#include "signals.h"
 
 #include "gguf/info.h"
 #include "blocksrc.h"
@@ -531,11 +532,11 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     if (!se)
         return 1;
     fs->se = se;
-    if (fuse_set_signal_handlers(se) != 0)
-        goto out_session;
+    /* from here a signal ends the session (signals.h), whenever it comes */
+    signals_attach(se);
     if (fuse_session_mount(se, o->copts.mountpoint) != 0) {
         fprintf(stderr, "gguffs: %s: cannot mount\n", o->copts.mountpoint);
-        goto out_signals;
+        goto out_session;
     }
     char dev[32] = "";
     fs->mnt_id = find_mount(o->copts.mountpoint, dev);
@@ -549,8 +550,13 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     atomic_store(&fs->ra_pending, dev[0] && o->readahead);
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
+    pid_t before = getpid();
     fuse_daemonize(o->copts.foreground);
     /* after the fork: threads do not survive it */
+    if (getpid() != before && !signals_after_fork()) {
+        fuse_session_unmount(se);
+        goto out_session;
+    }
     /* Workers only help with cores to spare: the kernel sends the
      * requests of a readahead window at once and FUSE threads fill their
      * chunks in parallel, so one core goes to those, one to the reader.
@@ -566,6 +572,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     pthread_t reserve;
     bool reserving = start_reserve(fs, &reserve);
     ggfs_notify_start(fs);
+    signals_loop_enter();
     if (o->copts.singlethread) {
         ret = fuse_session_loop(se);
     } else {
@@ -578,7 +585,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
         ret = fuse_session_loop_mt(se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
-    /* the loop returns the signal number after SIGTERM/SIGINT: a clean end */
+    signals_loop_leave();
+    /* an unmount or a signal: a clean end; an error of /dev/fuse: not */
     ret = ret < 0;
     if (reserving)
         pthread_join(reserve, NULL);
@@ -593,8 +601,6 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     ggfs_edit_stop(fs);
     ggfs_snaps_free(fs);
     ggfs_streams_free(fs);
-out_signals:
-    fuse_remove_signal_handlers(se);
 out_session:
     fuse_session_destroy(se);
     return ret;
@@ -616,6 +622,10 @@ static void keep_freed_memory(void)
 
 int main(int argc, char *argv[])
 {
+    /* before any thread exists, so that none but the signal thread can
+     * take SIGHUP, SIGINT or SIGTERM (signals.h) */
+    if (!signals_init())
+        return 1;
     keep_freed_memory();
     struct options o;
     struct fuse_args args;
@@ -688,5 +698,6 @@ int main(int argc, char *argv[])
     pthread_mutex_destroy(&fs.pend_mu);
     free(shown);
     options_free(&o, &args);
+    signals_stop();
     return ret;
 }

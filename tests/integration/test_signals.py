@@ -28,18 +28,27 @@ with poll() on /proc/self/mountinfo.
                             still read right, gguffs keeps running
   deleted underneath        the model is unlinked: every raw and f32 file
                             still reads right (gguffs holds a descriptor)
-  signal trials             200 mounts (50 with GGUFFS_TEST_QUICK), each
-                            ended by SIGHUP, SIGINT, SIGTERM in turn, sent
-                            at a random moment 0-50 ms after the mount
-                            appears, half of them while 2 processes read
-                            f32/raw/meta in a loop, all while 2 processes
-                            burn CPU: gguffs exits with status 0 within 2 s
-                            of the signal (10 s for a sanitizer build), the
-                            mount is gone, stderr is empty, no read returned
-                            wrong bytes.  A hang prints the threads' kernel
+  signal trials             200 mounts (50 with GGUFFS_TEST_QUICK;
+                            GGUFFS_SIGNAL_TRIALS sets it: 1000 by hand),
+                            each ended by SIGHUP, SIGINT, SIGTERM in turn,
+                            sent the moment the mount appears (one in four:
+                            before the loop runs) or at a random moment
+                            0-20 ms after it, half of them while 2 processes
+                            read f32/raw/meta in a loop, all while 6
+                            processes burn CPU (GGUFFS_SIGNAL_BURNERS):
+                            gguffs exits with status 0 within 10 s of the
+                            signal (30 s for a sanitizer build; a hang
+                            guard: the race of issue 20 hung until the next
+                            request, forever without readers), the mount is
+                            gone, stderr is empty, no read returned wrong
+                            bytes.  A hang prints the threads' kernel
                             stacks and gdb backtraces.  Prints the
                             distribution of exit times and the seed
                             (GGUFFS_SIGNAL_SEED repeats a run).
+  daemon trials             20 daemonized mounts (10 quick), each sent
+                            SIGTERM or SIGHUP as soon as gguffs returns
+                            (the daemon may not yet run its loop, or its
+                            signal thread): it exits and the mount goes
 """
 import multiprocessing
 import os
@@ -435,8 +444,9 @@ def case_deleted(h, model, tmp):
 
 # The exit of gguffs -f after SIGHUP/SIGINT/SIGTERM: within 2 s (10 s for a
 # sanitizer build), status 0, the mount gone, stderr empty.
-TRIAL_LIMIT = 10.0 if harness.sanitized() else 2.0
-TRIALS = 50 if harness.QUICK else 200
+TRIAL_LIMIT = 30.0 if harness.sanitized() else 10.0
+TRIALS = int(os.environ.get("GGUFFS_SIGNAL_TRIALS") or (50 if harness.QUICK else 200))
+BURNERS = int(os.environ.get("GGUFFS_SIGNAL_BURNERS") or 6)
 TRIAL_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 BURN = "while True:\n    pass\n"
 READ_META = True
@@ -502,9 +512,9 @@ def case_meta_open_at_signal(h, tmp):
 
 def case_signal_trials(h, model):
     """TRIALS mounts, each ended by SIGHUP, SIGINT or SIGTERM (rotating) sent
-    0-50 ms after the mount appears, half of them with 2 reader processes
-    active, while 2 processes burn CPU."""
-    label = "%d signal trials under CPU load" % TRIALS
+    as the mount appears or 0-20 ms after, half of them with 2 reader
+    processes active, while BURNERS processes burn CPU."""
+    label = "%d signal trials beside %d CPU burners" % (TRIALS, BURNERS)
     if not READ_META:
         print("  (trial readers skip meta/ in this sanitizer build: the known snapshot leak, "
               "test_known_bugs.py)", flush=True)
@@ -513,7 +523,7 @@ def case_signal_trials(h, model):
     rng = random.Random(seed)
     ctx = multiprocessing.get_context("fork")
     burners = [subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.DEVNULL)
-               for _ in range(2)]
+               for _ in range(BURNERS)]
     times = {}               # (signal name, readers) -> [seconds]
     hangs = []
     n_started = n_reads = wrong_total = 0
@@ -522,7 +532,8 @@ def case_signal_trials(h, model):
             for i in range(TRIALS):
                 sig = TRIAL_SIGNALS[i % 3]
                 with_readers = (i // 3) % 2 == 1       # each signal with and without
-                delay = rng.uniform(0, 0.05)
+                # one in four at once: the loop may not run yet
+                delay = 0.0 if rng.random() < 0.25 else rng.uniform(0, 0.02)
                 tl = "trial %d: %s%s, %.1f ms after the mount" % (
                     i, signal.Signals(sig).name, " with 2 readers" if with_readers else "",
                     delay * 1e3)
@@ -607,6 +618,36 @@ def case_signal_trials(h, model):
                      max(ts) * 1e3), flush=True)
 
 
+def case_daemon_trials(h, model):
+    """Daemonized mounts, each sent SIGTERM or SIGHUP the moment gguffs has
+    returned: the daemon may still be starting its signal thread or its
+    loop (a signal then stays pending and is taken)."""
+    n = 10 if harness.QUICK else 20
+    label = "%d daemon trials: a signal as soon as the mount is there" % n
+    with h.case(label):
+        for i in range(n):
+            sig = (signal.SIGTERM, signal.SIGHUP)[i % 2]
+            tl = "daemon trial %d (%s)" % (i, signal.Signals(sig).name)
+            mnt = tempfile.mkdtemp(prefix="gguffs-sigd-")
+            try:
+                rc, _, err = harness.run_gguffs([model, mnt])
+                if not h.check(rc == 0 and harness.is_mounted(mnt), "%s: mount failed: %s" % (tl, err)):
+                    continue
+                pid = harness.find_daemon(mnt)
+                if not h.check(pid is not None, "%s: daemon not found" % tl):
+                    continue
+                os.kill(pid, sig)
+                if not h.check(harness.wait_pid_exit(pid, TRIAL_LIMIT),
+                               "%s: still running %.0f s after the signal; its threads:\n%s"
+                               % (tl, TRIAL_LIMIT, harness.thread_stacks(pid))):
+                    os.kill(pid, signal.SIGKILL)
+                h.check(harness.wait_unmounted(mnt, CLEAN_WAIT), "%s: still mounted" % tl)
+            finally:
+                harness.unmount(mnt)
+                os.rmdir(mnt)
+        print("  %s: done" % label, flush=True)
+
+
 def main():
     h = harness.start("signals")
     ggml = harness.require_oracle()
@@ -623,6 +664,7 @@ def main():
         case_truncated(h, model, tmp)
         case_deleted(h, model, tmp)
         case_meta_open_at_signal(h, tmp)
+        case_daemon_trials(h, model)
         case_signal_trials(h, model)
     return h.finish()
 
