@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The one-line refusal: "gguffs: MODEL: what (at byte offset N)". */
@@ -365,6 +366,21 @@ static void dc_check_ahead(void *ctx, uint64_t block)
     dcache_check_ahead(ctx, block);
 }
 
+/* How long a mount waits for the disk cache of its model held by another
+ * process.  That is most often a gguffs just unmounted: fusermount3 -u
+ * returns before the old process has flushed the cache and exited, and a
+ * remount right away would otherwise read everything from the server
+ * again.  A mount beside a live one waits this long, then reads without. */
+#define DCACHE_WAIT_MS 10000        /* the message below says 10 s */
+#define DCACHE_RETRY_MS 20
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
 static void open_dcache(struct ggfs *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote)
@@ -379,6 +395,8 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
         return;
     }
     fs->n_dcache = m->n;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; i < m->n; i++) {
         struct remote *r = ggfs_remote(m->shards[i].src);
         if (!r)
@@ -397,13 +415,18 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
         }
         sprintf(key, "%s %s", id, url);
         struct gguf_diag d;
-        enum gguf_err e = dcache_open_in(fs->dcache_group, o->cache_dir, key,
-                                         m->shards[i].src->size, (uint32_t)o->remote_block,
-                                         o->cache_max, &fs->dcache[i], &d);
+        enum gguf_err e;
+        struct timespec retry = { 0, DCACHE_RETRY_MS * 1000000L };
+        while ((e = dcache_open_in(fs->dcache_group, o->cache_dir, key,
+                                   m->shards[i].src->size, (uint32_t)o->remote_block,
+                                   o->cache_max, &fs->dcache[i], &d)) == GGUF_E_EXIST &&
+               ms_since(&t0) < DCACHE_WAIT_MS)
+            nanosleep(&retry, NULL);
         free(key);
         if (e) {
-            fprintf(stderr, "gguffs: %s: disk cache: %s; reading without it\n",
-                    m->shards[i].src->name, d.msg);
+            fprintf(stderr, "gguffs: %s: disk cache: %s%s; reading without it\n",
+                    m->shards[i].src->name, d.msg,
+                    e == GGUF_E_EXIST ? " (waited 10 s for it)" : "");
             continue;
         }
         /* the block cache's fills ask it first, and store what they fetch

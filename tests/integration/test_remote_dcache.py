@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
@@ -244,6 +245,48 @@ def run(tmp, ng, name, local, want):
             h.check(g.stderr().strip() == "", "damaged map: stderr %r" % g.stderr())
         finally:
             g.close()
+    with h.case("unmount, then remount at once"):
+        # fusermount3 -u returns before the old gguffs has flushed the
+        # cache and let go of its lock: the new mount waits for it (bounded)
+        # instead of reading everything from the server again.  Each cycle
+        # starts from an empty cache directory, so that the first mount has
+        # all of the model to flush when it is unmounted.
+        cycles = 10 if harness.QUICK else 20
+        served = 0
+        for i in range(cycles):
+            label = "remount %d" % i
+            cd = os.path.join(tmp, "cycle-%d" % i)
+            o = ["-o", "cache_dir=%s" % cd, "-o", "cache_max=1G"]
+            first = Gguffs(url, o)
+            second = None
+            try:
+                got = read_all_raw(first.mnt)
+                h.check(got == want, "%s: first mount: raw bytes: %s" % (label, diff(got, want)))
+                # at once: the process is still there, flushing, holding the cache
+                r = subprocess.run(["fusermount3", "-u", first.mnt], capture_output=True)
+                h.check(r.returncode == 0, "%s: fusermount3 -u: %r" % (label, r.stderr))
+                second = Gguffs(url, o)
+                mark = ng.mark()
+                got = read_all_raw(second.mnt)
+                s = read_stats(second.mnt)
+                reqs = ng.requests_since(mark)
+                ok = h.check(got == want, "%s: raw bytes: %s" % (label, diff(got, want)))
+                ok &= h.check(s.get("disk_cache_hits", 0) > 0 and not reqs,
+                              "%s: not served from the disk cache: %d requests, %r; stderr %r"
+                              % (label, len(reqs), {k: v for k, v in s.items()
+                                                    if k.startswith("disk")}, second.stderr()))
+                served += ok
+                first.check_clean(h, label + ": the first mount", signalled=False)
+                second.stop(h, label + ": the second mount")
+                h.check("in use" not in second.stderr(), "%s: %r" % (label, second.stderr()))
+            finally:
+                first.close()
+                if second is not None:
+                    second.close()
+            shutil.rmtree(cd)
+        print("  %d of %d remounts right after an unmount read all from the disk cache"
+              % (served, cycles), flush=True)
+
     with h.case("two files with one ETag"):
         # nginx's ETag is mtime-size: a copy with the same mtime has the
         # same one; the caches are told apart by URL
