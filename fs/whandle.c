@@ -137,14 +137,20 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     if (!h)
         return ENOMEM;
     gguf_kv_typedesc(gf, &gf->kv[idx], &h->check);
-    if (h->check.depth == 1)
+    if (h->check.depth == 1) {
         h->check_kind = h->check.levels[0] == GGUF_STRING ? CHECK_UTF8 : CHECK_SCALAR;
+    } else if (h->check.depth == 2 && h->check.levels[1] != GGUF_STRING) {
+        /* an array of numbers or bools: each line is checked as an element */
+        h->check_kind = CHECK_LINES;
+        h->check = (struct gguf_typedesc){ .depth = 1, .levels = { h->check.levels[1] } };
+    }
     if (flags & O_TRUNC) {
         h->dirty = true;
     } else if (gguf_render_kv(gf, &gf->kv[idx], &h->text) != GGUF_OK) {
         wh_free(h);
         return ENOMEM;
     }
+    h->checked = h->text.len;     /* the value as it is: valid lines */
     atomic_store(&h->size, h->text.len);
     h->opens = 1;
     set_fh(fi, h);
@@ -237,6 +243,24 @@ static int check_text(struct whandle *h)
     size_t n = h->text.len;
     if (h->check_kind == CHECK_UTF8 && !gguf_utf8_prefix_ok(t, n))
         return EINVAL;
+    if (h->check_kind == CHECK_LINES) {
+        /* each whole line not checked yet must parse as an element, so
+         * that `echo garbage >> meta/tokenizer.ggml.scores` fails in
+         * write(); lines checked once are not parsed again */
+        const char *nl;
+        size_t a = h->checked;
+        for (; a < n && (nl = memchr(t + a, '\n', n - a)); a = (size_t)(nl - t) + 1) {
+            struct gguf_buf bin = { 0 };
+            struct gguf_diag d;
+            struct gguf_enc enc = { 0 };
+            enum gguf_err e = gguf_parse_value(&enc, &h->check, t + a, (size_t)(nl - t) + 1 - a,
+                                               &bin, &d);
+            gguf_buf_free(&bin);
+            if (e)
+                return EINVAL;
+        }
+        h->checked = a;
+    }
     if (h->check_kind == CHECK_SCALAR && n && t[n - 1] == '\n') {
         struct gguf_buf bin = { 0 };
         struct gguf_diag d;
@@ -259,6 +283,14 @@ int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off
     pthread_mutex_lock(&h->mu);
     int e = grow(h, (size_t)off + size);
     if (!e) {
+        if ((size_t)off < h->checked) {
+            /* a line checked before is written again: check from its start */
+            const char *t = h->text.data;
+            size_t a = (size_t)off;
+            while (a > 0 && t[a - 1] != '\n')
+                a--;
+            h->checked = a;
+        }
         memcpy(h->text.data + off, buf, size);
         atomic_store(&h->size, h->text.len);
         h->dirty = true;
@@ -304,6 +336,13 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
         e = grow(h, (size_t)size);
     else
         h->text.len = (size_t)size;
+    if (h->checked > h->text.len) {
+        /* the last line kept may be cut: checked again when whole */
+        size_t a = h->text.len;
+        while (a > 0 && h->text.data[a - 1] != '\n')
+            a--;
+        h->checked = a;
+    }
     if (!e) {
         atomic_store(&h->size, h->text.len);
         h->dirty = true;

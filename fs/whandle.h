@@ -28,15 +28,18 @@
 
 enum wh_kind { WH_KEY, WH_NEW, WH_SCRATCH, WH_DROPPED };
 
-/* How write() checks text as it arrives (fixed at open). */
-enum wh_check { CHECK_NONE, CHECK_SCALAR, CHECK_UTF8 };
+/* How write() checks text as it arrives (fixed at open): a scalar once its
+ * line is complete, a string's UTF-8, each complete line of an array of
+ * numbers or bools. */
+enum wh_check { CHECK_NONE, CHECK_SCALAR, CHECK_UTF8, CHECK_LINES };
 
 struct whandle {
     struct ggfs *fs;               /* immutable */
     uint64_t id;                   /* immutable: key id, inode KV_BASE + id */
     char *fname;                   /* immutable: encoded file name */
     enum wh_check check_kind;      /* immutable */
-    struct gguf_typedesc check;    /* immutable: the scalar type of CHECK_SCALAR */
+    struct gguf_typedesc check;    /* immutable: the scalar type of CHECK_SCALAR,
+                                      an element's of CHECK_LINES */
 
     enum wh_kind kind;             /* commit_mu */
     unsigned opens;                /* commit_mu: open file descriptions using it */
@@ -48,6 +51,8 @@ struct whandle {
     bool dirty;                    /* mu: text differs from what was committed */
     bool written;                  /* mu: write() or truncate() was called */
     bool bad;                      /* mu: a write was refused: never commit */
+    size_t checked;                /* mu: CHECK_LINES: text before it is whole
+                                      lines, each a valid element */
     _Atomic size_t size;           /* text.len, read without locks by getattr */
 
     struct whandle *next;          /* pend_mu: the pending list */
