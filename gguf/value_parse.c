@@ -6,10 +6,14 @@
  * the text.  Encodings are appended to the caller's buffer and the buffer
  * is put back as it was on failure.
  *
- * Integers are scanned by hand (strtoll would accept leading blanks and
- * has no unsigned 64-bit range check of its own); floats go through
- * strtof/strtod after a check that they start with no blank; NaN payloads
- * are built bit by bit (libc's handling of them varies).
+ * Numbers and bools may be surrounded by ASCII white space (space, tab,
+ * CR, LF, VT, FF), which is ignored: what editors save (`4096 \n`,
+ * `4096\r\n`) means the number.  Bools are true/false in any case, or an
+ * integer.  The token itself is then strict: integers are scanned by hand
+ * (strtoll would accept inner blanks and has no unsigned 64-bit range check
+ * of its own); floats go through strtof/strtod after a check that they
+ * start with no blank; NaN payloads are built bit by bit (libc's handling
+ * of them varies).
  */
 #include "value.h"
 
@@ -347,11 +351,11 @@ static enum gguf_err parse_float(struct pctx *c, const char *s, size_t n,
 static enum gguf_err parse_bool(struct pctx *c, const char *s, size_t n,
                                 uint64_t *bits)
 {
-    if (n == 4 && memcmp(s, "true", 4) == 0) {
+    if (n == 4 && strncasecmp(s, "true", 4) == 0) {
         *bits = 1;
         return GGUF_OK;
     }
-    if (n == 5 && memcmp(s, "false", 5) == 0) {
+    if (n == 5 && strncasecmp(s, "false", 5) == 0) {
         *bits = 0;
         return GGUF_OK;
     }
@@ -362,12 +366,22 @@ static enum gguf_err parse_bool(struct pctx *c, const char *s, size_t n,
     return parse_int(c, s, n, GGUF_BOOL, bits);
 }
 
-/* One scalar token (not a string) -> its encoding. */
+static bool blank(char ch)
+{
+    return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
+
+/* One scalar token (not a string), white space around it ignored -> its
+ * encoding. */
 static enum gguf_err parse_scalar(struct pctx *c, unsigned t, const char *s,
                                   size_t n)
 {
     uint64_t v = 0;
     enum gguf_err err;
+    while (n && blank(s[0]))
+        s++, n--;
+    while (n && blank(s[n - 1]))
+        n--;
     if (t == GGUF_F32 || t == GGUF_F64)
         err = parse_float(c, s, n, t, &v);
     else if (t == GGUF_BOOL)

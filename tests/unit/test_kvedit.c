@@ -185,7 +185,7 @@ static void test_set(void **state)
 
         refused(gguf_kvedit_set(f, K_U8, "300\n", 4, &h, &d), GGUF_E_RANGE, &h, &d,
                 "out of range", 0);
-        refused(gguf_kvedit_set(f, K_U8, " 1", 2, &h, &d), GGUF_E_SYNTAX, &h, &d,
+        refused(gguf_kvedit_set(f, K_U8, "1 1", 3, &h, &d), GGUF_E_SYNTAX, &h, &d,
                 "is not a u8", 0);
         refused(gguf_kvedit_set(f, K_ARR, "1\nx\n", 4, &h, &d), GGUF_E_SYNTAX, &h, &d,
                 "line 2", 2);
@@ -251,7 +251,7 @@ static void test_create(void **state)
                 GGUF_E_INVAL, &h, &d, "not a valid GGUF key name", UINT64_MAX);
         refused(gguf_kvedit_create(f, "n.a", 3, &u8, "256", 3, &h, &d),
                 GGUF_E_RANGE, &h, &d, "out of range", 0);
-        refused(gguf_kvedit_create(f, "n.a", 3, &u8, "1\n\n", 3, &h, &d),
+        refused(gguf_kvedit_create(f, "n.a", 3, &u8, "1\nx", 3, &h, &d),
                 GGUF_E_SYNTAX, &h, &d, "is not a u8", 0);
         struct gguf_typedesc bad = { 0 };
         refused(gguf_kvedit_create(f, "n.a", 3, &bad, "1", 1, &h, &d),

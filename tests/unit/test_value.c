@@ -397,11 +397,19 @@ static void test_integer_errors(void **state)
     fails("u32", "1.5", GGUF_E_SYNTAX, 0, "\"1.5\" is not a u32");
     fails("u32", "0x10", GGUF_E_SYNTAX, 0, NULL);
     fails("u32", "1e3", GGUF_E_SYNTAX, 0, NULL);
-    fails("u32", " 1", GGUF_E_SYNTAX, 0, NULL);
-    fails("u32", "1 ", GGUF_E_SYNTAX, 0, NULL);
-    fails("u32", "1\n\n", GGUF_E_SYNTAX, 0, NULL);
-    fails("u32", "\n1", GGUF_E_SYNTAX, 0, NULL);
-    fails("u32", "1\r\n", GGUF_E_SYNTAX, 0, "\"1\\x0d\" is not a u32");
+    /* white space around a number is ignored (what editors save) */
+    {
+        struct gguf_buf one = { 0 };
+        gguf_put32(&one, &LE, 1);
+        static const char *const around[] = { " 1", "1 ", "1\n\n", "\n1", "1\r\n",
+                                              "\t 1 \r\n", "1\r" };
+        for (size_t i = 0; i < sizeof around / sizeof *around; i++)
+            parses_to(&LE, "u32", around[i], strlen(around[i]), &one);
+        gguf_buf_free(&one);
+    }
+    fails("u32", "1 2", GGUF_E_SYNTAX, 0, "\"1 2\" is not a u32");
+    fails("u32", " \r\n", GGUF_E_SYNTAX, 2, "\"\" is not a u32");
+    fails("u32", "1\x0b\x0bx", GGUF_E_SYNTAX, 0, NULL);
     fails("i64", "+", GGUF_E_SYNTAX, 0, NULL);
     fails("i64", "-", GGUF_E_SYNTAX, 0, NULL);
     fails("i64", "--1", GGUF_E_SYNTAX, 0, NULL);
@@ -575,13 +583,14 @@ static void test_float_parse(void **state)
 
     fails("f32", "", GGUF_E_SYNTAX, 0, "\"\" is not an f32");
     fails("f64", "abc", GGUF_E_SYNTAX, 0, "\"abc\" is not an f64");
-    fails("f32", " 1", GGUF_E_SYNTAX, 0, NULL);
-    fails("f32", "\t1", GGUF_E_SYNTAX, 0, NULL);
-    fails("f32", "1 ", GGUF_E_SYNTAX, 0, NULL);
+    float_parses("f32", " 1", f32bits(1.0f));
+    float_parses("f32", "\t1", f32bits(1.0f));
+    float_parses("f32", "1 \r\n", f32bits(1.0f));
+    fails("f32", "1 .5", GGUF_E_SYNTAX, 0, NULL);
     fails("f32", "1e", GGUF_E_SYNTAX, 0, NULL);
     fails("f32", "1.5x", GGUF_E_SYNTAX, 0, NULL);
     fails("f32", "1,5", GGUF_E_SYNTAX, 0, NULL);
-    fails("f32", "1\n\n", GGUF_E_SYNTAX, 0, NULL);
+    float_parses("f32", "1\n\n", f32bits(1.0f));
     fails("f32", "nanx", GGUF_E_SYNTAX, 0, NULL);
     fails("f32", "nan(", GGUF_E_SYNTAX, 0, NULL);
     fails("f32", "nan(0x)", GGUF_E_SYNTAX, 0, NULL);
@@ -703,6 +712,12 @@ static void test_bool(void **state)
     rt(&BE1, "bool", &b, "true\n");
     parses_to(&LE, "bool", "1\n", 2, &b);
     parses_to(&LE, "bool", "true", 4, &b);
+    /* any case, white space around it ignored */
+    parses_to(&LE, "bool", "TRUE", 4, &b);
+    parses_to(&LE, "bool", "True \r\n", 7, &b);
+    gguf_buf_free(&b);
+    b8(&b, 0);
+    parses_to(&LE, "bool", " FALSE\n", 7, &b);
     gguf_buf_free(&b);
     /* odd bytes render as their decimal value and round-trip */
     b8(&b, 2);
@@ -718,8 +733,8 @@ static void test_bool(void **state)
     gguf_buf_free(&b);
 
     fails("bool", "yes", GGUF_E_SYNTAX, 0, "\"yes\" is not a bool");
-    fails("bool", "True", GGUF_E_SYNTAX, 0, NULL);
-    fails("bool", "true ", GGUF_E_SYNTAX, 0, NULL);
+    fails("bool", "no", GGUF_E_SYNTAX, 0, "\"no\" is not a bool");
+    fails("bool", "truee", GGUF_E_SYNTAX, 0, NULL);
     fails("bool", "", GGUF_E_SYNTAX, 0, NULL);
     fails("bool", "1.0", GGUF_E_SYNTAX, 0, NULL);
     fails("bool", "256", GGUF_E_RANGE, 0, "out of range for bool");
@@ -951,8 +966,20 @@ static void test_array_errors(void **state)
     fails("array[i32]", "1\n\n2\n", GGUF_E_SYNTAX, 2, "line 2: \"\" is not an i32");
     fails("array[i32]", "1\n2\n\n", GGUF_E_SYNTAX, 4, "line 3");
     fails("array[i32]", "\n", GGUF_E_SYNTAX, 0, "line 1");
-    fails("array[i32]", " 1\n", GGUF_E_SYNTAX, 0, NULL);
-    fails("array[i32]", "1\r\n2\r\n", GGUF_E_SYNTAX, 0, "line 1");
+    fails("array[i32]", " 1 x\n", GGUF_E_SYNTAX, 1, "line 1");
+    {
+        /* CRLF lines and blanks around elements: the same array */
+        struct gguf_typedesc t;
+        assert_true(gguf_typedesc_parse("array[i32]", 10, &t));
+        struct gguf_buf a = { 0 }, b = { 0 };
+        struct gguf_diag d;
+        assert_int_equal(gguf_parse_value(&LE, &t, "1\n2\n", 4, &a, &d), GGUF_OK);
+        assert_int_equal(gguf_parse_value(&LE, &t, " 1\r\n2 \t\r\n", 9, &b, &d), GGUF_OK);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        gguf_buf_free(&a);
+        gguf_buf_free(&b);
+    }
     fails("array[f32]", "1\n2\n3\n4\nx", GGUF_E_SYNTAX, 8, "line 5: \"x\" is not an f32");
     fails("array[f64]", "1\n1e999\n", GGUF_E_RANGE, 2, "line 2");
     fails("array[u64]", "1,2,3\n", GGUF_E_SYNTAX, 0, NULL);
