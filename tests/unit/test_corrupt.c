@@ -261,10 +261,10 @@ static void test_truncate_taesd(void **state)
 static void test_truncate_vocab(void **state)
 {
     (void)state;
-    struct blob b = corpus_file("llamacpp-vocab-bert-bge.gguf", 100 * 1024);
-    size_t tried = 0, ok = sweep_prefixes("llamacpp-vocab-bert-bge.gguf", b.p, 0, b.len,
+    struct blob b = corpus_file("llamacpp-vocab-llama-spm.gguf", 100 * 1024);
+    size_t tried = 0, ok = sweep_prefixes("llamacpp-vocab-llama-spm.gguf", b.p, 0, b.len,
                                           1, &tried);
-    print_message("llamacpp-vocab-bert-bge.gguf: %zu truncation lengths of its first "
+    print_message("llamacpp-vocab-llama-spm.gguf: %zu truncation lengths of its first "
                   "100 KiB tried, %zu accepted\n", tried, ok);
     assert_int_equal(ok, 0);            /* the header is longer than 100 KiB */
     free(b.p);
