@@ -199,6 +199,74 @@ static bool read_token(const struct options *o, char **tok)
     return *tok != NULL;
 }
 
+/* What opens a remote model, for a mount and for --dump: the URL to read
+ * (*real: hf:// expanded; malloc'd, shown only redacted), the token
+ * (*token: NULL or malloc'd; free_token) and the options of remote_open
+ * pointing at them.  False after a one-line error. */
+static bool remote_setup(const struct options *o, char **real, char **token,
+                         struct remote_opts *ro)
+{
+    struct gguf_diag d;
+    *real = *token = NULL;
+    if (remote_url_expand(o->model, real, &d) != GGUF_OK) {
+        remote_refuse(o->model, &d);
+        return false;
+    }
+    if (!read_token(o, token)) {
+        free(*real);
+        *real = NULL;
+        return false;
+    }
+    *ro = (struct remote_opts){ .url = *real, .bearer_token = *token, .ca_file = o->ca_file,
+                                .connections = o->connections, .timeout_s = o->timeout };
+    return true;
+}
+
+static void free_token(char *token)
+{
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+}
+
+/* --dump URL: the summary --dump MODEL.gguf prints, named by the URL as a
+ * mount's info names it (redacted).  Like a local --dump, it reads the one
+ * file named (a shard is not opened with the others) and of it only the
+ * header: the first request's prefix, and ranges after it when the header
+ * is longer (remote/source.h). */
+static int dump_remote(const struct options *o)
+{
+    char *real, *token;
+    struct remote_opts ro;
+    if (!remote_setup(o, &real, &token, &ro))
+        return 1;
+    struct gguf_source *src = NULL;
+    struct gguf_file *gf = NULL;
+    struct gguf_diag d;
+    enum gguf_err e = remote_source_open(&ro, &src, &d);
+    free_token(token);
+    free(real);
+    if (e == GGUF_OK)
+        e = gguf_open_source(src, &gf, &d);
+    gguf_source_close(src);
+    if (e != GGUF_OK) {
+        remote_refuse(o->model, &d);
+        return 1;
+    }
+    char *shown = remote_url_redact(o->model);
+    struct gguf_buf b = { 0 };
+    bool ok = shown && gguf_info_render(gf, shown, &b) == GGUF_OK && !b.oom;
+    if (ok)
+        fwrite(b.data, 1, b.len, stdout);
+    else
+        fprintf(stderr, "gguffs: out of memory\n");
+    gguf_buf_free(&b);
+    free(shown);
+    gguf_close(gf);
+    return ok ? 0 : 1;
+}
+
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
@@ -237,17 +305,8 @@ static bool open_model(struct ggfs *fs, const struct options *o)
     enum gguf_err ge;
     struct gguf_split *model = NULL;
     if (o->remote) {
-        /* The URL to read: hf:// expanded; shown only redacted. */
-        if (remote_url_expand(o->model, &real, &d) != GGUF_OK) {
-            remote_refuse(o->model, &d);
+        if (!remote_setup(o, &real, &token, &ro))
             return false;
-        }
-        if (!read_token(o, &token)) {
-            free(real);
-            return false;
-        }
-        ro = (struct remote_opts){ .url = real, .bearer_token = token, .ca_file = o->ca_file,
-                                   .connections = o->connections, .timeout_s = o->timeout };
         /* the block cache of remote bytes: one fetch thread per connection */
         unsigned conns = o->connections ? o->connections : REMOTE_DEFAULT_CONNECTIONS;
         struct rcache_opts rco = { .block_bytes = (size_t)o->remote_block,
@@ -258,17 +317,11 @@ static bool open_model(struct ggfs *fs, const struct options *o)
         if (!fs->rcache) {
             fprintf(stderr, "gguffs: out of memory\n");
             free(real);
-            if (token) {
-                explicit_bzero(token, strlen(token));
-                free(token);
-            }
+            free_token(token);
             return false;
         }
         ge = ggfs_open_model(real, true, &ro, fs->rcache, &model, &d);
-        if (token) {
-            explicit_bzero(token, strlen(token));
-            free(token);
-        }
+        free_token(token);
     } else {
         /* Edits rename files beside the model and daemonizing changes to /:
          * keep the absolute path. */
@@ -638,7 +691,7 @@ int main(int argc, char *argv[])
         return r == OPTS_DONE ? 0 : 1;
     }
     if (o.dump) {
-        ret = dump(o.model);
+        ret = o.remote ? dump_remote(&o) : dump(o.model);
         options_free(&o, &args);
         return ret;
     }

@@ -116,7 +116,7 @@ static void usage(const char *prog)
 {
     printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
            "       %s [options] URL MOUNTPOINT\n"
-           "       %s --dump MODEL.gguf\n"
+           "       %s [options] --dump MODEL.gguf|URL\n"
            "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
            "  info                   summary of header, keys and tensors\n"
@@ -164,7 +164,8 @@ static void usage(const char *prog)
            "                         (checked, never trusted); DIR is not ~-expanded\n"
            "  -o cache_max=SIZE      bytes DIR may hold (K/M/G suffixes; default 10G);\n"
            "                         least recently used models go first\n"
-           "  --dump                 print the info summary of MODEL.gguf, no mount\n"
+           "  --dump                 print the info summary of MODEL.gguf (or of URL:\n"
+           "                         its header only is fetched), no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
            "Accepted for mount(8) and /etc/fstab, with no effect on gguffs:\n"

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy or missing mount points.
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy or missing mount points, --dump of a URL (nginx on loopback).
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import remote  # noqa: E402
 # the daemon mode is what this test checks: mount_daemon, not harness.mount
 from harness import is_mounted, mount_daemon as mount, run_gguffs, unmount  # noqa: E402
 
@@ -15,6 +17,96 @@ from harness import is_mounted, mount_daemon as mount, run_gguffs, unmount  # no
 def one_line(err):
     lines = err.decode(errors="replace").rstrip("\n").split("\n")
     return lines if lines != [""] else []
+
+
+def run_env(args, env):
+    """run_gguffs with another environment (HF_ENDPOINT)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run([harness.gguffs_bin()] + list(args), stdout=out, stderr=err,
+                           stdin=subprocess.DEVNULL, timeout=60, env=env)
+        out.seek(0)
+        err.seek(0)
+        return r.returncode, out.read(), err.read()
+
+
+def dump_url(h, tmp, gw):
+    """gguffs --dump URL (http://, hf://) prints what --dump of the same file
+    prints locally, but for the name on its first line, which is the URL
+    as a remote mount's info names it; of the file it reads the header
+    only (nginx's log).  None, or why it could not run (no nginx)."""
+    missing = remote.have_nginx()
+    if missing:
+        return "--dump URL needs nginx: %s" % missing
+    root = os.path.join(tmp, "www")
+    os.mkdir(root)
+    # 8 MiB of tensor data after a small header: more than the first
+    # request's 2 MiB, so a read of the whole file shows in the log
+    big = os.path.join(root, "big.gguf")
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add("general.name", "string", "dump")
+    w.add("llama.context_length", "u32", 4096)
+    w.add_tensor("big", "f32", [1 << 21], gw.arange_bytes("f32", 1 << 21))
+    w.add_tensor("small", "q8_0", [64], bytes(68))
+    w.write(big)
+    names = ["big.gguf"]
+    corpus = harness.corpus_file("llamacpp-vocab-llama-spm.gguf")
+    if os.path.exists(corpus):
+        shutil.copyfile(corpus, os.path.join(root, os.path.basename(corpus)))
+        names.append(os.path.basename(corpus))
+    else:
+        h.fail("the repository's corpus lacks %s" % corpus)
+    with remote.Nginx(root) as ng:
+        for name in names:
+            local = os.path.join(root, name)
+            size = os.path.getsize(local)
+            rc, want, err = run_gguffs(["--dump", local])
+            h.check(rc == 0 and want.startswith(("file:          %s\n" % local).encode()),
+                    "--dump %s: exit %d %r %r" % (local, rc, want[:100], err[:300]))
+            env = dict(os.environ)
+            env.pop("HF_TOKEN", None)
+            env["HF_ENDPOINT"] = ng.hf_endpoint
+            for url in (ng.url(name), "hf://org/repo/%s" % name):
+                mark = ng.mark()
+                rc, got, err = run_env(["--dump", url], env)
+                reqs = ng.requests_since(mark)
+                first, _, rest = got.decode(errors="replace").partition("\n")
+                h.check(rc == 0 and err == b"", "--dump %s: exit %d, stderr %r" % (url, rc, err[:300]))
+                h.check(first == "file:          %s" % url,
+                        "--dump %s: the first line names %r" % (url, first))
+                h.check(rest.encode() == want.partition(b"\n")[2],
+                        "--dump %s: the summary differs from --dump of the local file:\n%s\n---\n%s"
+                        % (url, rest[:600], want.decode(errors="replace")[:600]))
+                sent = sum(r["sent"] for r in reqs)
+                files = [r for r in reqs if r["uri"].endswith("/" + name)]
+                h.check(len(files) == 1 and files[0]["range"] and not files[0]["range"].endswith("-"),
+                        "--dump %s: want one bounded range request for the file: %r" % (url, reqs))
+                if size > (4 << 20):
+                    h.check(sent < size // 2, "--dump %s: nginx sent %d bytes of a %d-byte file"
+                            % (url, sent, size))
+        # the same name and summary as the info of a mount of that URL
+        url = ng.url("big.gguf")
+        rc, got, err = run_gguffs(["--dump", url])
+        with harness.mount(url) as mnt:
+            with open(os.path.join(mnt, "info"), "rb") as f:
+                info = f.read()
+        h.check(rc == 0 and info.endswith(got) and got.startswith(b"file:"),
+                "--dump %s is not the end of the mount's info:\n%r\n---\n%r" % (url, got[:300], info[:600]))
+        # refusals: one line naming the URL, exit 1
+        for url, what in ((ng.url("no-such.gguf"), "404"), ("hf://a", "hf://a")):
+            rc, out, err = run_gguffs(["--dump", url])
+            lines = one_line(err)
+            h.check(rc == 1 and out == b"" and len(lines) == 1 and lines[0].startswith("gguffs: ")
+                    and what in lines[0], "--dump %s: want one line, exit 1: %d %r" % (url, rc, err[:300]))
+        with open(os.path.join(root, "not.gguf"), "wb") as f:
+            f.write(b"GGUF" + bytes(100))
+        rc, out, err = run_gguffs(["--dump", ng.url("not.gguf")])
+        lines = one_line(err)
+        h.check(rc == 1 and len(lines) == 1 and harness.ERROR_LINE.match(lines[0])
+                and ng.url("not.gguf") in lines[0],
+                "--dump of a bad remote file: want 'gguffs: URL: what (at byte offset N)': %d %r"
+                % (rc, err[:300]))
+    return None
 
 
 def main():
@@ -159,6 +251,18 @@ def main():
                     ["general.architecture", "llama.context_length"],
                     "meta not listed right after mounting")
 
+    skipped = []
+    with h.case("--dump URL"):
+        why = dump_url(h, tmp, gw)
+        if why:
+            skipped.append(why)
+
+    for why in skipped:
+        if harness.IN_CI:
+            h.fail("%s (CI is set, so this is an error)" % why)
+        else:
+            print("SKIP: %s" % why)
+    shutil.rmtree(tmp, ignore_errors=True)
     return h.finish()
 
 
