@@ -55,12 +55,13 @@ static int dump(const char *model)
     return e == GGUF_OK ? 0 : 1;
 }
 
-/* true if dir is the root of a FUSE mount: mounting over it would hide a
- * live mount (most often a gguffs mounted there before). */
-static bool already_fuse_mounted(const char *dir, const struct stat *st)
+/* true if dir (with st and sf its stat and statfs) is the root of a FUSE
+ * mount: mounting over it would hide a live mount (most often a gguffs
+ * mounted there before). */
+static bool already_fuse_mounted(const char *dir, const struct stat *st,
+                                 const struct statfs *sf)
 {
-    struct statfs sf;
-    if (statfs(dir, &sf) != 0 || sf.f_type != 0x65735546 /* FUSE_SUPER_MAGIC */)
+    if (sf->f_type != 0x65735546 /* FUSE_SUPER_MAGIC */)
         return false;
     char *parent = malloc(strlen(dir) + 4);
     if (!parent)
@@ -90,17 +91,25 @@ static bool check_mountpoint(const struct options *o)
         }
         return true;
     }
+    /* statfs too: on the root of a mount whose gguffs was killed, stat
+     * may still answer from the attributes the kernel cached (for the
+     * mount's timeout), statfs always asks the file system: ENOTCONN */
     struct stat mst;
-    const char *why = NULL;
-    if (stat(mp, &mst) != 0)
-        why = strerror(errno);
-    else if (!S_ISDIR(mst.st_mode))
-        why = "not a directory";
-    else if (already_fuse_mounted(mp, &mst))
-        why = "already a FUSE mount point (unmount it first)";
-    if (why)
-        fprintf(stderr, "gguffs: %s: %s\n", mp, why);
-    return why == NULL;
+    struct statfs sf;
+    if (stat(mp, &mst) != 0 || statfs(mp, &sf) != 0) {
+        options_mountpoint_error(mp, errno);
+        return false;
+    }
+    if (!S_ISDIR(mst.st_mode)) {
+        fprintf(stderr, "gguffs: %s: not a directory\n", mp);
+        return false;
+    }
+    if (already_fuse_mounted(mp, &mst, &sf)) {
+        fprintf(stderr, "gguffs: %s: already a FUSE mount point (unmount it first: "
+                "fusermount3 -u %s)\n", mp, mp);
+        return false;
+    }
+    return true;
 }
 
 /* Rewrites every URL in text as remote_url_redact shows it (a diag may

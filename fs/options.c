@@ -200,6 +200,15 @@ char *options_fsname(const char *path)
     return s;
 }
 
+void options_mountpoint_error(const char *mp, int e)
+{
+    if (e == ENOTCONN)
+        fprintf(stderr, "gguffs: %s: %s (the gguffs that served it ended without "
+                "unmounting: fusermount3 -u %s, then mount again)\n", mp, strerror(e), mp);
+    else
+        fprintf(stderr, "gguffs: %s: %s\n", mp, strerror(e));
+}
+
 /* "512M" -> bytes; false on anything else. */
 static bool parse_size(const char *s, uint64_t *out)
 {
@@ -247,7 +256,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
      * before libfuse resolves it. */
     struct stat mst;
     if (o->mountpoint && stat(o->mountpoint, &mst) != 0) {
-        fprintf(stderr, "gguffs: %s: %s\n", o->mountpoint, strerror(errno));
+        options_mountpoint_error(o->mountpoint, errno);
         goto out;
     }
     if (fuse_parse_cmdline(args, &o->copts) != 0) {

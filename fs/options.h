@@ -53,4 +53,9 @@ void options_free(struct options *o, struct fuse_args *args);
 /* "-ofsname=PATH" with the commas and backslashes of PATH escaped. */
 char *options_fsname(const char *path);
 
+/* The one-line error for a mount point that stat() failed on with errno
+ * e.  ENOTCONN is a mount left by a gguffs that ended without unmounting
+ * (killed): the line says so and gives the command that clears it. */
+void options_mountpoint_error(const char *mp, int e);
+
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy or missing mount points, --dump of a URL (nginx on loopback).
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback).
 import errno
 import os
 import shutil
@@ -193,7 +193,8 @@ def main():
                 h.fail("mounting again on a busy mount point %s exits 0 (stacked mount)" % mnt)
                 subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
             else:
-                h.check(err.strip() != b"", "busy mount point: no error message")
+                h.check(len(one_line(err)) == 1 and ("fusermount3 -u %s" % mnt) in err.decode(),
+                        "busy mount point: want one line with 'fusermount3 -u %s': %r" % (mnt, err))
             h.check(os.path.exists(os.path.join(mnt, "meta", "llama.context_length")),
                     "busy mount point: the first mount stopped working")
 
@@ -250,6 +251,33 @@ def main():
             h.check(sorted(os.listdir(os.path.join(mnt, "meta"))) ==
                     ["general.architecture", "llama.context_length"],
                     "meta not listed right after mounting")
+
+    with h.case("mount point left by a killed gguffs"):
+        g = harness.Gguffs(model)
+        try:
+            g.kill()
+            # (stat may answer from attributes the kernel cached; statfs asks)
+            try:
+                os.statvfs(g.mnt)
+                state = 0
+            except OSError as e:
+                state = e.errno
+            h.check(state == errno.ENOTCONN, "after kill -9 of gguffs -f, statfs of the mount point: %s"
+                    % errno.errorcode.get(state, state))
+            rc, out, err = run_gguffs([model, g.mnt])
+            lines = one_line(err)
+            h.check(rc != 0 and len(lines) == 1 and lines[0].startswith("gguffs: %s: " % g.mnt)
+                    and ("fusermount3 -u %s" % g.mnt) in lines[0],
+                    "mounting on a dead mount: want one line naming it with 'fusermount3 -u %s', "
+                    "exit non-zero: %d %r" % (g.mnt, rc, err[:500]))
+            r = subprocess.run(["fusermount3", "-u", g.mnt], capture_output=True)
+            h.check(r.returncode == 0 and not is_mounted(g.mnt),
+                    "fusermount3 -u of the dead mount: %d %r" % (r.returncode, r.stderr))
+            with mount(model, mnt=g.mnt):
+                h.check(os.path.exists(os.path.join(g.mnt, "meta", "llama.context_length")),
+                        "mounting again after fusermount3 -u")
+        finally:
+            g.close()
 
     skipped = []
     with h.case("--dump URL"):
