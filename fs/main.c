@@ -23,6 +23,7 @@
 #include "kernels/dequant.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,6 +111,35 @@ static bool check_mountpoint(const struct options *o)
         return false;
     }
     return true;
+}
+
+/* libfuse opens /dev/fuse itself before it mounts (fusermount3, setuid
+ * root, comes only after that open worked), so a user who may not open it
+ * got libfuse's "fuse: failed to open /dev/fuse: Permission denied" and
+ * then "cannot mount".  Checked here instead, before the model is opened
+ * or anything fetched: one line with the cause and the fix.  Not for
+ * "/dev/fd/N" (mount.fuse3 -o drop_privileges opened it already). */
+static bool check_dev_fuse(const struct options *o)
+{
+    unsigned fuse_fd;
+    char tail;
+    if (sscanf(o->copts.mountpoint, "/dev/fd/%u%c", &fuse_fd, &tail) == 1)
+        return true;
+    int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    int e = errno;
+    const char *fix = NULL;
+    if (e == EACCES || e == EPERM)
+        fix = "an ordinary user needs read and write access to /dev/fuse (ls -l /dev/fuse; "
+              "as root: chmod 0666 /dev/fuse, or a udev rule that makes it so)";
+    else if (e == ENOENT || e == ENODEV || e == ENXIO)
+        fix = "no FUSE in this kernel or container (as root: modprobe fuse; a container "
+              "needs the device, e.g. docker run --device /dev/fuse)";
+    fprintf(stderr, "gguffs: /dev/fuse: %s%s%s\n", strerror(e), fix ? ": " : "", fix ? fix : "");
+    return false;
 }
 
 /* Rewrites every URL in text as remote_url_redact shows it (a diag may
@@ -731,7 +761,8 @@ int main(int argc, char *argv[])
     glist_init(&fs.snaps);
     glist_init(&fs.streams);
 
-    if (check_mountpoint(&o) && check_cache_dir(&o) && open_model(&fs, &o)) {
+    if (check_mountpoint(&o) && check_dev_fuse(&o) && check_cache_dir(&o) &&
+        open_model(&fs, &o)) {
         open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback).
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), and as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible.
 import errno
 import os
 import shutil
@@ -27,6 +27,98 @@ def run_env(args, env):
         out.seek(0)
         err.seek(0)
         return r.returncode, out.read(), err.read()
+
+
+NOBODY = 65534
+# Runs as root in a private mount namespace (unshare -m): a tmpfs on
+# BASE/dev holds a /dev/fuse node (10, 229) of MODE, bind-mounted over
+# /dev/fuse there only; then ARGS as user nobody, stderr to BASE/err, and
+# says "rc=N", then "mounted" and what nobody reads of the mount, which
+# it then unmounts.  Neither the real /dev/fuse nor any other process's
+# mount table is touched.
+NS_SCRIPT = r"""
+set -e
+b=$1; mode=$2; shift 2
+mount -t tmpfs -o mode=0755,size=64k gguffs-dev "$b/dev"
+mknod -m "$mode" "$b/dev/fuse" c 10 229
+mount --bind "$b/dev/fuse" /dev/fuse
+set +e
+setpriv --reuid=%(id)d --regid=%(id)d --clear-groups "$@" 2>"$b/err" </dev/null
+echo "rc=$?"
+if grep -q " $b/mnt " /proc/self/mountinfo; then
+    echo mounted
+    setpriv --reuid=%(id)d --regid=%(id)d --clear-groups cat "$b/mnt/meta/general.architecture"
+    fusermount3 -u "$b/mnt" || umount -l "$b/mnt"
+fi
+""" % {"id": NOBODY}
+
+
+def nobody_missing():
+    """None if gguffs can be run as nobody here, else what is missing."""
+    if os.geteuid() != 0:
+        return "root (to run gguffs as user nobody in a private mount namespace)"
+    tools = [t for t in ("unshare", "setpriv", "mknod", "mount", "umount") if not shutil.which(t)]
+    return "%s (util-linux, coreutils)" % ", ".join(tools) if tools else None
+
+
+class Nobody:
+    """A folder that user nobody can use (BASE: a copy of gguffs and of the
+    model, a mount point nobody owns) and run(): gguffs there as nobody
+    with a /dev/fuse of the given mode (NS_SCRIPT)."""
+
+    def __init__(self, model):
+        self.base = tempfile.mkdtemp(prefix="gguffs-nobody-")
+        os.chmod(self.base, 0o755)
+        self.gguffs = os.path.join(self.base, "gguffs")
+        shutil.copyfile(harness.gguffs_bin(), self.gguffs)
+        os.chmod(self.gguffs, 0o755)
+        self.model = os.path.join(self.base, "m.gguf")
+        shutil.copyfile(model, self.model)
+        os.chmod(self.model, 0o644)
+        self.mnt = os.path.join(self.base, "mnt")
+        os.mkdir(self.mnt)
+        os.chown(self.mnt, NOBODY, NOBODY)
+        os.mkdir(os.path.join(self.base, "dev"))
+
+    def run(self, dev_mode, opts=()):
+        """(gguffs' exit status or None, its stderr, mounted, what nobody read
+        in meta/general.architecture, the script's own output)."""
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", NS_SCRIPT, "sh",
+                            self.base, "%04o" % dev_mode, self.gguffs] + list(opts) + [self.model, self.mnt],
+                           capture_output=True, timeout=120, stdin=subprocess.DEVNULL, cwd=self.base)
+        out = r.stdout.decode(errors="replace").split("\n")
+        rc = next((int(x[3:]) for x in out if x.startswith("rc=") and x[3:].isdigit()), None)
+        mounted = "mounted" in out
+        read = out[out.index("mounted") + 1] if mounted and out.index("mounted") + 1 < len(out) else ""
+        with open(os.path.join(self.base, "err"), "rb") as f:
+            err = f.read()
+        return rc, err, mounted, read, (r.stdout + r.stderr).decode(errors="replace")
+
+    def close(self):
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def as_nobody(h, model):
+    """gguffs run by an ordinary user: /dev/fuse it cannot open is one line
+    naming the cause and the fix, nothing mounted.  None, or why it could
+    not run."""
+    missing = nobody_missing()
+    if missing:
+        return "the checks as an ordinary user need %s" % missing
+    nb = Nobody(model)
+    try:
+        with h.case("/dev/fuse that the user cannot open"):
+            rc, err, mounted, _, log = nb.run(0o600)
+            lines = one_line(err)
+            h.check(rc == 1 and not mounted, "/dev/fuse 0600, as nobody: exit %r, mounted %s: %s"
+                    % (rc, mounted, log))
+            h.check(len(lines) == 1 and lines[0].startswith("gguffs: /dev/fuse: Permission denied: ")
+                    and "chmod 0666 /dev/fuse" in lines[0],
+                    "/dev/fuse 0600, as nobody: want one line 'gguffs: /dev/fuse: Permission denied: "
+                    "... chmod 0666 /dev/fuse ...', got %r" % err[:500])
+    finally:
+        nb.close()
+    return None
 
 
 def dump_url(h, tmp, gw):
@@ -280,6 +372,9 @@ def main():
             g.close()
 
     skipped = []
+    why = as_nobody(h, model)
+    if why:
+        skipped.append(why)
     with h.case("--dump URL"):
         why = dump_url(h, tmp, gw)
         if why:
