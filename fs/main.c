@@ -639,7 +639,24 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     fs->readahead = o->readahead ? (o->readahead + fs->req_bytes / 2) / fs->req_bytes * fs->req_bytes : 0;
     if (o->readahead && !fs->readahead)
         fs->readahead = fs->req_bytes;
-    atomic_store(&fs->ra_pending, dev[0] && o->readahead);
+    bool ra = dev[0] && o->readahead;
+    if (ra) {
+        /* written by root only: without, the kernel's default stays (and
+         * -o readahead given by the user is said to be ignored, once,
+         * while stderr is still the user's) */
+        char path[96];
+        snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+        if (access(path, W_OK) != 0) {
+            int e = errno;
+            if (o->readahead_given)
+                fprintf(stderr, "gguffs: -o readahead ignored: %s: %s: %s (the kernel's "
+                        "default stays)\n", path, strerror(e),
+                        e == EACCES || e == EPERM ? "setting a mount's readahead needs root"
+                                                  : "cannot be set");
+            ra = false;
+        }
+    }
+    atomic_store(&fs->ra_pending, ra);
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
     pid_t before = getpid();

@@ -138,7 +138,8 @@ static void usage(const char *prog)
            "                         per CPU beyond two)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
            "                         suffixes; default 4M; 0: the kernel's default),\n"
-           "                         rounded to whole read requests\n"
+           "                         rounded to whole read requests; needs root (for\n"
+           "                         another user: ignored, said once on stderr)\n"
            "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
            "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"
            "HF_TOKEN is the token unless bearer_token_file is given):\n"
@@ -288,6 +289,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         goto out;
     }
     o->readahead = DEFAULT_READAHEAD;
+    o->readahead_given = raw.readahead != NULL;
     if (raw.readahead && (!parse_size(raw.readahead, &o->readahead) ||
                           o->readahead > (1ull << 30))) {
         fprintf(stderr, "gguffs: readahead=%s: not a size up to 1G (bytes, with an "

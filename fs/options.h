@@ -23,6 +23,7 @@ struct options {
     uint64_t cache_size;        /* -o cache_size, or the default */
     int threads;                /* -o threads, 0 to 1024 (-1: the default) */
     uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
+    bool readahead_given;       /* -o readahead was given (not the default) */
     /* a model given as a URL (http://, https://, hf://) */
     bool remote;
     unsigned connections;       /* -o connections (0: the default) */
