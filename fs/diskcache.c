@@ -1073,16 +1073,60 @@ void dcache_get_stats(struct dcache *dc, struct dcache_stats *out)
 
 /* ---- opening --------------------------------------------------------------------- */
 
+/* mkdir -p: makes dir and the directories above it that are missing, each
+ * with mode 0700 whatever the umask (a cache of someone's downloads is
+ * theirs alone); those that exist are left as they are.  0, or an errno
+ * with *at the length of the prefix of dir that could not be made. */
+static int make_dirs(const char *dir, size_t *at)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return ENOMEM;
+    int e = 0;
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n && !e; i++) {
+        if (i < n && (p[i] != '/' || p[i - 1] == '/'))
+            continue;           /* not the end of a component */
+        char c = p[i];
+        p[i] = '\0';
+        struct stat s;
+        if (stat(p, &s) == 0) {
+            if (!S_ISDIR(s.st_mode))
+                e = ENOTDIR;
+        } else if (errno != ENOENT) {
+            e = errno;
+        } else if (mkdir(p, 0700) == 0) {
+            /* the umask may have taken bits of 0700 away */
+            if (stat(p, &s) != 0 || ((s.st_mode & 07777) != 0700 && chmod(p, 0700) != 0))
+                e = errno;
+        } else if (errno != EEXIST) {   /* EEXIST: made by someone else meanwhile */
+            e = errno;
+        }
+        if (e)
+            *at = i;
+        p[i] = c;
+    }
+    free(p);
+    return e;
+}
+
 enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag)
 {
     struct stat s;
     if (!dir || !*dir)
         return gguf_diag_set(diag, GGUF_E_INVAL, UINT64_MAX, "cache_dir: empty");
-    if (stat(dir, &s) != 0) {
-        if (errno != ENOENT || mkdir(dir, 0700) != 0 || stat(dir, &s) != 0)
-            return gguf_diag_set(diag, GGUF_E_IO, UINT64_MAX, "cache_dir=%s: %s", dir,
-                                 strerror(errno));
-    }
+    size_t at = 0;
+    int e = make_dirs(dir, &at);
+    if (e == ENOMEM)
+        return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    if (e && at < strlen(dir))
+        return gguf_diag_set(diag, GGUF_E_IO, UINT64_MAX, "cache_dir=%s: %.*s: %s",
+                             dir, (int)at, dir, strerror(e));
+    if (e)
+        return gguf_diag_set(diag, GGUF_E_IO, UINT64_MAX, "cache_dir=%s: %s", dir, strerror(e));
+    if (stat(dir, &s) != 0)
+        return gguf_diag_set(diag, GGUF_E_IO, UINT64_MAX, "cache_dir=%s: %s", dir,
+                             strerror(errno));
     if (!S_ISDIR(s.st_mode))
         return gguf_diag_set(diag, GGUF_E_IO, UINT64_MAX, "cache_dir=%s: %s", dir,
                              strerror(ENOTDIR));

@@ -106,9 +106,11 @@ struct dcache;
 #define DCACHE_MAX_BLOCKS (1u << 22)     /* blocks per object (16 TiB of 4 MiB) */
 #define DCACHE_MAX_IDENTITY 3968u        /* bytes of identity kept in the header */
 
-/* Makes DIR ready: creates it (mode 0700) if it does not exist (its parent
- * must), and checks it is a directory this process can search and write.
- * GGUF_E_IO with a one-line diag (the errno text) otherwise. */
+/* Makes DIR ready: creates it and the directories above it that are
+ * missing (mkdir -p; each mode 0700, whatever the umask; existing ones are
+ * left as they are), and checks it is a directory this process can search
+ * and write.  GGUF_E_IO with a one-line diag (the errno text, and the
+ * directory above DIR that could not be made) otherwise. */
 enum gguf_err dcache_check_dir(const char *dir, struct gguf_diag *diag);
 
 /*

@@ -23,6 +23,7 @@
 #include "kernels/dequant.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,12 +57,13 @@ static int dump(const char *model)
     return e == GGUF_OK ? 0 : 1;
 }
 
-/* true if dir is the root of a FUSE mount: mounting over it would hide a
- * live mount (most often a gguffs mounted there before). */
-static bool already_fuse_mounted(const char *dir, const struct stat *st)
+/* true if dir (with st and sf its stat and statfs) is the root of a FUSE
+ * mount: mounting over it would hide a live mount (most often a gguffs
+ * mounted there before). */
+static bool already_fuse_mounted(const char *dir, const struct stat *st,
+                                 const struct statfs *sf)
 {
-    struct statfs sf;
-    if (statfs(dir, &sf) != 0 || sf.f_type != 0x65735546 /* FUSE_SUPER_MAGIC */)
+    if (sf->f_type != 0x65735546 /* FUSE_SUPER_MAGIC */)
         return false;
     char *parent = malloc(strlen(dir) + 4);
     if (!parent)
@@ -91,17 +93,54 @@ static bool check_mountpoint(const struct options *o)
         }
         return true;
     }
+    /* statfs too: on the root of a mount whose gguffs was killed, stat
+     * may still answer from the attributes the kernel cached (for the
+     * mount's timeout), statfs always asks the file system: ENOTCONN */
     struct stat mst;
-    const char *why = NULL;
-    if (stat(mp, &mst) != 0)
-        why = strerror(errno);
-    else if (!S_ISDIR(mst.st_mode))
-        why = "not a directory";
-    else if (already_fuse_mounted(mp, &mst))
-        why = "already a FUSE mount point (unmount it first)";
-    if (why)
-        fprintf(stderr, "gguffs: %s: %s\n", mp, why);
-    return why == NULL;
+    struct statfs sf;
+    if (stat(mp, &mst) != 0 || statfs(mp, &sf) != 0) {
+        options_mountpoint_error(mp, errno);
+        return false;
+    }
+    if (!S_ISDIR(mst.st_mode)) {
+        fprintf(stderr, "gguffs: %s: not a directory\n", mp);
+        return false;
+    }
+    if (already_fuse_mounted(mp, &mst, &sf)) {
+        fprintf(stderr, "gguffs: %s: already a FUSE mount point (unmount it first: "
+                "fusermount3 -u %s)\n", mp, mp);
+        return false;
+    }
+    return true;
+}
+
+/* libfuse opens /dev/fuse itself before it mounts (fusermount3, setuid
+ * root, comes only after that open worked), so a user who may not open it
+ * got libfuse's "fuse: failed to open /dev/fuse: Permission denied" and
+ * then "cannot mount".  Checked here instead, before the model is opened
+ * or anything fetched: one line with the cause and the fix.  Not for
+ * "/dev/fd/N" (mount.fuse3 -o drop_privileges opened it already). */
+static bool check_dev_fuse(const struct options *o)
+{
+    unsigned fuse_fd;
+    char tail;
+    if (sscanf(o->copts.mountpoint, "/dev/fd/%u%c", &fuse_fd, &tail) == 1)
+        return true;
+    int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    int e = errno;
+    const char *fix = NULL;
+    if (e == EACCES || e == EPERM)
+        fix = "an ordinary user needs read and write access to /dev/fuse (ls -l /dev/fuse; "
+              "as root: chmod 0666 /dev/fuse, or a udev rule that makes it so)";
+    else if (e == ENOENT || e == ENODEV || e == ENXIO)
+        fix = "no FUSE in this kernel or container (as root: modprobe fuse; a container "
+              "needs the device, e.g. docker run --device /dev/fuse)";
+    fprintf(stderr, "gguffs: /dev/fuse: %s%s%s\n", strerror(e), fix ? ": " : "", fix ? fix : "");
+    return false;
 }
 
 /* Rewrites every URL in text as remote_url_redact shows it (a diag may
@@ -200,6 +239,74 @@ static bool read_token(const struct options *o, char **tok)
     return *tok != NULL;
 }
 
+/* What opens a remote model, for a mount and for --dump: the URL to read
+ * (*real: hf:// expanded; malloc'd, shown only redacted), the token
+ * (*token: NULL or malloc'd; free_token) and the options of remote_open
+ * pointing at them.  False after a one-line error. */
+static bool remote_setup(const struct options *o, char **real, char **token,
+                         struct remote_opts *ro)
+{
+    struct gguf_diag d;
+    *real = *token = NULL;
+    if (remote_url_expand(o->model, real, &d) != GGUF_OK) {
+        remote_refuse(o->model, &d);
+        return false;
+    }
+    if (!read_token(o, token)) {
+        free(*real);
+        *real = NULL;
+        return false;
+    }
+    *ro = (struct remote_opts){ .url = *real, .bearer_token = *token, .ca_file = o->ca_file,
+                                .connections = o->connections, .timeout_s = o->timeout };
+    return true;
+}
+
+static void free_token(char *token)
+{
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+}
+
+/* --dump URL: the summary --dump MODEL.gguf prints, named by the URL as a
+ * mount's info names it (redacted).  Like a local --dump, it reads the one
+ * file named (a shard is not opened with the others) and of it only the
+ * header: the first request's prefix, and ranges after it when the header
+ * is longer (remote/source.h). */
+static int dump_remote(const struct options *o)
+{
+    char *real, *token;
+    struct remote_opts ro;
+    if (!remote_setup(o, &real, &token, &ro))
+        return 1;
+    struct gguf_source *src = NULL;
+    struct gguf_file *gf = NULL;
+    struct gguf_diag d;
+    enum gguf_err e = remote_source_open(&ro, &src, &d);
+    free_token(token);
+    free(real);
+    if (e == GGUF_OK)
+        e = gguf_open_source(src, &gf, &d);
+    gguf_source_close(src);
+    if (e != GGUF_OK) {
+        remote_refuse(o->model, &d);
+        return 1;
+    }
+    char *shown = remote_url_redact(o->model);
+    struct gguf_buf b = { 0 };
+    bool ok = shown && gguf_info_render(gf, shown, &b) == GGUF_OK && !b.oom;
+    if (ok)
+        fwrite(b.data, 1, b.len, stdout);
+    else
+        fprintf(stderr, "gguffs: out of memory\n");
+    gguf_buf_free(&b);
+    free(shown);
+    gguf_close(gf);
+    return ok ? 0 : 1;
+}
+
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
@@ -238,17 +345,8 @@ static bool open_model(struct ggfs *fs, const struct options *o)
     enum gguf_err ge;
     struct gguf_split *model = NULL;
     if (o->remote) {
-        /* The URL to read: hf:// expanded; shown only redacted. */
-        if (remote_url_expand(o->model, &real, &d) != GGUF_OK) {
-            remote_refuse(o->model, &d);
+        if (!remote_setup(o, &real, &token, &ro))
             return false;
-        }
-        if (!read_token(o, &token)) {
-            free(real);
-            return false;
-        }
-        ro = (struct remote_opts){ .url = real, .bearer_token = token, .ca_file = o->ca_file,
-                                   .connections = o->connections, .timeout_s = o->timeout };
         /* the block cache of remote bytes: one fetch thread per connection */
         unsigned conns = o->connections ? o->connections : REMOTE_DEFAULT_CONNECTIONS;
         struct rcache_opts rco = { .block_bytes = (size_t)o->remote_block,
@@ -259,17 +357,11 @@ static bool open_model(struct ggfs *fs, const struct options *o)
         if (!fs->rcache) {
             fprintf(stderr, "gguffs: out of memory\n");
             free(real);
-            if (token) {
-                explicit_bzero(token, strlen(token));
-                free(token);
-            }
+            free_token(token);
             return false;
         }
         ge = ggfs_open_model(real, true, &ro, fs->rcache, &model, &d);
-        if (token) {
-            explicit_bzero(token, strlen(token));
-            free(token);
-        }
+        free_token(token);
     } else {
         /* Edits rename files beside the model and daemonizing changes to /:
          * keep the absolute path. */
@@ -570,7 +662,24 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     fs->readahead = o->readahead ? (o->readahead + fs->req_bytes / 2) / fs->req_bytes * fs->req_bytes : 0;
     if (o->readahead && !fs->readahead)
         fs->readahead = fs->req_bytes;
-    atomic_store(&fs->ra_pending, dev[0] && o->readahead);
+    bool ra = dev[0] && o->readahead;
+    if (ra) {
+        /* written by root only: without, the kernel's default stays (and
+         * -o readahead given by the user is said to be ignored, once,
+         * while stderr is still the user's) */
+        char path[96];
+        snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+        if (access(path, W_OK) != 0) {
+            int e = errno;
+            if (o->readahead_given)
+                fprintf(stderr, "gguffs: -o readahead ignored: %s: %s: %s (the kernel's "
+                        "default stays)\n", path, strerror(e),
+                        e == EACCES || e == EPERM ? "setting a mount's readahead needs root"
+                                                  : "cannot be set");
+            ra = false;
+        }
+    }
+    atomic_store(&fs->ra_pending, ra);
     /* The mount exists now: requests queue until the loop runs, so the
      * parent may return. */
     pid_t before = getpid();
@@ -661,7 +770,7 @@ int main(int argc, char *argv[])
         return r == OPTS_DONE ? 0 : 1;
     }
     if (o.dump) {
-        ret = dump(o.model);
+        ret = o.remote ? dump_remote(&o) : dump(o.model);
         options_free(&o, &args);
         return ret;
     }
@@ -692,7 +801,8 @@ int main(int argc, char *argv[])
     glist_init(&fs.snaps);
     glist_init(&fs.streams);
 
-    if (check_mountpoint(&o) && check_cache_dir(&o) && open_model(&fs, &o)) {
+    if (check_mountpoint(&o) && check_dev_fuse(&o) && check_cache_dir(&o) &&
+        open_model(&fs, &o)) {
         open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);

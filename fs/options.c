@@ -116,7 +116,7 @@ static void usage(const char *prog)
 {
     printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
            "       %s [options] URL MOUNTPOINT\n"
-           "       %s --dump MODEL.gguf\n"
+           "       %s [options] --dump MODEL.gguf|URL\n"
            "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
            "  info                   summary of header, keys and tensors\n"
@@ -138,7 +138,8 @@ static void usage(const char *prog)
            "                         per CPU beyond two)\n"
            "  -o readahead=SIZE      the kernel's readahead for this mount (K/M/G\n"
            "                         suffixes; default 4M; 0: the kernel's default),\n"
-           "                         rounded to whole read requests\n"
+           "                         rounded to whole read requests; needs root (for\n"
+           "                         another user: ignored, said once on stderr)\n"
            "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
            "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"
            "HF_TOKEN is the token unless bearer_token_file is given):\n"
@@ -158,12 +159,14 @@ static void usage(const char *prog)
            "                         readahead for sequential readers\n"
            "  -o remote_block=SIZE   its block: the bytes of one request (64K to 64M;\n"
            "                         default 4M; remote_cache holds at least 4)\n"
-           "  -o cache_dir=DIR       keep the blocks read in DIR (made, mode 0700, if\n"
-           "                         missing): a later mount of the same remote file\n"
-           "                         reads them from there (checked, never trusted)\n"
+           "  -o cache_dir=DIR       keep the blocks read in DIR (made if missing, with\n"
+           "                         its missing parents, mode 0700): a later mount of\n"
+           "                         the same remote file reads them from there\n"
+           "                         (checked, never trusted); DIR is not ~-expanded\n"
            "  -o cache_max=SIZE      bytes DIR may hold (K/M/G suffixes; default 10G);\n"
            "                         least recently used models go first\n"
-           "  --dump                 print the info summary of MODEL.gguf, no mount\n"
+           "  --dump                 print the info summary of MODEL.gguf (or of URL:\n"
+           "                         its header only is fetched), no mount\n"
            "  -h, --help             this help\n"
            "  -V, --version          print the version\n\n"
            "Accepted for mount(8) and /etc/fstab, with no effect on gguffs:\n"
@@ -196,6 +199,15 @@ char *options_fsname(const char *path)
     }
     *p = '\0';
     return s;
+}
+
+void options_mountpoint_error(const char *mp, int e)
+{
+    if (e == ENOTCONN)
+        fprintf(stderr, "gguffs: %s: %s (the gguffs that served it ended without "
+                "unmounting: fusermount3 -u %s, then mount again)\n", mp, strerror(e), mp);
+    else
+        fprintf(stderr, "gguffs: %s: %s\n", mp, strerror(e));
 }
 
 /* "512M" -> bytes; false on anything else. */
@@ -245,7 +257,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
      * before libfuse resolves it. */
     struct stat mst;
     if (o->mountpoint && stat(o->mountpoint, &mst) != 0) {
-        fprintf(stderr, "gguffs: %s: %s\n", o->mountpoint, strerror(errno));
+        options_mountpoint_error(o->mountpoint, errno);
         goto out;
     }
     if (fuse_parse_cmdline(args, &o->copts) != 0) {
@@ -277,6 +289,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         goto out;
     }
     o->readahead = DEFAULT_READAHEAD;
+    o->readahead_given = raw.readahead != NULL;
     if (raw.readahead && (!parse_size(raw.readahead, &o->readahead) ||
                           o->readahead > (1ull << 30))) {
         fprintf(stderr, "gguffs: readahead=%s: not a size up to 1G (bytes, with an "

@@ -23,6 +23,7 @@ struct options {
     uint64_t cache_size;        /* -o cache_size, or the default */
     int threads;                /* -o threads, 0 to 1024 (-1: the default) */
     uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
+    bool readahead_given;       /* -o readahead was given (not the default) */
     /* a model given as a URL (http://, https://, hf://) */
     bool remote;
     unsigned connections;       /* -o connections (0: the default) */
@@ -52,5 +53,10 @@ void options_free(struct options *o, struct fuse_args *args);
 
 /* "-ofsname=PATH" with the commas and backslashes of PATH escaped. */
 char *options_fsname(const char *path);
+
+/* The one-line error for a mount point that stat() failed on with errno
+ * e.  ENOTCONN is a mount left by a gguffs that ended without unmounting
+ * (killed): the line says so and gives the command that clears it. */
+void options_mountpoint_error(const char *mp, int e);
 
 #endif

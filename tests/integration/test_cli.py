@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy or missing mount points.
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), and as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored.
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import remote  # noqa: E402
 # the daemon mode is what this test checks: mount_daemon, not harness.mount
 from harness import is_mounted, mount_daemon as mount, run_gguffs, unmount  # noqa: E402
 
@@ -15,6 +17,200 @@ from harness import is_mounted, mount_daemon as mount, run_gguffs, unmount  # no
 def one_line(err):
     lines = err.decode(errors="replace").rstrip("\n").split("\n")
     return lines if lines != [""] else []
+
+
+def run_env(args, env):
+    """run_gguffs with another environment (HF_ENDPOINT)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run([harness.gguffs_bin()] + list(args), stdout=out, stderr=err,
+                           stdin=subprocess.DEVNULL, timeout=60, env=env)
+        out.seek(0)
+        err.seek(0)
+        return r.returncode, out.read(), err.read()
+
+
+NOBODY = 65534
+# Runs as root in a private mount namespace (unshare -m): a tmpfs on
+# BASE/dev holds a /dev/fuse node (10, 229) of MODE, bind-mounted over
+# /dev/fuse there only; then ARGS as user nobody, stderr to BASE/err, and
+# says "rc=N", then "mounted" and what nobody reads of the mount, which
+# it then unmounts.  Neither the real /dev/fuse nor any other process's
+# mount table is touched.
+NS_SCRIPT = r"""
+set -e
+b=$1; mode=$2; shift 2
+mount -t tmpfs -o mode=0755,size=64k gguffs-dev "$b/dev"
+mknod -m "$mode" "$b/dev/fuse" c 10 229
+mount --bind "$b/dev/fuse" /dev/fuse
+set +e
+setpriv --reuid=%(id)d --regid=%(id)d --clear-groups "$@" 2>"$b/err" </dev/null
+echo "rc=$?"
+if grep -q " $b/mnt " /proc/self/mountinfo; then
+    echo mounted
+    setpriv --reuid=%(id)d --regid=%(id)d --clear-groups cat "$b/mnt/meta/general.architecture"
+    fusermount3 -u "$b/mnt" || umount -l "$b/mnt"
+fi
+""" % {"id": NOBODY}
+
+
+def nobody_missing():
+    """None if gguffs can be run as nobody here, else what is missing."""
+    if os.geteuid() != 0:
+        return "root (to run gguffs as user nobody in a private mount namespace)"
+    tools = [t for t in ("unshare", "setpriv", "mknod", "mount", "umount") if not shutil.which(t)]
+    return "%s (util-linux, coreutils)" % ", ".join(tools) if tools else None
+
+
+class Nobody:
+    """A folder that user nobody can use (BASE: a copy of gguffs and of the
+    model, a mount point nobody owns) and run(): gguffs there as nobody
+    with a /dev/fuse of the given mode (NS_SCRIPT)."""
+
+    def __init__(self, model):
+        self.base = tempfile.mkdtemp(prefix="gguffs-nobody-")
+        os.chmod(self.base, 0o755)
+        self.gguffs = os.path.join(self.base, "gguffs")
+        shutil.copyfile(harness.gguffs_bin(), self.gguffs)
+        os.chmod(self.gguffs, 0o755)
+        self.model = os.path.join(self.base, "m.gguf")
+        shutil.copyfile(model, self.model)
+        os.chmod(self.model, 0o644)
+        self.mnt = os.path.join(self.base, "mnt")
+        os.mkdir(self.mnt)
+        os.chown(self.mnt, NOBODY, NOBODY)
+        os.mkdir(os.path.join(self.base, "dev"))
+
+    def run(self, dev_mode, opts=()):
+        """(gguffs' exit status or None, its stderr, mounted, what nobody read
+        in meta/general.architecture, the script's own output)."""
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", NS_SCRIPT, "sh",
+                            self.base, "%04o" % dev_mode, self.gguffs] + list(opts) + [self.model, self.mnt],
+                           capture_output=True, timeout=120, stdin=subprocess.DEVNULL, cwd=self.base)
+        out = r.stdout.decode(errors="replace").split("\n")
+        rc = next((int(x[3:]) for x in out if x.startswith("rc=") and x[3:].isdigit()), None)
+        mounted = "mounted" in out
+        read = out[out.index("mounted") + 1] if mounted and out.index("mounted") + 1 < len(out) else ""
+        with open(os.path.join(self.base, "err"), "rb") as f:
+            err = f.read()
+        return rc, err, mounted, read, (r.stdout + r.stderr).decode(errors="replace")
+
+    def close(self):
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def as_nobody(h, model):
+    """gguffs run by an ordinary user: /dev/fuse it cannot open is one line
+    naming the cause and the fix, nothing mounted; -o readahead, which
+    needs root, is said once to be ignored and the mount goes on.  None, or
+    why it could not run."""
+    missing = nobody_missing()
+    if missing:
+        return "the checks as an ordinary user need %s" % missing
+    nb = Nobody(model)
+    try:
+        with h.case("/dev/fuse that the user cannot open"):
+            rc, err, mounted, _, log = nb.run(0o600)
+            lines = one_line(err)
+            h.check(rc == 1 and not mounted, "/dev/fuse 0600, as nobody: exit %r, mounted %s: %s"
+                    % (rc, mounted, log))
+            h.check(len(lines) == 1 and lines[0].startswith("gguffs: /dev/fuse: Permission denied: ")
+                    and "chmod 0666 /dev/fuse" in lines[0],
+                    "/dev/fuse 0600, as nobody: want one line 'gguffs: /dev/fuse: Permission denied: "
+                    "... chmod 0666 /dev/fuse ...', got %r" % err[:500])
+        with h.case("-o readahead as an ordinary user"):
+            for opts, want in ((["-o", "readahead=1M"], 1), ([], 0), (["-o", "readahead=0"], 0)):
+                rc, err, mounted, read, log = nb.run(0o666, opts)
+                lines = one_line(err)
+                h.check(rc == 0 and mounted and read == "llama",
+                        "as nobody, /dev/fuse 0666, %r: exit %r, mounted %s, read %r: %s"
+                        % (opts, rc, mounted, read, log))
+                h.check(len(lines) == want and all(x.startswith("gguffs: -o readahead ignored: ") and
+                                                   "needs root" in x for x in lines),
+                        "as nobody, %r: want %d line(s) 'gguffs: -o readahead ignored: ... needs "
+                        "root ...', got %r" % (opts, want, err[:500]))
+    finally:
+        nb.close()
+    return None
+
+
+def dump_url(h, tmp, gw):
+    """gguffs --dump URL (http://, hf://) prints what --dump of the same file
+    prints locally, but for the name on its first line, which is the URL
+    as a remote mount's info names it; of the file it reads the header
+    only (nginx's log).  None, or why it could not run (no nginx)."""
+    missing = remote.have_nginx()
+    if missing:
+        return "--dump URL needs nginx: %s" % missing
+    root = os.path.join(tmp, "www")
+    os.mkdir(root)
+    # 8 MiB of tensor data after a small header: more than the first
+    # request's 2 MiB, so a read of the whole file shows in the log
+    big = os.path.join(root, "big.gguf")
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add("general.name", "string", "dump")
+    w.add("llama.context_length", "u32", 4096)
+    w.add_tensor("big", "f32", [1 << 21], gw.arange_bytes("f32", 1 << 21))
+    w.add_tensor("small", "q8_0", [64], bytes(68))
+    w.write(big)
+    names = ["big.gguf"]
+    corpus = harness.corpus_file("llamacpp-vocab-llama-spm.gguf")
+    if os.path.exists(corpus):
+        shutil.copyfile(corpus, os.path.join(root, os.path.basename(corpus)))
+        names.append(os.path.basename(corpus))
+    else:
+        h.fail("the repository's corpus lacks %s" % corpus)
+    with remote.Nginx(root) as ng:
+        for name in names:
+            local = os.path.join(root, name)
+            size = os.path.getsize(local)
+            rc, want, err = run_gguffs(["--dump", local])
+            h.check(rc == 0 and want.startswith(("file:          %s\n" % local).encode()),
+                    "--dump %s: exit %d %r %r" % (local, rc, want[:100], err[:300]))
+            env = dict(os.environ)
+            env.pop("HF_TOKEN", None)
+            env["HF_ENDPOINT"] = ng.hf_endpoint
+            for url in (ng.url(name), "hf://org/repo/%s" % name):
+                mark = ng.mark()
+                rc, got, err = run_env(["--dump", url], env)
+                reqs = ng.requests_since(mark)
+                first, _, rest = got.decode(errors="replace").partition("\n")
+                h.check(rc == 0 and err == b"", "--dump %s: exit %d, stderr %r" % (url, rc, err[:300]))
+                h.check(first == "file:          %s" % url,
+                        "--dump %s: the first line names %r" % (url, first))
+                h.check(rest.encode() == want.partition(b"\n")[2],
+                        "--dump %s: the summary differs from --dump of the local file:\n%s\n---\n%s"
+                        % (url, rest[:600], want.decode(errors="replace")[:600]))
+                sent = sum(r["sent"] for r in reqs)
+                files = [r for r in reqs if r["uri"].endswith("/" + name)]
+                h.check(len(files) == 1 and files[0]["range"] and not files[0]["range"].endswith("-"),
+                        "--dump %s: want one bounded range request for the file: %r" % (url, reqs))
+                if size > (4 << 20):
+                    h.check(sent < size // 2, "--dump %s: nginx sent %d bytes of a %d-byte file"
+                            % (url, sent, size))
+        # the same name and summary as the info of a mount of that URL
+        url = ng.url("big.gguf")
+        rc, got, err = run_gguffs(["--dump", url])
+        with harness.mount(url) as mnt:
+            with open(os.path.join(mnt, "info"), "rb") as f:
+                info = f.read()
+        h.check(rc == 0 and info.endswith(got) and got.startswith(b"file:"),
+                "--dump %s is not the end of the mount's info:\n%r\n---\n%r" % (url, got[:300], info[:600]))
+        # refusals: one line naming the URL, exit 1
+        for url, what in ((ng.url("no-such.gguf"), "404"), ("hf://a", "hf://a")):
+            rc, out, err = run_gguffs(["--dump", url])
+            lines = one_line(err)
+            h.check(rc == 1 and out == b"" and len(lines) == 1 and lines[0].startswith("gguffs: ")
+                    and what in lines[0], "--dump %s: want one line, exit 1: %d %r" % (url, rc, err[:300]))
+        with open(os.path.join(root, "not.gguf"), "wb") as f:
+            f.write(b"GGUF" + bytes(100))
+        rc, out, err = run_gguffs(["--dump", ng.url("not.gguf")])
+        lines = one_line(err)
+        h.check(rc == 1 and len(lines) == 1 and harness.ERROR_LINE.match(lines[0])
+                and ng.url("not.gguf") in lines[0],
+                "--dump of a bad remote file: want 'gguffs: URL: what (at byte offset N)': %d %r"
+                % (rc, err[:300]))
+    return None
 
 
 def main():
@@ -101,7 +297,8 @@ def main():
                 h.fail("mounting again on a busy mount point %s exits 0 (stacked mount)" % mnt)
                 subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
             else:
-                h.check(err.strip() != b"", "busy mount point: no error message")
+                h.check(len(one_line(err)) == 1 and ("fusermount3 -u %s" % mnt) in err.decode(),
+                        "busy mount point: want one line with 'fusermount3 -u %s': %r" % (mnt, err))
             h.check(os.path.exists(os.path.join(mnt, "meta", "llama.context_length")),
                     "busy mount point: the first mount stopped working")
 
@@ -159,6 +356,56 @@ def main():
                     ["general.architecture", "llama.context_length"],
                     "meta not listed right after mounting")
 
+    with h.case("mount point left by a killed gguffs"):
+        g = harness.Gguffs(model)
+        try:
+            g.kill()
+            # (stat may answer from attributes the kernel cached; statfs asks)
+            try:
+                os.statvfs(g.mnt)
+                state = 0
+            except OSError as e:
+                state = e.errno
+            h.check(state == errno.ENOTCONN, "after kill -9 of gguffs -f, statfs of the mount point: %s"
+                    % errno.errorcode.get(state, state))
+            rc, out, err = run_gguffs([model, g.mnt])
+            lines = one_line(err)
+            h.check(rc != 0 and len(lines) == 1 and lines[0].startswith("gguffs: %s: " % g.mnt)
+                    and ("fusermount3 -u %s" % g.mnt) in lines[0],
+                    "mounting on a dead mount: want one line naming it with 'fusermount3 -u %s', "
+                    "exit non-zero: %d %r" % (g.mnt, rc, err[:500]))
+            r = subprocess.run(["fusermount3", "-u", g.mnt], capture_output=True)
+            h.check(r.returncode == 0 and not is_mounted(g.mnt),
+                    "fusermount3 -u of the dead mount: %d %r" % (r.returncode, r.stderr))
+            with mount(model, mnt=g.mnt):
+                h.check(os.path.exists(os.path.join(g.mnt, "meta", "llama.context_length")),
+                        "mounting again after fusermount3 -u")
+        finally:
+            g.close()
+
+    with h.case("-o readahead as root: no message"):
+        mnt = tempfile.mkdtemp(dir=tmp)
+        rc, out, err = run_gguffs(["-o", "readahead=1M", model, mnt])
+        mounted = is_mounted(mnt)
+        unmount(mnt)
+        h.check(rc == 0 and mounted and (err == b"" or os.geteuid() != 0),
+                "-o readahead=1M: exit %d, mounted %s, stderr %r" % (rc, mounted, err[:300]))
+
+    skipped = []
+    why = as_nobody(h, model)
+    if why:
+        skipped.append(why)
+    with h.case("--dump URL"):
+        why = dump_url(h, tmp, gw)
+        if why:
+            skipped.append(why)
+
+    for why in skipped:
+        if harness.IN_CI:
+            h.fail("%s (CI is set, so this is an error)" % why)
+        else:
+            print("SKIP: %s" % why)
+    shutil.rmtree(tmp, ignore_errors=True)
     return h.finish()
 
 

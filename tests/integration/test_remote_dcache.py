@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# The disk cache of remote mounts (-o cache_dir, -o cache_max) against nginx on loopback: the directory made (0700) or refused with one line, the files per remote identity, the stats lines, a second gguffs on the same model running without it (said once), a damaged map rebuilt, a second mount reading from the cache.
+# The disk cache of remote mounts (-o cache_dir, -o cache_max) against nginx on loopback: the directory made with its missing parents (0700 each) or refused with one line, the files per remote identity, the stats lines, a second gguffs on the same model running without it (said once), a damaged map rebuilt, a second mount reading from the cache.
 """
 Served by tests/integration/remote.py's Nginx: a model made here by
 tests/oracle/gguf_write.py (no ggml needed), three f32 tensors of random
@@ -107,15 +107,17 @@ def run(tmp, ng, name, local, want):
     h = Harness("remote-dcache")
     url = ng.url(name)
     size = os.path.getsize(local)
+    # two levels below tmp, both missing: made as mkdir -p does, each 0700;
+    # tmp itself, there already, keeps its mode
     cdir = os.path.join(tmp, "cache", "made")
-    os.mkdir(os.path.dirname(cdir))
+    os.chmod(tmp, 0o755)
     opts = ["-o", "cache_dir=%s" % cdir, "-o", "cache_max=1G"]
 
     with h.case("refusals"):
         f = os.path.join(tmp, "afile")
         open(f, "w").close()
         for o, named in ((["-o", "cache_dir=%s" % f], f),
-                        (["-o", "cache_dir=%s" % os.path.join(tmp, "no", "such")], os.path.join(tmp, "no", "such")),
+                        (["-o", "cache_dir=%s" % os.path.join(f, "sub", "dir")], os.path.join(f, "sub", "dir")),
                         (["-o", "cache_dir=%s" % cdir, "-o", "cache_max=lots"], "cache_max"),
                         (["-o", "cache_max=1G"], "cache_dir")):
             rc, err, mounted = refuse(url, o)
@@ -131,15 +133,18 @@ def run(tmp, ng, name, local, want):
         finally:
             harness.unmount(mnt)
             os.rmdir(mnt)
-        h.check(not os.path.exists(cdir), "a refused mount made the cache directory")
+        h.check(not os.path.exists(os.path.dirname(cdir)), "a refused mount made the cache directory")
 
     first = {}
     with h.case("first mount"):
         g = Gguffs(url, opts)
         try:
-            st = os.stat(cdir)
-            h.check(stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700,
-                    "cache_dir not made with mode 0700: %o" % st.st_mode)
+            for d in (os.path.dirname(cdir), cdir):
+                st = os.stat(d)
+                h.check(stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700,
+                        "%s not made with mode 0700: %o" % (d, st.st_mode))
+            h.check(stat.S_IMODE(os.stat(tmp).st_mode) == 0o755,
+                    "the existing directory above cache_dir changed mode: %o" % os.stat(tmp).st_mode)
             files = sorted(os.listdir(cdir))
             h.check(len(files) == 2 and re.fullmatch(r"dc-[0-9a-f]{16}\.data", files[0])
                     and re.fullmatch(r"dc-[0-9a-f]{16}\.map", files[1]), "cache files: %r" % files)

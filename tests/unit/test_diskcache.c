@@ -797,14 +797,38 @@ static void test_check_dir(void **state)
     assert_int_equal(s.st_mode & 0777, 0700);
     assert_int_equal(dcache_check_dir(sub, &d), GGUF_OK);
     rmdir(sub);
+    /* mkdir -p: every missing directory made 0700 whatever the umask; one
+     * that exists is left as it is */
+    char mid[4200];
+    snprintf(mid, sizeof mid, "%s/no", dir);
+    snprintf(sub, sizeof sub, "%s/no/such/", dir);
+    mode_t old = umask(0277);
+    enum gguf_err e = dcache_check_dir(sub, &d);
+    umask(old);
+    assert_int_equal(e, GGUF_OK);
+    assert_int_equal(stat(mid, &s), 0);
+    assert_int_equal(s.st_mode & 07777, 0700);
+    assert_int_equal(stat(sub, &s), 0);
+    assert_int_equal(s.st_mode & 07777, 0700);
+    assert_int_equal(chmod(mid, 0755), 0);
+    snprintf(sub, sizeof sub, "%s/no/other", dir);
+    assert_int_equal(dcache_check_dir(sub, &d), GGUF_OK);
+    assert_int_equal(stat(mid, &s), 0);
+    assert_int_equal(s.st_mode & 07777, 0755);
+    rmdir(sub);
     snprintf(sub, sizeof sub, "%s/no/such", dir);
-    assert_int_equal(dcache_check_dir(sub, &d), GGUF_E_IO);
-    assert_non_null(strstr(d.msg, sub));
+    rmdir(sub);
+    rmdir(mid);
     snprintf(file, sizeof file, "%s/file", dir);
     int fd = open(file, O_CREAT | O_WRONLY, 0600);
     close(fd);
     assert_int_equal(dcache_check_dir(file, &d), GGUF_E_IO);
     assert_non_null(strstr(d.msg, "Not a directory"));
+    /* a file above it: named, nothing made */
+    snprintf(sub, sizeof sub, "%s/file/a/b", dir);
+    assert_int_equal(dcache_check_dir(sub, &d), GGUF_E_IO);
+    assert_non_null(strstr(d.msg, sub));
+    assert_non_null(strstr(d.msg, ": Not a directory"));
     unlink(file);
     assert_int_equal(dcache_check_dir("", &d), GGUF_E_INVAL);
 }
