@@ -221,6 +221,28 @@ enum gguf_err gguf_kvedit_rename(const struct gguf_file *f, uint64_t i,
         return alignment("replaced by a rename", d);
     if (to && gguf_key_is_padding(to, to_len))
         return padding("the name of another key", d);
+    if (j >= 0) {
+        /* over a key of another type: refused, so that a key a loader
+         * needs as u32 cannot silently become an f32 (the target's value
+         * can be written instead, which keeps its type) */
+        struct gguf_typedesc a, b;
+        gguf_kv_typedesc(f, &f->kv[i], &a);
+        gguf_kv_typedesc(f, &f->kv[j], &b);
+        if (a.depth != b.depth || memcmp(a.levels, b.levels, a.depth) != 0) {
+            struct gguf_buf ta = { 0 }, tb = { 0 };
+            gguf_typedesc_format(&a, &ta);
+            gguf_typedesc_format(&b, &tb);
+            err = gguf_diag_set(d, GGUF_E_EXIST, UINT64_MAX,
+                                "'%.*s' is of type %.*s, the key renamed over it %.*s: a "
+                                "rename keeps types (write the value instead)",
+                                (int)(to_len > 200 ? 200 : to_len), to,
+                                (int)tb.len, tb.data ? tb.data : "",
+                                (int)ta.len, ta.data ? ta.data : "");
+            gguf_buf_free(&ta);
+            gguf_buf_free(&tb);
+            return err;
+        }
+    }
     struct gguf_newkv *kvs = list_of(f, d);
     if (!kvs)
         return GGUF_E_NOMEM;

@@ -23,7 +23,8 @@
  *   - a nested array whose arrays differ in element type
  *     (gguf_kv_uniform, value.h) cannot be set as text   GGUF_E_PERM
  *   - an index past the end of f->kv                      GGUF_E_NOENT
- *   - creating a key whose name exists                    GGUF_E_EXIST
+ *   - creating a key whose name exists, or renaming a key over one of
+ *     another type                                        GGUF_E_EXIST
  *   - a new name (created, or renamed to and not existing yet) must
  *     follow the GGUF rule, gguf_key_name_valid (gguf/names.h); existing
  *     names are kept as they are, however odd            GGUF_E_INVAL
@@ -61,8 +62,9 @@ enum gguf_err gguf_kvedit_delete(const struct gguf_file *f, uint64_t i,
 
 /* Renames key i to to (to_len raw bytes).  If a key of that name exists
  * (its first occurrence, j), key i replaces it: j is removed and i takes
- * the name in its own place.  Renaming a key to its own name (j == i)
- * gives the unchanged header. */
+ * the name in its own place — only if both have the same type, else
+ * GGUF_E_EXIST (a rename never changes the type a name has).  Renaming a
+ * key to its own name (j == i) gives the unchanged header. */
 enum gguf_err gguf_kvedit_rename(const struct gguf_file *f, uint64_t i,
                                  const char *to, size_t to_len,
                                  struct gguf_buf *hdr, struct gguf_diag *d);

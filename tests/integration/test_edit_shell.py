@@ -13,6 +13,9 @@ byte.
                    writer that sends a valid array in 7-byte pieces (lines
                    cut across writes) succeeds; a pwrite that puts a bad
                    byte into a line written earlier fails in that write
+  rename           `mv meta/general.ratio meta/tokenizer.ggml.bos_token_id`
+                   (f32 over u32) fails (EEXIST) and changes nothing; a
+                   rename over a key of the same type replaces it
   editors' text    `printf '4096 \\n'`, `4096\\r\\n`, `\\t4096` set 4096;
                    `TRUE`/`False` set a bool; `yes` fails; a CRLF array
                    file sets the same array as LF
@@ -34,6 +37,9 @@ def make_model(path):
     w.add("general.name", "string", "shell edits")
     w.add("llama.context_length", "u32", 2048)
     w.add("t.flag", "bool", 0)
+    w.add("general.ratio", "f32", 0.5)
+    w.add("tokenizer.ggml.bos_token_id", "u32", 1)
+    w.add("tokenizer.ggml.eos_token_id", "u32", 2)
     w.add("tokenizer.ggml.scores", "array[f32]", [0.5, -1.25, 3.0])
     w.add("t.ids", "array[i32]", [1, -2, 3])
     w.add("t.bytes", "array[u8]", [1, 2, 3])
@@ -147,6 +153,12 @@ def main():
                   want=[i * 37 - 500 for i in range(200)], key="t.ids")
             c.run("a bad byte pwritten into an earlier line", None,
                   py=py_rewrite_early_line("t.ids"), fail=True)
+        with h.case("rename"):
+            c.run("mv general.ratio (f32) over tokenizer.ggml.bos_token_id (u32)",
+                  lambda m: "mv %s/general.ratio %s/tokenizer.ggml.bos_token_id" % (m, m), fail=True)
+            c.run("mv eos_token_id over bos_token_id (both u32)",
+                  lambda m: "mv %s/tokenizer.ggml.eos_token_id %s/tokenizer.ggml.bos_token_id" % (m, m),
+                  want=2, key="tokenizer.ggml.bos_token_id")
         with h.case("editors' text"):
             for text, shown in ((r"4096 \n", "'4096 '"), (r"4096\r\n", "CRLF"),
                                 (r"\t4096\n", "tab before")):

@@ -305,11 +305,19 @@ static void test_rename(void **state)
         renames(f, K_U8, "b.u8", edited(K_U8, "b.u8=u8:7", -1));
         /* an odd existing name can be renamed to a valid one */
         renames(f, K_ODD, "odd.name", edited(K_ODD, "odd.name=u32:1", -1));
-        /* over an existing key: that one goes, the renamed one keeps its place */
-        renames(f, K_U8, "general.name", edited(K_U8, "general.name=u8:7", K_NAME));
-        renames(f, K_NAME, "x", edited(K_NAME, "x=string:m", K_X));
-        /* over an existing odd name: allowed (it is not a new name) */
-        renames(f, K_U8, "Odd.Name", edited(K_U8, "Odd.Name=u8:7", K_ODD));
+        /* over an existing key of the same type: that one goes, the renamed
+         * one keeps its place; an existing odd name is allowed (it is not a
+         * new name) */
+        renames(f, K_X, "Odd.Name", edited(K_X, "Odd.Name=u32:1", K_ODD));
+        /* over a key of another type: refused (a rename keeps types) */
+        refused(gguf_kvedit_rename(f, K_U8, "general.name", 12, &h, &d), GGUF_E_EXIST, &h, &d,
+                "'general.name' is of type string, the key renamed over it u8", UINT64_MAX);
+        refused(gguf_kvedit_rename(f, K_NAME, "x", 1, &h, &d), GGUF_E_EXIST, &h, &d,
+                "a rename keeps types", UINT64_MAX);
+        refused(gguf_kvedit_rename(f, K_U8, "Odd.Name", 8, &h, &d), GGUF_E_EXIST, &h, &d,
+                "a rename keeps types", UINT64_MAX);
+        refused(gguf_kvedit_rename(f, K_ARR, "a.u8", 4, &h, &d), GGUF_E_EXIST, &h, &d,
+                "is of type u8, the key renamed over it array[i32]", UINT64_MAX);
         /* the second x over the first one */
         renames(f, K_X2, "x", edited(K_X, NULL, -1));
         /* to its own name: nothing changes (general.alignment too) */
