@@ -77,6 +77,14 @@ int ggfs_write_check(struct ggfs *fs, const char **why)
                                         "mount (mount again to edit)";
         return fs->write_err;
     }
+    /* one writer per overlay: its lock, if the file exists now */
+    if (fs->overlay) {
+        int e = ggfs_overlay_lock(fs);
+        if (e == EAGAIN) {
+            *why = "another gguffs writes the overlay";
+            return EBUSY;
+        }
+    }
     /* the file written: the model (in place), or the overlay; the folder
      * that holds it takes the journal, a rewrite's new file, the rename */
     const char *file = fs->overlay ? fs->overlay : fs->model_real;

@@ -206,7 +206,8 @@ struct ggfs {
      * lock on the whole file, taken at mount: one read-write mount per
      * model.  -1: none (-o ro, a remote model, or a file system without
      * locks).  A rewrite replaces it with the new file's (commit.c);
-     * under commit_mu after the mount. */
+     * under commit_mu after the mount.  With -o overlay, the lock is on
+     * the overlay file instead (overlay.c), once it exists. */
     int lock_fd;
     bool remote;                 /* the model is read by HTTP (remote/) */
     /* -o overlay (overlay.c): a remote model's edits go to this local
@@ -335,6 +336,13 @@ enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out,
  * someone else since this mount read it.  Under commit_mu. */
 enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
                                   struct gguf_diag *d);
+/* The mount's OFD write lock on the overlay file (fs->lock_fd), taken
+ * when there is none yet: at mount, before a leftover new file is
+ * removed, and before an edit (the file may have been created since, by
+ * this mount or another): 0 (held), EAGAIN (another process holds one),
+ * or the errno of opening it (ENOENT: no file yet, nothing to lock; the
+ * first edit creates it locked).  Under commit_mu once mounted. */
+int ggfs_overlay_lock(struct ggfs *fs);
 /* -o overlay=given as an absolute path (symbolic links resolved; the
  * file need not exist, its directory must), malloc'd; NULL with why set
  * (cap bytes) when it cannot be one: not a regular file, or (writable)

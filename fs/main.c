@@ -202,6 +202,8 @@ static bool read_token(const struct options *o, char **tok)
     return *tok != NULL;
 }
 
+static pid_t lock_holder(int fd, char comm[64]);
+
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
@@ -217,6 +219,24 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
     fs->overlay = path;
     fs->base = *model;
     *model = NULL;
+    /* one writer per overlay, as per local model: its lock before the
+     * leftover below is removed (it could be another mount's edit) */
+    int le = o->ro ? 0 : ggfs_overlay_lock(fs);
+    if (le == EAGAIN) {
+        char comm[64];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        pid_t pid = fd >= 0 ? lock_holder(fd, comm) : 0;
+        if (fd >= 0)
+            close(fd);
+        if (pid && strcmp(comm, "gguffs") == 0)
+            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
+                    "-o ro mounts it read-only meanwhile\n", path, (int)pid);
+        else
+            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
+                    "program holds a write lock on it); -o ro mounts it read-only "
+                    "meanwhile\n", path);
+        return false;
+    }
     /* a write that a crash interrupted before its rename: the overlay is
      * the old one, the new file a leftover */
     if (!o->ro && gguf_overlay_clean(path) != 0)
