@@ -295,9 +295,9 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
                        bool has_idx, off_t size)
 {
     const char *why;
-    int w = fi ? 0 : ggfs_write_check(fs, &why);
+    int w = fi || !has_idx ? 0 : ggfs_write_check(fs, &why);
     if (w)
-        return ggfs_edit_refused(fs, has_idx ? fs->st->meta_names.names[idx] : "?", w, why);
+        return ggfs_edit_refused(fs, fs->st->meta_names.names[idx], w, why);
     if (size < 0 || (uint64_t)size > MAX_TEXT)
         return EFBIG;
     struct whandle *h = fi ? (struct whandle *)(uintptr_t)fi->fh : NULL;
