@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 /* The one place gguf/'s codes become errno (the table is in gguf/diag.h). */
 int ggfs_errno(enum gguf_err e)
@@ -36,23 +38,90 @@ int ggfs_errno(enum gguf_err e)
     }
 }
 
+int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why)
+{
+    fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: edit refused (%s): %s\n", fs->model_path,
+             fname, strerror(err), why);
+    return err;
+}
+
 /* Logs why an edit of meta/NAME was refused, and gives its errno. */
 static int refused(struct ggfs *fs, const char *fname, enum gguf_err e, const struct gguf_diag *d)
 {
-    if (e == GGUF_E_SYNTAX || e == GGUF_E_RANGE || e == GGUF_E_INVAL) {
-        char line[1024];
-        char name[300];
-        snprintf(name, sizeof name, "meta/%s", fname);
-        gguf_diag_format(d, name, line, sizeof line);
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s\n", fs->model_path, line);
-    }
+    char line[1024];
+    char name[300];
+    snprintf(name, sizeof name, "meta/%s", fname);
+    gguf_diag_format(d, name, line, sizeof line);
+    fuse_log(FUSE_LOG_ERR, "gguffs: %s: edit refused (%s): %s\n", fs->model_path,
+             strerror(ggfs_errno(e)), line);
     return ggfs_errno(e);
+}
+
+/* errno of a failed access(2) of something gguffs must write */
+static int access_errno(int e)
+{
+    return e == EROFS ? EROFS : EACCES;
+}
+
+int ggfs_write_check(struct ggfs *fs, const char **why)
+{
+    *why = "";
+    if (fs->read_only) {
+        *why = "mounted read-only (-o ro)";
+        return EROFS;
+    }
+    if (fs->write_err) {
+        *why = fs->write_err == EROFS ? "the model's file system was read-only at mount "
+                                        "(mount again to edit)"
+                                      : "gguffs could not open the model for writing at "
+                                        "mount (mount again to edit)";
+        return fs->write_err;
+    }
+    /* one writer per overlay: its lock, if the file exists now */
+    if (fs->overlay) {
+        int e = ggfs_overlay_lock(fs);
+        if (e == EAGAIN) {
+            *why = "another gguffs writes the overlay";
+            return EBUSY;
+        }
+    }
+    /* the file written: the model (in place), or the overlay; the folder
+     * that holds it takes the journal, a rewrite's new file, the rename */
+    const char *file = fs->overlay ? fs->overlay : fs->model_real;
+    const char *slash = strrchr(file, '/');
+    char dir[4096];
+    if (!slash || (size_t)(slash - file) >= sizeof dir)
+        return 0;
+    size_t dl = slash == file ? 1 : (size_t)(slash - file);
+    memcpy(dir, file, dl);
+    dir[dl] = '\0';
+    struct statvfs sv;
+    if (statvfs(dir, &sv) == 0 && (sv.f_flag & ST_RDONLY)) {
+        *why = "the model's file system is read-only";
+        return EROFS;
+    }
+    if (!fs->overlay && faccessat(AT_FDCWD, file, W_OK, 0) != 0) {
+        int e = access_errno(errno);
+        *why = e == EROFS ? "the model's file system is read-only"
+                          : "the model file is not writable by gguffs";
+        return e;
+    }
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, 0) != 0) {
+        int e = access_errno(errno);
+        *why = e == EROFS ? "the model's file system is read-only"
+                          : fs->overlay ? "the overlay's folder is not writable by gguffs"
+                                        : "the model's folder is not writable by gguffs (an edit "
+                                          "writes its journal or new file there)";
+        return e;
+    }
+    return 0;
 }
 
 /* Writes the new header into the model, re-opens it and swaps the new state
  * in.  Returns 0 or an errno; on error the model and the state are
  * unchanged. */
-static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
+static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname,
+                  const char *why)
 {
     struct state *old = fs->st;
     struct gguf_diag d;
@@ -62,17 +131,26 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
         /* a remote model: the edited header goes to the overlay file */
         ce = ggfs_overlay_commit(fs, hdr, &d);
         if (ce == GGUF_E_PERM) {
-            fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
+            fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n",
+                     fs->model_path, fname, why, strerror(EPERM), d.msg);
             return EPERM;      /* refused: nothing written */
         }
     } else {
         /* padded (gguffs.padding) to be written in place, or cloned where
          * the file system can: O(metadata) either way */
-        ce = gguf_commit_edit(fs->model_real, st_meta(old), old->model->shards[0].src,
-                              (const uint8_t *)hdr->data, hdr->len, &how, &d);
+        int nfd = -1;
+        ce = gguf_commit_edit_locked(fs->model_real, st_meta(old), old->model->shards[0].src,
+                                     (const uint8_t *)hdr->data, hdr->len, &how,
+                                     fs->lock_fd >= 0 ? &nfd : NULL, &d);
+        if (nfd >= 0) {
+            /* a rewrite: the new file (the model now) came locked */
+            close(fs->lock_fd);
+            fs->lock_fd = nfd;
+        }
     }
     if (ce != GGUF_OK)
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s: %s\n", fs->model_path, why, d.msg);
+        fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s failed (%s): %s\n", fs->model_path,
+                 fname, why, strerror(EIO), d.msg);
     else if (!fs->overlay)
         atomic_fetch_add(how.in_place ? &fs->edits_in_place : how.cloned ? &fs->edits_cloned
                                                                           : &fs->edits_copied, 1);
@@ -125,7 +203,7 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *why)
 static int apply(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
                  const struct gguf_diag *d, const char *fname, const char *why)
 {
-    int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, why);
+    int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, fname, why);
     gguf_buf_free(hdr);
     return r;
 }
@@ -188,8 +266,10 @@ int wh_apply(struct whandle *h)
 
 int ggfs_edit_unlink(struct ggfs *fs, const char *name)
 {
-    if (fs->read_only)
-        return EROFS;
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    if (w == EROFS && fs->read_only)
+        return ggfs_edit_refused(fs, name, w, why);
     struct whandle *p = wh_pending_find(fs, 0, name);
     if (p) {                 /* a created key not committed, or a scratch: forget it */
         pthread_mutex_lock(&p->mu);
@@ -205,6 +285,8 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name)
     int64_t i = ntab_find(&fs->st->meta_names, name);
     if (i < 0)
         return ENOENT;
+    if (w)
+        return ggfs_edit_refused(fs, name, w, why);
     struct gguf_buf hdr = { 0 };
     struct gguf_diag d;
     enum gguf_err e = gguf_kvedit_delete(st_meta(fs->st), (uint64_t)i, &hdr, &d);
@@ -229,7 +311,8 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
         h = (struct whandle *)(uintptr_t)fi.fh;
     } else {
         if (!wh_new_key_name(to, strlen(to)))
-            return EINVAL;
+            return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
+                                     "lower_snake_case segments)");
         int64_t id = ggfs_key_id(fs, to);
         if (id < 0 || !(h = wh_new(fs, (uint64_t)id, to, WH_NEW)))
             return ENOMEM;
@@ -256,8 +339,10 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
 
 int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
 {
-    if (fs->read_only)
-        return EROFS;
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    if (w)
+        return ggfs_edit_refused(fs, to, w, why);
     struct whandle *p = wh_pending_find(fs, 0, from);
     if (p && p->kind == WH_SCRATCH)
         return rename_scratch(fs, p, to);
@@ -281,11 +366,14 @@ int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
 
 int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size)
 {
-    if (fs->read_only)
-        return EROFS;
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    const char *fname = id < fs->ids.n ? fs->ids.names[id] : "?";
+    if (w == EROFS && fs->read_only)
+        return ggfs_edit_refused(fs, fname, w, why);
     struct gguf_typedesc td;
     if (!gguf_typedesc_parse(value, size, &td))
-        return EINVAL;
+        return ggfs_edit_refused(fs, fname, EINVAL, "user.gguf.type: not a type");
     struct whandle *p = wh_pending_find(fs, id, NULL);
     if (p) {                 /* a new key: the type to parse it as at close */
         p->type = td;
@@ -295,6 +383,8 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
     int64_t i = key_index(fs->st, id);
     if (i < 0)
         return ENOENT;
+    if (w)
+        return ggfs_edit_refused(fs, fname, w, why);
     struct gguf_buf hdr = { 0 };
     struct gguf_diag d;
     enum gguf_err e = gguf_kvedit_retype(st_meta(fs->st), (uint64_t)i, &td, &hdr, &d);

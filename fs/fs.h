@@ -198,6 +198,17 @@ struct ggfs {
     const char *model_path;      /* as given, for messages */
     const char *model_real;      /* the first shard's absolute path (edits go there) */
     bool read_only;
+    /* Why the model cannot be written, found at mount (0: it can): EROFS
+     * (its file system is read-only), EACCES (gguffs may not write it).
+     * Every edit then fails at open with it (ggfs_write_check). */
+    int write_err;
+    /* A descriptor of the model (the first shard) holding an OFD write
+     * lock on the whole file, taken at mount: one read-write mount per
+     * model.  -1: none (-o ro, a remote model, or a file system without
+     * locks).  A rewrite replaces it with the new file's (commit.c);
+     * under commit_mu after the mount.  With -o overlay, the lock is on
+     * the overlay file instead (overlay.c), once it exists. */
+    int lock_fd;
     bool remote;                 /* the model is read by HTTP (remote/) */
     /* -o overlay (overlay.c): a remote model's edits go to this local
      * file (its absolute path; NULL without), and every version's shards
@@ -325,6 +336,13 @@ enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out,
  * someone else since this mount read it.  Under commit_mu. */
 enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
                                   struct gguf_diag *d);
+/* The mount's OFD write lock on the overlay file (fs->lock_fd), taken
+ * when there is none yet: at mount, before a leftover new file is
+ * removed, and before an edit (the file may have been created since, by
+ * this mount or another): 0 (held), EAGAIN (another process holds one),
+ * or the errno of opening it (ENOENT: no file yet, nothing to lock; the
+ * first edit creates it locked).  Under commit_mu once mounted. */
+int ggfs_overlay_lock(struct ggfs *fs);
 /* -o overlay=given as an absolute path (symbolic links resolved; the
  * file need not exist, its directory must), malloc'd; NULL with why set
  * (cap bytes) when it cannot be one: not a regular file, or (writable)
@@ -452,6 +470,16 @@ void ggfs_notify_wait_all(struct ggfs *fs);
  * 0 or an errno. */
 
 void ggfs_edit_stop(struct ggfs *fs);       /* frees handles never released */
+/* 0 if an edit may write the model now, else the errno every edit fails
+ * with at once (at open, create, rename, unlink, setxattr), and *why says
+ * why in words: EROFS for -o ro or a model on a read-only file system
+ * (remounted so after the mount too), EACCES when gguffs may not write
+ * the model or the folder that holds it (where the journal and a
+ * rewrite's new file go).  A few system calls, no I/O on the model. */
+int ggfs_write_check(struct ggfs *fs, const char **why);
+/* Logs that an edit of meta/fname was refused with errno err, and why;
+ * returns err. */
+int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why);
 int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
 /* Opens a tool's scratch file again (any mode); EBUSY for a new key that
  * is being written, ENOENT if there is no such file. */

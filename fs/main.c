@@ -10,6 +10,7 @@
  */
 #include "fs.h"
 #include "diskcache.h"
+#include "log.h"
 #include "options.h"
 #include "signals.h"
 
@@ -22,6 +23,7 @@
 #include "remote/url.h"
 #include "kernels/dequant.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -306,6 +308,7 @@ static int dump_remote(const struct options *o)
     gguf_close(gf);
     return ok ? 0 : 1;
 }
+static pid_t lock_holder(int fd, char comm[64]);
 
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
@@ -322,6 +325,24 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
     fs->overlay = path;
     fs->base = *model;
     *model = NULL;
+    /* one writer per overlay, as per local model: its lock before the
+     * leftover below is removed (it could be another mount's edit) */
+    int le = o->ro ? 0 : ggfs_overlay_lock(fs);
+    if (le == EAGAIN) {
+        char comm[64];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        pid_t pid = fd >= 0 ? lock_holder(fd, comm) : 0;
+        if (fd >= 0)
+            close(fd);
+        if (pid && strcmp(comm, "gguffs") == 0)
+            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
+                    "-o ro mounts it read-only meanwhile\n", path, (int)pid);
+        else
+            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
+                    "program holds a write lock on it); -o ro mounts it read-only "
+                    "meanwhile\n", path);
+        return false;
+    }
     /* a write that a crash interrupted before its rename: the overlay is
      * the old one, the new file a leftover */
     if (!o->ro && gguf_overlay_clean(path) != 0)
@@ -332,6 +353,128 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
         refuse(path, &d);
         return false;
     }
+    return true;
+}
+
+/* The process (other than this one) whose open file description holds an
+ * OFD write lock on the file open at fd, and its name (comm); 0 if none
+ * is found (another user's, no /proc).  Only when a mount is refused. */
+static pid_t lock_holder(int fd, char comm[64])
+{
+    struct stat want;
+    DIR *procs = fstat(fd, &want) == 0 ? opendir("/proc") : NULL;
+    if (!procs)
+        return 0;
+    pid_t found = 0;
+    struct dirent *pe;
+    while (!found && (pe = readdir(procs)) != NULL) {
+        char *end;
+        long pid = strtol(pe->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid())
+            continue;
+        char path[320];
+        snprintf(path, sizeof path, "/proc/%ld/fdinfo", pid);
+        DIR *fds = opendir(path);
+        if (!fds)
+            continue;
+        struct dirent *fe;
+        while (!found && (fe = readdir(fds)) != NULL) {
+            if (fe->d_name[0] < '0' || fe->d_name[0] > '9')
+                continue;
+            struct stat s;
+            snprintf(path, sizeof path, "/proc/%ld/fd/%s", pid, fe->d_name);
+            if (stat(path, &s) != 0 || s.st_dev != want.st_dev || s.st_ino != want.st_ino)
+                continue;
+            snprintf(path, sizeof path, "/proc/%ld/fdinfo/%s", pid, fe->d_name);
+            char buf[1024];
+            int ifd = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t n = ifd >= 0 ? read(ifd, buf, sizeof buf - 1) : -1;
+            if (ifd >= 0)
+                close(ifd);
+            if (n <= 0)
+                continue;
+            buf[n] = '\0';
+            const char *l = strstr(buf, "OFDLCK");
+            if (l && strstr(l, "WRITE"))
+                found = (pid_t)pid;
+        }
+        closedir(fds);
+    }
+    closedir(procs);
+    comm[0] = '\0';
+    if (found) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)found);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fgets(comm, 64, f))
+                comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+    }
+    return found;
+}
+
+/* One writer per model: a read-write mount of a local model takes an OFD
+ * write lock on the file edits go to (the first shard), before an
+ * interrupted edit is recovered, kept for the life of the mount (the
+ * descriptor is inherited by the daemon); a rewrite moves it to the new
+ * file (commit.c).  A second read-write mount is refused; read-only
+ * mounts take no lock.  A model that cannot be opened for writing (a
+ * read-only file system, a file gguffs may not write) is mounted with
+ * every edit failing at open with EROFS or EACCES, said on stderr.  false
+ * after a one-line error. */
+static bool lock_model(struct ggfs *fs, const char *real, const char *given)
+{
+    size_t plen;
+    unsigned no, count;
+    char *first = NULL;
+    if (gguf_split_name_parse(real, &plen, &no, &count) && no != 1)
+        first = gguf_split_name(real, plen, 1, count);
+    const char *target = first ? first : real;
+    int fd = open(target, O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        /* a file that is not there or not a file: the open of the model
+         * says so */
+        if (e != ENOENT && e != EISDIR) {
+            fs->write_err = e == EROFS ? EROFS : EACCES;
+            fprintf(stderr, "gguffs: %s: cannot be written (%s): meta/ is read-only, edits "
+                    "fail with %s\n", given, strerror(e), fs->write_err == EROFS ? "EROFS"
+                                                                               : "EACCES");
+        }
+        free(first);
+        return true;
+    }
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    if (fcntl(fd, F_OFD_SETLK, &l) != 0) {
+        int e = errno;
+        if (e == EAGAIN || e == EACCES) {
+            char comm[64];
+            pid_t pid = lock_holder(fd, comm);
+            if (pid && strcmp(comm, "gguffs") == 0)
+                fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
+                        "-o ro mounts it read-only meanwhile\n", given, (int)pid);
+            else if (pid)
+                fprintf(stderr, "gguffs: %s: %s (pid %d) holds a write lock on it; -o ro "
+                        "mounts it read-only meanwhile\n", given, comm[0] ? comm : "a process",
+                        (int)pid);
+            else
+                fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
+                        "program holds a write lock on it); -o ro mounts it read-only "
+                        "meanwhile\n", given);
+            close(fd);
+            free(first);
+            return false;
+        }
+        /* no OFD locks here (EINVAL, ENOLCK): mounted, unguarded */
+        fprintf(stderr, "gguffs: %s: cannot lock it (%s): a second read-write mount of it "
+                "would not be refused\n", given, strerror(e));
+        close(fd);
+        fd = -1;
+    }
+    fs->lock_fd = fd;
+    free(first);
     return true;
 }
 
@@ -370,7 +513,12 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             fprintf(stderr, "gguffs: %s: %s\n", o->model, strerror(errno));
             return false;
         }
-        ge = ggfs_open_model(real, o->ro, NULL, NULL, &model, &d);
+        /* before an interrupted edit is recovered: that is a write */
+        if (!o->ro && !lock_model(fs, real, o->model)) {
+            free(real);
+            return false;
+        }
+        ge = ggfs_open_model(real, o->ro || fs->write_err, NULL, NULL, &model, &d);
     }
     free(real);
     if (ge) {
@@ -684,6 +832,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
      * parent may return. */
     pid_t before = getpid();
     fuse_daemonize(o->copts.foreground);
+    if (getpid() != before)
+        ggfs_log_daemonized();      /* stderr is /dev/null now */
     /* after the fork: threads do not survive it */
     if (getpid() != before && !signals_after_fork()) {
         fuse_session_unmount(se);
@@ -762,7 +912,7 @@ int main(int argc, char *argv[])
     struct options o;
     struct fuse_args args;
     int ret = 1;
-    struct ggfs fs = { .mnt_id = -1, .timeout = 365.0 * 86400 };
+    struct ggfs fs = { .mnt_id = -1, .timeout = 365.0 * 86400, .lock_fd = -1 };
 
     enum options_result r = options_parse(argc, argv, &o, &args);
     if (r != OPTS_RUN) {
@@ -802,7 +952,7 @@ int main(int argc, char *argv[])
     glist_init(&fs.streams);
 
     if (check_mountpoint(&o) && check_dev_fuse(&o) && check_cache_dir(&o) &&
-        open_model(&fs, &o)) {
+        ggfs_log_open(o.copts.mountpoint, o.log_file) && open_model(&fs, &o)) {
         open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
@@ -825,6 +975,9 @@ int main(int argc, char *argv[])
     rcache_put(fs.rcache);     /* freed with the last shard's source */
     ggfs_key_ids_free(&fs.ids);
     free((char *)fs.model_real);
+    if (fs.lock_fd >= 0)
+        close(fs.lock_fd);
+    ggfs_log_close();
     pthread_rwlock_destroy(&fs.lock);
     pthread_mutex_destroy(&fs.commit_mu);
     pthread_mutex_destroy(&fs.states_mu);

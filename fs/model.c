@@ -60,7 +60,7 @@ static enum gguf_err open_file(void *ctx, const char *name, struct gguf_source *
         if (e)
             return e;
         if (what[0] && !o->read_only)
-            fprintf(stderr, "gguffs: %s: %s\n", name, what);
+            fuse_log(FUSE_LOG_WARNING, "gguffs: %s: %s\n", name, what);
     }
     return gguf_split_open_file(NULL, name, out, d);
 }

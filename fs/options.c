@@ -28,6 +28,7 @@ struct raw_options {
     char *overlay;
     char *cache_dir;
     char *cache_max;
+    char *log_file;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -58,6 +59,7 @@ static const struct fuse_opt opt_spec[] = {
     { "overlay=%s", offsetof(struct raw_options, overlay), 0 },
     { "cache_dir=%s", offsetof(struct raw_options, cache_dir), 0 },
     { "cache_max=%s", offsetof(struct raw_options, cache_max), 0 },
+    { "log_file=%s", offsetof(struct raw_options, log_file), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -140,6 +142,10 @@ static void usage(const char *prog)
            "                         suffixes; default 4M; 0: the kernel's default),\n"
            "                         rounded to whole read requests; needs root (for\n"
            "                         another user: ignored, said once on stderr)\n"
+           "  -o log_file=FILE       append messages (refused edits, read errors) to\n"
+           "                         FILE (created with mode 0600), one line each with\n"
+           "                         a timestamp; without it they go to syslog once\n"
+           "                         daemonized, to stderr with -f\n"
            "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
            "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"
            "HF_TOKEN is the token unless bearer_token_file is given):\n"
@@ -367,6 +373,12 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                 raw.timeout);
         goto out;
     }
+    if (raw.log_file && !raw.log_file[0]) {
+        fprintf(stderr, "gguffs: log_file=: needs a file name\n");
+        goto out;
+    }
+    o->log_file = raw.log_file;
+    raw.log_file = NULL;
     o->bearer_token_file = raw.bearer_token_file;
     o->ca_file = raw.ca_file;
     o->overlay = raw.overlay;
@@ -385,6 +397,7 @@ out:
     free(raw.overlay);
     free(raw.cache_dir);
     free(raw.cache_max);
+    free(raw.log_file);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -397,6 +410,7 @@ void options_free(struct options *o, struct fuse_args *args)
     free(o->ca_file);
     free(o->overlay);
     free(o->cache_dir);
+    free(o->log_file);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

@@ -35,6 +35,7 @@ struct options {
     char *overlay;              /* -o overlay: as given */
     char *cache_dir;            /* -o cache_dir: the disk cache (NULL: none) */
     uint64_t cache_max;         /* -o cache_max, or the default */
+    char *log_file;             /* -o log_file: messages appended there (NULL: none) */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

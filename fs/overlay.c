@@ -23,6 +23,7 @@
 #include "gguf/split.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,9 +145,16 @@ enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
         .hdr = (uint8_t *)hdr->data, .hdr_len = hdr->len,
     };
     bool renamed;
-    enum gguf_err e = gguf_overlay_write(fs->overlay, &ov, &renamed, d);
+    int nfd = -1;
+    enum gguf_err e = gguf_overlay_write_locked(fs->overlay, &ov, &renamed, &nfd, d);
     if (renamed)
         fs->overlay_sum = ov.sum;
+    if (nfd >= 0) {
+        /* the new overlay came locked: the mount's lock is on it now */
+        if (fs->lock_fd >= 0)
+            close(fs->lock_fd);
+        fs->lock_fd = nfd;
+    }
     if (e && d) {
         char msg[2 * sizeof d->msg];
         snprintf(msg, sizeof msg, "%s: %s", fs->overlay, d->msg);
@@ -154,6 +162,23 @@ enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
         d->msg[sizeof d->msg - 1] = '\0';
     }
     return e;
+}
+
+int ggfs_overlay_lock(struct ggfs *fs)
+{
+    if (fs->lock_fd >= 0)
+        return 0;
+    int fd = open(fs->overlay, O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return errno;
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    if (fcntl(fd, F_OFD_SETLK, &l) != 0) {
+        int e = errno == EACCES ? EAGAIN : errno;
+        close(fd);
+        return e;
+    }
+    fs->lock_fd = fd;
+    return 0;
 }
 
 char *ggfs_overlay_path(const char *given, bool writable, char *why, size_t cap)

@@ -129,10 +129,15 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
 {
     const struct state *st = fs->st;
     const struct gguf_file *gf = st_meta(st);
-    if (fs->read_only)
-        return EROFS;
-    if (wh_is_reserved(gf, idx) || !gguf_kv_uniform(gf, &gf->kv[idx]))
-        return EPERM;
+    const char *why, *fname = st->meta_names.names[idx];
+    int w = ggfs_write_check(fs, &why);
+    if (w)
+        return ggfs_edit_refused(fs, fname, w, why);
+    if (wh_is_reserved(gf, idx))
+        return ggfs_edit_refused(fs, fname, EPERM, "this key decides the file's layout");
+    if (!gguf_kv_uniform(gf, &gf->kv[idx]))
+        return ggfs_edit_refused(fs, fname, EPERM, "an array whose elements differ in type "
+                                 "cannot be written as text");
     struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
     if (!h)
         return ENOMEM;
@@ -179,17 +184,22 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
 {
     struct ggfs *fs = req_fs(req);
     const struct state *st = fs->st;
-    if (fs->read_only)
-        return (void)fuse_reply_err(req, EROFS);
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    if (w)
+        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, w, why));
     if (strcmp(name, "general.alignment") == 0 || strcmp(name, "gguffs.padding") == 0)
-        return (void)fuse_reply_err(req, EPERM);    /* decide the layout */
+        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EPERM, "this key "
+                                                           "decides the file's layout"));
     if (ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
         return (void)fuse_reply_err(req, EEXIST);
     /* A tool's temporary file, or a new key whose name must follow the
      * GGUF rule (scratch names first: sed's may look like a key). */
     bool scratch = gguf_name_is_scratch(name, strlen(name));
     if (!scratch && !wh_new_key_name(name, strlen(name)))
-        return (void)fuse_reply_err(req, EINVAL);
+        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EINVAL, "not a valid new "
+                                                           "key name ('.'-separated "
+                                                           "lower_snake_case segments)"));
     int64_t id = ggfs_key_id(fs, name);
     struct whandle *h = id < 0 ? NULL : wh_new(fs, (uint64_t)id, name,
                                                scratch ? WH_SCRATCH : WH_NEW);
@@ -242,7 +252,7 @@ static int check_text(struct whandle *h)
     const char *t = h->text.data;
     size_t n = h->text.len;
     if (h->check_kind == CHECK_UTF8 && !gguf_utf8_prefix_ok(t, n))
-        return EINVAL;
+        return ggfs_edit_refused(h->fs, h->fname, EINVAL, "not UTF-8");
     if (h->check_kind == CHECK_LINES) {
         /* each whole line not checked yet must parse as an element, so
          * that `echo garbage >> meta/tokenizer.ggml.scores` fails in
@@ -256,8 +266,11 @@ static int check_text(struct whandle *h)
             enum gguf_err e = gguf_parse_value(&enc, &h->check, t + a, (size_t)(nl - t) + 1 - a,
                                                &bin, &d);
             gguf_buf_free(&bin);
-            if (e)
-                return EINVAL;
+            if (e) {
+                char line[1024];
+                gguf_diag_format(&d, NULL, line, sizeof line);
+                return ggfs_edit_refused(h->fs, h->fname, EINVAL, line);
+            }
         }
         h->checked = a;
     }
@@ -267,8 +280,11 @@ static int check_text(struct whandle *h)
         struct gguf_enc enc = { 0 };
         enum gguf_err e = gguf_parse_value(&enc, &h->check, t, n, &bin, &d);
         gguf_buf_free(&bin);
-        if (e)
-            return EINVAL;
+        if (e) {
+            char line[1024];
+            gguf_diag_format(&d, NULL, line, sizeof line);
+            return ggfs_edit_refused(h->fs, h->fname, EINVAL, line);
+        }
     }
     return 0;
 }
@@ -313,8 +329,10 @@ void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_
 int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
                        bool has_idx, off_t size)
 {
-    if (fs->read_only)
-        return EROFS;
+    const char *why;
+    int w = fi || !has_idx ? 0 : ggfs_write_check(fs, &why);
+    if (w)
+        return ggfs_edit_refused(fs, fs->st->meta_names.names[idx], w, why);
     if (size < 0 || (uint64_t)size > MAX_TEXT)
         return EFBIG;
     struct whandle *h = fi ? (struct whandle *)(uintptr_t)fi->fh : NULL;

@@ -238,10 +238,17 @@ static bool same_owner_and_mode(struct gguf_steps *s, int nfd, const struct stat
     return fchmod(nfd, st->st_mode & 07777) == 0;
 }
 
+/* An OFD write lock on the whole file open at fd (errno on false). */
+static bool ofd_wrlock(int fd)
+{
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    return fcntl(fd, F_OFD_SETLK, &l) == 0;
+}
+
 static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct stat *st,
                                     const struct gguf_file *f, struct gguf_source *old,
                                     const uint8_t *hdr, size_t hdr_len, bool *cloned,
-                                    struct gguf_diag *d)
+                                    int *lock_fd, struct gguf_diag *d)
 {
     struct gguf_steps s = { 0 };
     struct stat ns;
@@ -273,15 +280,24 @@ static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct st
     gguf_step(&s, what = "fsync of the new file");
     if (fsync(nfd) != 0)
         goto io;
-    if (close(nfd) != 0) {
+    /* the caller's write lock moves to the new file before its name is
+     * the model's: the model is never seen unlocked */
+    if (lock_fd && !ofd_wrlock(nfd)) {
+        what = "locking the new file";
+        goto io;
+    }
+    if (!lock_fd && close(nfd) != 0) {
         nfd = -1;
         what = "closing the new file";
         goto io;
     }
-    nfd = -1;
+    if (!lock_fd)
+        nfd = -1;
     gguf_step(&s, what = "renaming the new file over the model");
     if (rename(p->newf, p->model) != 0)
         goto io;
+    if (lock_fd)
+        *lock_fd = nfd;
     return sync_dir_last(p, &s, "it may not survive a power loss", d);
 
 io:
@@ -416,10 +432,12 @@ static enum gguf_err check_unchanged(const struct gguf_jpaths *p, int fd,
 static enum gguf_err commit(const char *path, const struct gguf_file *f,
                             struct gguf_source *old_src, const uint8_t *hdr,
                             size_t hdr_len, struct gguf_commit_info *info,
-                            struct gguf_diag *d)
+                            int *lock_fd, struct gguf_diag *d)
 {
     gguf_diag_set(d, GGUF_OK, UINT64_MAX, "%s", "");
     memset(info, 0, sizeof *info);
+    if (lock_fd)
+        *lock_fd = -1;
     info->hdr_len = hdr_len;
     if (hdr_len < 24 || memcmp(hdr, "GGUF", 4) != 0 ||
         (gguf_has_tensor_data(f) && hdr_len % f->alignment))
@@ -453,7 +471,7 @@ static enum gguf_err commit(const char *path, const struct gguf_file *f,
         err = commit_in_place(&p, fd, f, old, hdr, hdr_len, d);
         info->in_place = err == GGUF_OK;
     } else if (!err) {
-        err = commit_rewrite(&p, &st, f, old_src, hdr, hdr_len, &info->cloned, d);
+        err = commit_rewrite(&p, &st, f, old_src, hdr, hdr_len, &info->cloned, lock_fd, d);
     }
     if (err)
         info->cloned = false;
@@ -470,7 +488,7 @@ enum gguf_err gguf_commit(const char *path, const struct gguf_file *f,
 {
     struct gguf_diag scratch;
     struct gguf_commit_info info;
-    enum gguf_err err = commit(path, f, old_src, hdr, hdr_len, &info, d ? d : &scratch);
+    enum gguf_err err = commit(path, f, old_src, hdr, hdr_len, &info, NULL, d ? d : &scratch);
     if (in_place)
         *in_place = info.in_place;
     return err;
@@ -480,6 +498,14 @@ enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
                                struct gguf_source *old_src, const uint8_t *hdr,
                                size_t hdr_len, struct gguf_commit_info *info,
                                struct gguf_diag *d)
+{
+    return gguf_commit_edit_locked(path, f, old_src, hdr, hdr_len, info, NULL, d);
+}
+
+enum gguf_err gguf_commit_edit_locked(const char *path, const struct gguf_file *f,
+                                      struct gguf_source *old_src, const uint8_t *hdr,
+                                      size_t hdr_len, struct gguf_commit_info *info,
+                                      int *lock_fd, struct gguf_diag *d)
 {
     struct gguf_diag scratch;
     struct gguf_commit_info is;
@@ -498,7 +524,7 @@ enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
     struct gguf_buf fit = { 0 };
     enum gguf_err err = gguf_pad_fit(f, hdr, hdr_len, step, &fit, d);
     if (!err)
-        err = commit(path, f, old_src, (const uint8_t *)fit.data, fit.len, info, d);
+        err = commit(path, f, old_src, (const uint8_t *)fit.data, fit.len, info, lock_fd, d);
     gguf_buf_free(&fit);
     return err;
 }

@@ -121,6 +121,20 @@ enum gguf_err gguf_commit_edit(const char *path, const struct gguf_file *f,
                                struct gguf_diag *d);
 
 /*
+ * gguf_commit_edit for a caller that holds an OFD write lock (fcntl
+ * F_OFD_SETLK, F_WRLCK, whole file) on the model: lock_fd is set to -1,
+ * or, after a rewrite (a new inode renamed over the model), to a
+ * descriptor of the new file that holds such a lock, taken before the
+ * rename, so that the model is never unlocked; the caller keeps it (and
+ * closes its descriptor of the old file).  A lock that cannot be taken
+ * fails the edit (GGUF_E_IO) before the rename.
+ */
+enum gguf_err gguf_commit_edit_locked(const char *path, const struct gguf_file *f,
+                                      struct gguf_source *old, const uint8_t *hdr,
+                                      size_t hdr_len, struct gguf_commit_info *info,
+                                      int *lock_fd, struct gguf_diag *d);
+
+/*
  * The file system's block size (statfs f_bsize) if it clones ranges of the
  * model at path into new files in its directory — tried, with one block
  * into an unnamed file (O_TMPFILE) that disappears when closed; 0 when it

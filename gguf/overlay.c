@@ -314,8 +314,16 @@ static char *dir_of(const char *path)
 enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool *renamed,
                                  struct gguf_diag *d)
 {
+    return gguf_overlay_write_locked(path, ov, renamed, NULL, d);
+}
+
+enum gguf_err gguf_overlay_write_locked(const char *path, struct gguf_overlay *ov,
+                                        bool *renamed, int *lock_fd, struct gguf_diag *d)
+{
     if (renamed)
         *renamed = false;
+    if (lock_fd)
+        *lock_fd = -1;
     size_t id_len = strlen(ov->identity), name_len = strlen(ov->name);
     if (id_len == 0 || id_len > GGUF_OVERLAY_ID_MAX)
         return bad(d, GGUF_E_INVAL, UINT64_MAX, "identity too long for an overlay");
@@ -384,8 +392,17 @@ enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool
         err = gguf_io_fail(d, "fsync of the new overlay", errno);
         goto out;
     }
-    close(fd);
-    fd = -1;
+    if (lock_fd) {
+        /* locked before its name is the overlay's: never seen unlocked */
+        struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+        if (fcntl(fd, F_OFD_SETLK, &l) != 0) {
+            err = gguf_io_fail(d, "locking the new overlay", errno);
+            goto out;
+        }
+    } else {
+        close(fd);
+        fd = -1;
+    }
     gguf_step(&steps, "rename overlay");
     if (rename(tmp, path) != 0) {
         err = gguf_io_fail(d, "renaming the new overlay", errno);
@@ -393,6 +410,10 @@ enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool
     }
     if (renamed)
         *renamed = true;
+    if (lock_fd) {
+        *lock_fd = fd;
+        fd = -1;
+    }
     ov->sum = gguf_rd64(&oenc, buf + 56);
     gguf_step(&steps, "fsync directory");
     if (gguf_fsync_dir(dir) != 0) {

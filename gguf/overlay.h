@@ -96,6 +96,13 @@ uint64_t gguf_overlay_base_data(const struct gguf_file *base_gf);
  * PATH.gguffs-new is removed on failure. */
 enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool *renamed,
                                  struct gguf_diag *d);
+/* The same for a writer that holds an OFD write lock on the overlay (or
+ * will): *lock_fd is set to -1, or, once the new file took path's place,
+ * to a descriptor of it holding an OFD write lock (whole file) taken
+ * before the rename, which the caller keeps.  A lock that cannot be taken
+ * fails the write before the rename. */
+enum gguf_err gguf_overlay_write_locked(const char *path, struct gguf_overlay *ov,
+                                        bool *renamed, int *lock_fd, struct gguf_diag *d);
 
 /* The checksum recorded at byte 56 of the overlay at path: 1 (in *sum), 0
  * when there is no such file, -1 when it cannot be read or is not an

@@ -21,8 +21,9 @@ import tempfile
 import harness
 
 MKFS = {"xfs": ["mkfs.xfs", "-q", "-f", "-m", "reflink=1"],
-        "btrfs": ["mkfs.btrfs", "-q", "-f"]}
-MIN_MB = {"xfs": 320, "btrfs": 128}
+        "btrfs": ["mkfs.btrfs", "-q", "-f"],
+        "ext4": ["mkfs.ext4", "-q", "-F"]}     # where chattr +i is wanted
+MIN_MB = {"xfs": 320, "btrfs": 128, "ext4": 16}
 
 # struct file_clone_range { s64 src_fd; u64 src_offset, src_length, dest_offset; }
 FICLONERANGE = 0x4020940D
@@ -39,7 +40,7 @@ def require(kind):
     tool = MKFS[kind][0]
     if not shutil.which(tool):
         harness.skip_or_fail("%s is missing (apt-get install %s)"
-                             % (tool, "xfsprogs" if kind == "xfs" else "btrfs-progs"))
+                             % (tool, {"xfs": "xfsprogs", "btrfs": "btrfs-progs"}.get(kind, "e2fsprogs")))
     if not os.path.exists("/dev/loop-control") and not os.path.exists("/dev/loop0"):
         harness.skip_or_fail("no loop devices (/dev/loop-control)")
 

@@ -299,15 +299,38 @@ def remount(h, ng, single, ov, fixed):
 
 
 def two_mounts(h, ng, single, tmp):
-    """Two mounts writing one overlay: the second's edit finds the file
-    changed by the first and fails with EIO, changing nothing; that mount
-    then shows the first one's version, and its next edit builds on it."""
+    """Two read-write mounts of one overlay (issue 21: one writer per
+    file).  The overlay does not exist when both mount; the first edit
+    creates it locked (an OFD write lock of the mount that wrote it), so
+    the other mount's edits fail at open with EBUSY and change nothing, and
+    a third read-write mount is refused (exit 1, one line naming the
+    holder's pid).  Once the first is unmounted the other's edit finds the
+    file changed since it read it and fails with EIO, changing nothing;
+    that mount then shows the first one's version, and its next edit
+    builds on it."""
     url = ng.url(os.path.basename(single))
     ov = os.path.join(tmp, "shared.overlay")
-    with mounted(url, ["-o", "overlay=" + ov]) as a, mounted(url, ["-o", "overlay=" + ov]) as b:
+    a = Gguffs(url, ["-o", "overlay=" + ov])
+    b = None
+    try:
+        b = Gguffs(url, ["-o", "overlay=" + ov])
         ma, mb = os.path.join(a.mnt, "meta"), os.path.join(b.mnt, "meta")
         h.check(write(os.path.join(ma, "general.name"), "from a\n") == 0, "two mounts: edit in a")
         before = open(ov, "rb").read()
+        h.check(write(os.path.join(mb, "llama.context_length"), "77\n") == errno.EBUSY,
+                "two mounts: b's edit while a holds the overlay is not EBUSY")
+        h.check(open(ov, "rb").read() == before, "two mounts: b's refused edit changed the overlay")
+        mnt = tempfile.mkdtemp(prefix="gguffs-mnt-")
+        try:
+            rc, _, err = harness.run_gguffs([url, "-o", "overlay=" + ov, mnt], timeout=60)
+            text = err.decode(errors="replace").strip()
+            h.check(rc == 1 and not harness.is_mounted(mnt) and
+                    "another gguffs mounts it read-write (pid %d)" % a.pid in text,
+                    "two mounts: a third rw mount of a's overlay: exit %d, %r" % (rc, text))
+        finally:
+            harness.unmount(mnt)
+            os.rmdir(mnt)
+        a.stop(h, "two mounts: a")
         h.check(write(os.path.join(mb, "llama.context_length"), "77\n") == errno.EIO,
                 "two mounts: b's edit over a's overlay is not EIO")
         h.check(open(ov, "rb").read() == before, "two mounts: b's refused edit changed the overlay")
@@ -315,6 +338,11 @@ def two_mounts(h, ng, single, tmp):
                 "two mounts: b does not show a's edit after its refused one")
         h.check(write(os.path.join(mb, "llama.context_length"), "77\n") == 0, "two mounts: b's next edit")
         h.check("changed by someone else" in b.stderr(), "two mounts: b logs no reason: %r" % b.stderr()[-300:])
+        b.stop(h, "two mounts: b")
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
     with mounted(url, ["-o", "overlay=" + ov]) as g:
         got = (open(os.path.join(g.mnt, "meta", "general.name")).read(),
                open(os.path.join(g.mnt, "meta", "llama.context_length")).read())

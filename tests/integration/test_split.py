@@ -54,6 +54,24 @@ def main():
             info = open(os.path.join(mnt, "info")).read()
             h.check("split model of 3 shards" in info, "info names the shards")
 
+    # one writer per model (issue 21): the lock is on the first shard, the
+    # file edits go to, whichever shard a mount names
+    with h.case("one rw mount per split model"), harness.mounted(paths[1]) as g:
+        for other in (paths[0], paths[2]):
+            mnt2 = tempfile.mkdtemp(prefix="gguffs-mnt-")
+            try:
+                rc, _, err = harness.run_gguffs([other, mnt2])
+                text = err.decode(errors="replace").strip()
+                h.check(rc == 1 and not harness.is_mounted(mnt2) and
+                        "another gguffs mounts it read-write (pid %d)" % g.pid in text,
+                        "second rw mount via %s: exit %d, %r" % (os.path.basename(other), rc, text))
+                rc, _, err = harness.run_gguffs(["-o", "ro", other, mnt2])
+                h.check(rc == 0 and harness.is_mounted(mnt2),
+                        "-o ro via %s beside a rw mount: exit %d, %r" % (os.path.basename(other), rc, err))
+            finally:
+                harness.unmount(mnt2)
+                os.rmdir(mnt2)
+
     with h.case("model.gguf export"), mount(paths[1]) as mnt:
         out = os.path.join(tmp, "merged.gguf")
         shutil.copyfile(os.path.join(mnt, "model.gguf"), out)

@@ -1167,6 +1167,75 @@ static void test_commit_edit(void **state)
     }
 }
 
+/* A lock held on the file at path by another open file description:
+ * F_OFD_GETLK from a new one sees a write lock. */
+static bool write_locked(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    assert_int_equal(fcntl(fd, F_OFD_GETLK, &l), 0);
+    close(fd);
+    return l.l_type == F_WRLCK;
+}
+
+/* gguf_commit_edit_locked (issue 21): a rewrite hands back the new file,
+ * which is the model at path and already holds a write lock; an edit in
+ * place hands back nothing (the caller's lock is on the same inode). */
+static void test_commit_edit_locked(void **state)
+{
+    (void)state;
+    const char *path = tpath("m.gguf");
+    struct spec s = { .version = 3, .data_floats = { 100, 3000 } };
+    make_model(path, &s);
+    int lock = open(path, O_RDWR | O_CLOEXEC);
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    assert_int_equal(fcntl(lock, F_OFD_SETLK, &l), 0);
+    assert_true(write_locked(path));
+    char big[9000];
+    memset(big, 't', sizeof big);
+    static const size_t sizes[] = { 9000, 9000 };
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            memset(big, 'u', sizeof big);   /* the same size: in place */
+        struct gguf_file *f = open_ok(path);
+        struct kvl kl;
+        kvl_of_file(&kl, f);
+        kvl_set(&kl, "tokenizer.chat_template", v_str(&f->enc, big, sizes[k]));
+        struct gguf_newkv *v = kvl_view(&kl);
+        struct gguf_buf h = { 0 };
+        struct gguf_diag d;
+        assert_int_equal(gguf_header_build(f, v, kl.n, &h, &d), GGUF_OK);
+        struct gguf_source *src;
+        assert_int_equal(gguf_source_file(path, &src, &d), GGUF_OK);
+        struct gguf_commit_info info;
+        int nfd = 123;
+        if (gguf_commit_edit_locked(path, f, src, (const uint8_t *)h.data, h.len, &info,
+                                    &nfd, &d))
+            fail_msg("gguf_commit_edit_locked: %s", d.msg);
+        gguf_source_close(src);
+        if (info.in_place) {
+            assert_int_equal(nfd, -1);
+        } else {
+            struct stat a, b;
+            assert_true(nfd >= 0);
+            assert_int_equal(fstat(nfd, &a), 0);
+            assert_int_equal(stat(path, &b), 0);
+            assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+            close(lock);
+            lock = nfd;
+        }
+        assert_true(write_locked(path));
+        assert_int_equal(info.in_place, k == 1);
+        free(v);
+        gguf_buf_free(&h);
+        kvl_free(&kl);
+        gguf_close(f);
+    }
+    close(lock);
+    assert_false(write_locked(path));
+}
+
 static unsigned crash_at;
 static const char *crash_name;
 static unsigned steps_seen;
@@ -1986,6 +2055,7 @@ int main(void)
         cmocka_unit_test_teardown(test_malformed_refused, reset_hooks),
         cmocka_unit_test_teardown(test_padding, reset_hooks),
         cmocka_unit_test_teardown(test_commit_edit, reset_hooks),
+        cmocka_unit_test_teardown(test_commit_edit_locked, reset_hooks),
         cmocka_unit_test_teardown(test_commit_refusals, reset_hooks),
         cmocka_unit_test_teardown(test_preserve, reset_hooks),
         cmocka_unit_test_teardown(test_commit_source, reset_hooks),

@@ -1,0 +1,146 @@
+/* fs/log.c — where messages go (see log.h). */
+#include "fs.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KINDS 64
+
+static struct {
+    pthread_mutex_t mu;
+    char *mountpoint;
+    int fd;                     /* -o log_file, or -1 */
+    bool daemon;                /* stderr is /dev/null */
+    bool syslog;
+    /* rate limiting: per format string */
+    struct log_kind {
+        const char *fmt;
+        long sec;               /* the second counted (CLOCK_MONOTONIC) */
+        unsigned n;             /* messages in it */
+        unsigned long suppressed;
+    } kinds[KINDS];
+} lg = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* One line out, under lg.mu; text without its final newline. */
+static void emit(enum fuse_log_level level, const char *text)
+{
+    /* the line as written ("gguffs: MODEL: ..."); syslog and the file
+     * name the mount point instead of the program */
+    const char *body = strncmp(text, "gguffs: ", 8) == 0 ? text + 8 : text;
+    if (!lg.daemon)
+        fprintf(stderr, "%s\n", text);
+    if (lg.fd >= 0) {
+        char stamp[32], line[2048];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        int n = snprintf(line, sizeof line, "%s gguffs[%d]: %s: %s\n", stamp, (int)getpid(),
+                         lg.mountpoint ? lg.mountpoint : "?", body);
+        if (n >= (int)sizeof line) {
+            n = sizeof line - 1;
+            line[n - 1] = '\n';
+        }
+        /* one write: O_APPEND keeps lines whole among writers */
+        if (n > 0 && write(lg.fd, line, (size_t)n) < 0) {
+            /* nowhere left to say it */
+        }
+    } else if (lg.syslog) {
+        syslog((int)level, "%s: %s", lg.mountpoint ? lg.mountpoint : "?", body);
+    }
+}
+
+static void say_suppressed(struct log_kind *k)
+{
+    if (!k->suppressed)
+        return;
+    char line[160];
+    snprintf(line, sizeof line, "gguffs: %lu more message%s like the last one suppressed",
+             k->suppressed, k->suppressed == 1 ? "" : "s");
+    k->suppressed = 0;
+    emit(FUSE_LOG_WARNING, line);
+}
+
+static void handler(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    char text[2048];
+    vsnprintf(text, sizeof text, fmt, ap);
+    size_t len = strlen(text);
+    while (len && text[len - 1] == '\n')
+        text[--len] = '\0';
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&lg.mu);
+    /* the kind: this format, else a free slot, else the last one (shared) */
+    struct log_kind *k = NULL;
+    for (unsigned i = 0; i < KINDS && !k; i++)
+        if (lg.kinds[i].fmt == fmt || !lg.kinds[i].fmt || i == KINDS - 1)
+            k = &lg.kinds[i];
+    if (k->fmt != fmt && k->fmt) {
+        say_suppressed(k);
+        k->n = 0;
+    }
+    k->fmt = fmt;
+    if (k->sec != ts.tv_sec) {
+        say_suppressed(k);
+        k->sec = ts.tv_sec;
+        k->n = 0;
+    }
+    if (k->n < LOG_BURST) {
+        k->n++;
+        emit(level, text);
+    } else {
+        k->suppressed++;
+    }
+    pthread_mutex_unlock(&lg.mu);
+}
+
+bool ggfs_log_open(const char *mountpoint, const char *log_file)
+{
+    lg.mountpoint = mountpoint ? strdup(mountpoint) : NULL;
+    if (log_file) {
+        lg.fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+        if (lg.fd < 0) {
+            fprintf(stderr, "gguffs: log_file=%s: %s\n", log_file, strerror(errno));
+            return false;
+        }
+    }
+    fuse_set_log_func(handler);
+    return true;
+}
+
+void ggfs_log_daemonized(void)
+{
+    pthread_mutex_lock(&lg.mu);
+    lg.daemon = true;
+    if (lg.fd < 0) {
+        openlog("gguffs", LOG_PID, LOG_USER);
+        lg.syslog = true;
+    }
+    pthread_mutex_unlock(&lg.mu);
+}
+
+void ggfs_log_close(void)
+{
+    pthread_mutex_lock(&lg.mu);
+    for (unsigned i = 0; i < KINDS; i++)
+        say_suppressed(&lg.kinds[i]);
+    if (lg.fd >= 0)
+        close(lg.fd);
+    lg.fd = -1;
+    if (lg.syslog)
+        closelog();
+    lg.syslog = false;
+    free(lg.mountpoint);
+    lg.mountpoint = NULL;
+    pthread_mutex_unlock(&lg.mu);
+    fuse_set_log_func(NULL);
+}
