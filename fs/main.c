@@ -310,6 +310,31 @@ static int dump_remote(const struct options *o)
 }
 static pid_t lock_holder(int fd, char comm[64]);
 
+/* How long a mount waits for what another process holds of its model: the
+ * model's write lock (one writer per model), the overlay's, the disk
+ * cache.  That process is most often a gguffs just unmounted: fusermount3
+ * -u returns before the old process has flushed and exited, and a remount
+ * right away would otherwise be refused (the lock) or read everything
+ * from the server again (the cache).  Beside a live mount the wait ends
+ * after this long, and the mount is refused or reads without the cache. */
+#define HELD_WAIT_MS 10000        /* the messages say 10 s */
+#define HELD_RETRY_MS 20
+
+/* true after a pause of HELD_RETRY_MS, if less than HELD_WAIT_MS have
+ * passed since t0; false once they have (no pause then). */
+static bool held_wait_more(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long ms = (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+    if (ms >= HELD_WAIT_MS)
+        return false;
+    struct timespec retry = { 0, HELD_RETRY_MS * 1000000L };
+    nanosleep(&retry, NULL);
+    return true;
+}
+
+
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
@@ -327,7 +352,11 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
     *model = NULL;
     /* one writer per overlay, as per local model: its lock before the
      * leftover below is removed (it could be another mount's edit) */
-    int le = o->ro ? 0 : ggfs_overlay_lock(fs);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int le;
+    while ((le = o->ro ? 0 : ggfs_overlay_lock(fs)) == EAGAIN && held_wait_more(&t0))
+        ;
     if (le == EAGAIN) {
         char comm[64];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -336,11 +365,11 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
             close(fd);
         if (pid && strcmp(comm, "gguffs") == 0)
             fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
-                    "-o ro mounts it read-only meanwhile\n", path, (int)pid);
+                    "-o ro mounts it read-only meanwhile (waited 10 s)\n", path, (int)pid);
         else
             fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
                     "program holds a write lock on it); -o ro mounts it read-only "
-                    "meanwhile\n", path);
+                    "meanwhile (waited 10 s)\n", path);
         return false;
     }
     /* a write that a crash interrupted before its rename: the overlay is
@@ -447,22 +476,28 @@ static bool lock_model(struct ggfs *fs, const char *real, const char *given)
         return true;
     }
     struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
-    if (fcntl(fd, F_OFD_SETLK, &l) != 0) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int lr;
+    while ((lr = fcntl(fd, F_OFD_SETLK, &l)) != 0 && (errno == EAGAIN || errno == EACCES) &&
+           held_wait_more(&t0))
+        ;
+    if (lr != 0) {
         int e = errno;
         if (e == EAGAIN || e == EACCES) {
             char comm[64];
             pid_t pid = lock_holder(fd, comm);
             if (pid && strcmp(comm, "gguffs") == 0)
                 fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
-                        "-o ro mounts it read-only meanwhile\n", given, (int)pid);
+                        "-o ro mounts it read-only meanwhile (waited 10 s)\n", given, (int)pid);
             else if (pid)
                 fprintf(stderr, "gguffs: %s: %s (pid %d) holds a write lock on it; -o ro "
-                        "mounts it read-only meanwhile\n", given, comm[0] ? comm : "a process",
-                        (int)pid);
+                        "mounts it read-only meanwhile (waited 10 s)\n", given,
+                        comm[0] ? comm : "a process", (int)pid);
             else
                 fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
                         "program holds a write lock on it); -o ro mounts it read-only "
-                        "meanwhile\n", given);
+                        "meanwhile (waited 10 s)\n", given);
             close(fd);
             free(first);
             return false;
@@ -606,21 +641,6 @@ static void dc_check_ahead(void *ctx, uint64_t block)
     dcache_check_ahead(ctx, block);
 }
 
-/* How long a mount waits for the disk cache of its model held by another
- * process.  That is most often a gguffs just unmounted: fusermount3 -u
- * returns before the old process has flushed the cache and exited, and a
- * remount right away would otherwise read everything from the server
- * again.  A mount beside a live one waits this long, then reads without. */
-#define DCACHE_WAIT_MS 10000        /* the message below says 10 s */
-#define DCACHE_RETRY_MS 20
-
-static long ms_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 static void open_dcache(struct ggfs *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote)
@@ -656,12 +676,11 @@ static void open_dcache(struct ggfs *fs, const struct options *o)
         sprintf(key, "%s %s", id, url);
         struct gguf_diag d;
         enum gguf_err e;
-        struct timespec retry = { 0, DCACHE_RETRY_MS * 1000000L };
         while ((e = dcache_open_in(fs->dcache_group, o->cache_dir, key,
                                    m->shards[i].src->size, (uint32_t)o->remote_block,
                                    o->cache_max, &fs->dcache[i], &d)) == GGUF_E_EXIST &&
-               ms_since(&t0) < DCACHE_WAIT_MS)
-            nanosleep(&retry, NULL);
+               held_wait_more(&t0))
+            ;
         free(key);
         if (e) {
             fprintf(stderr, "gguffs: %s: disk cache: %s%s; reading without it\n",

@@ -75,6 +75,8 @@ class Nobody:
         self.model = os.path.join(self.base, "m.gguf")
         shutil.copyfile(model, self.model)
         os.chmod(self.model, 0o644)
+        # nobody's own model: a read-write mount says nothing about it
+        os.chown(self.model, NOBODY, NOBODY)
         self.mnt = os.path.join(self.base, "mnt")
         os.mkdir(self.mnt)
         os.chown(self.mnt, NOBODY, NOBODY)

@@ -16,6 +16,13 @@ byte.
   rename           `mv meta/general.ratio meta/tokenizer.ggml.bos_token_id`
                    (f32 over u32) fails (EEXIST) and changes nothing; a
                    rename over a key of the same type replaces it
+  remount at once  20 times: an edit, fusermount3 -u, and a read-write
+                   mount of the same model right away (the old gguffs may
+                   still hold the model's write lock): it mounts (waits
+                   for the lock, bounded) and shows the edit; the same
+                   with the lock held by the test and let go once gguffs
+                   has the model open (it mounts), and never let go (one
+                   line after 10 s, exit 1, nothing mounted)
   editors' text    `printf '4096 \\n'`, `4096\\r\\n`, `\\t4096` set 4096;
                    `TRUE`/`False` set a bool; `yes` fails; a CRLF array
                    file sets the same array as LF
@@ -131,6 +138,107 @@ def py_rewrite_early_line(key):
     return run
 
 
+def remount_at_once(h, tmp, base):
+    model = os.path.join(tmp, "remount.gguf")
+    with open(base, "rb") as f, open(model, "wb") as g:
+        g.write(f.read())
+    cycles = 10 if harness.QUICK else 20
+    prev = harness.Gguffs(model)
+    ok = 0
+    try:
+        for i in range(cycles):
+            r = sh("echo %d > %s/meta/llama.context_length" % (1000 + i, prev.mnt))
+            h.check(r.returncode == 0, "remount %d: the edit: %r" % (i, r.stderr))
+            r = subprocess.run(["fusermount3", "-u", prev.mnt], capture_output=True)
+            h.check(r.returncode == 0, "remount %d: fusermount3 -u: %r" % (i, r.stderr))
+            try:
+                g = harness.Gguffs(model)
+            except harness.MountError as e:
+                h.fail("remount %d: a read-write mount right after the unmount: %s" % (i, e))
+                break
+            prev.check_clean(h, "remount %d: the old mount" % i, signalled=False)
+            prev.close()
+            prev = g
+            with open(os.path.join(g.mnt, "meta", "llama.context_length")) as f:
+                ok += h.check(f.read() == "%d\n" % (1000 + i), "remount %d: the edit is not shown" % i)
+        prev.stop(h, "the last remount")
+    finally:
+        prev.close()
+    h.check(value(model, "llama.context_length") == 1000 + cycles - 1, "remount: the last edit")
+    print("  %d of %d read-write remounts right after an unmount came up with the edit"
+          % (ok, cycles), flush=True)
+
+
+def ofd_lock(fd, kind):
+    """F_OFD_SETLK of the whole file (kind: fcntl.F_WRLCK or F_UNLCK)."""
+    import fcntl
+    import struct
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, 0, 0, 0, 0))
+
+
+def opened_by(pid, path):
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for d in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, d)) == path:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def lock_held_by_test(h, tmp, base):
+    import fcntl
+    model = os.path.join(tmp, "held.gguf")
+    with open(base, "rb") as f, open(model, "wb") as g:
+        g.write(f.read())
+    fd = os.open(model, os.O_RDWR)
+    try:
+        # let go once gguffs has the model open: it is then taking the lock
+        ofd_lock(fd, fcntl.F_WRLCK)
+        mnt = tempfile.mkdtemp(prefix="gguffs-held-")
+        p = subprocess.Popen([harness.gguffs_bin(), "-f", model, mnt], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            seen = False
+            while p.poll() is None and not (seen := opened_by(p.pid, model)):
+                pass          # waits on the event (gguffs opens the model), no sleep
+            ofd_lock(fd, fcntl.F_UNLCK)
+            if not seen:
+                h.fail("held lock: gguffs ended before opening the model: %r" % (p.stderr.read(),))
+            elif not harness.wait_mounted(mnt, p):
+                h.fail("held lock let go: gguffs did not mount: %r"
+                       % (p.stderr.read() if p.poll() is not None else b"(still running)",))
+        finally:
+            harness.unmount(mnt)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+            os.rmdir(mnt)
+        # never let go: refused after the wait, one line
+        ofd_lock(fd, fcntl.F_WRLCK)
+        mnt = tempfile.mkdtemp(prefix="gguffs-held-")
+        try:
+            rc, _, err = harness.run_gguffs(["-f", model, mnt], timeout=120)
+            err = err.decode(errors="replace")
+            h.check(rc == 1 and err.count("\n") == 1 and "waited 10 s" in err and
+                    "-o ro" in err and not harness.is_mounted(mnt),
+                    "held lock kept: want exit 1 and one line after the wait: %d %r" % (rc, err))
+        finally:
+            harness.unmount(mnt)
+            os.rmdir(mnt)
+    finally:
+        os.close(fd)
+    h.check(open(model, "rb").read() == open(base, "rb").read(), "held lock: the model changed")
+
+
 def main():
     h = harness.start("edit-shell")
     with tempfile.TemporaryDirectory(prefix="gguffs-shell-") as tmp:
@@ -159,6 +267,9 @@ def main():
             c.run("mv eos_token_id over bos_token_id (both u32)",
                   lambda m: "mv %s/tokenizer.ggml.eos_token_id %s/tokenizer.ggml.bos_token_id" % (m, m),
                   want=2, key="tokenizer.ggml.bos_token_id")
+        with h.case("remount at once"):
+            remount_at_once(h, tmp, base)
+            lock_held_by_test(h, tmp, base)
         with h.case("editors' text"):
             for text, shown in ((r"4096 \n", "'4096 '"), (r"4096\r\n", "CRLF"),
                                 (r"\t4096\n", "tab before")):
