@@ -331,7 +331,9 @@ def run(args, h, ggml, rng, where):
         trial = 0
         planned = args.trials
         while trial < planned:
-            kind = rng.choice(["in place", "rewrite"])
+            # where the data is copied, template edits are half padded (in
+            # place), half rewrites: a third each with the other in place
+            kind = rng.choice(["in place", "rewrite"] + ([] if step else ["rewrite"]))
             if kind == "in place":
                 if rng.random() < 0.5:
                     key, new = "llama.context_length", Version(cur.name, rng.randrange(1, 1 << 32), cur.tmpl)
