@@ -137,7 +137,8 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
         }
     } else {
         /* padded (gguffs.padding) to be written in place, or cloned where
-         * the file system can: O(metadata) either way */
+         * the file system can: O(metadata) either way; elsewhere a header
+         * that outgrows its room is copied once, with room to spare */
         int nfd = -1;
         ce = gguf_commit_edit_locked(fs->model_real, st_meta(old), old->model->shards[0].src,
                                      (const uint8_t *)hdr->data, hdr->len, &how,

@@ -514,10 +514,12 @@ enum gguf_err gguf_commit_edit_locked(const char *path, const struct gguf_file *
     if (!info)
         info = &is;
     memset(info, 0, sizeof *info);
-    /* A header of another size: in place if the padding key (when there is
-     * one) can take the change; else, where the file system clones, padded
-     * to move the data by whole blocks.  (Whether it clones is asked each
-     * time: one block into an unnamed file, little next to the fsyncs.) */
+    /* A header of another size: in place if the padding key can take the
+     * change; else padded to move the data by whole blocks where the file
+     * system clones, by whole multiples of the alignment, with room to
+     * spare for the next edits, where the data is copied.  (Whether it
+     * clones is asked each time: one block into an unnamed file, little
+     * next to the fsyncs.) */
     uint64_t step = 0;
     if (gguf_has_tensor_data(f) && hdr_len != f->data_off)
         step = gguf_pad_step(gguf_clone_block(path), f->alignment);

@@ -14,7 +14,9 @@
  * else through a 1 MiB buffer), and memory use is proportional to the
  * header only.  gguf_commit_edit first pads the header (gguf/pad.h) so
  * that, where the file system clones (XFS with reflink, btrfs), an edit
- * that outgrows its room clones the tensor data instead of copying it.
+ * that outgrows its room clones the tensor data instead of copying it, and
+ * elsewhere the copy leaves room for the next growing edits to be written
+ * in place.
  *
  * Files beside the model (MODEL is the model's path with symbolic links
  * resolved, so a link to a model keeps pointing at it):
@@ -111,7 +113,11 @@ struct gguf_commit_info {
  *     and more to spare: then the data moves down by whole blocks);
  *   - where the file system clones, padded (the key added, or resized) so
  *     that the data moves by whole blocks: a rewrite that clones the data;
- *   - otherwise hdr as it is (a rewrite that copies), as gguf_commit.
+ *   - elsewhere padded (the key added, or resized) so that the data moves
+ *     by whole multiples of the alignment, with gguf_pad_copy_slack() to
+ *     spare: a rewrite that copies the data, after which growing edits of
+ *     up to that much are in place;
+ *   - a header that deletes the key: as it is (a rewrite), as gguf_commit.
  * info (may be NULL) says which, and the size of the header written.
  * Errors as gguf_commit's, and gguf_pad_fit's.
  */

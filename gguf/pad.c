@@ -69,18 +69,35 @@ static enum gguf_err copy_out(const uint8_t *hdr, size_t hdr_len, struct gguf_bu
     return GGUF_OK;
 }
 
-/* The size T the header is given (0: leave it as it is). */
-static uint64_t target(uint64_t room, uint64_t base, uint64_t step)
+uint64_t gguf_pad_copy_slack(uint64_t hdr)
 {
-    if (base <= room && (step == 0 || room - base < step + GGUF_PAD_SLACK))
-        return room;
-    if (step == 0 || base > UINT64_MAX / 2)
+    uint64_t eighth = hdr / GGUF_PAD_COPY_DIV;
+    return eighth > GGUF_PAD_COPY_SLACK ? eighth : GGUF_PAD_COPY_SLACK;
+}
+
+/* The size T the header is given (0: leave it as it is); room and step
+ * are multiples of align. */
+static uint64_t target(uint64_t room, uint64_t base, uint64_t step, uint64_t align)
+{
+    if (base > UINT64_MAX / 4)
         return 0;
-    /* smallest k with room + k * step >= base + SLACK */
-    uint64_t want = base + GGUF_PAD_SLACK;
-    if (want >= room)
-        return room + (want - room + step - 1) / step * step;
-    return room - (room - want) / step * step;
+    if (base <= room) {
+        /* it fits: in place, unless, where the file system clones, more
+         * than a step and the slack would be left: then the data moves
+         * down by whole steps, to the smallest size that keeps the slack */
+        if (step == 0 || room - base < step + GGUF_PAD_SLACK)
+            return room;
+        return room - (room - base - GGUF_PAD_SLACK) / step * step;
+    }
+    /* outgrown: the data moves up by whole steps where it is cloned, by
+     * whole multiples of the alignment where it is copied (a copy has no
+     * use for block boundaries), to the smallest size that keeps the slack
+     * of its path to spare */
+    uint64_t s = step ? step : align;
+    if (!s || s > GGUF_PAD_MAX_STEP)
+        return 0;
+    uint64_t want = base + (step ? GGUF_PAD_SLACK : gguf_pad_copy_slack(base));
+    return room + (want - room + s - 1) / s * s;
 }
 
 enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t hdr_len,
@@ -104,7 +121,7 @@ enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t
     uint64_t at = 0, f_at;
     unsigned named = count_named(nf, &at);
     bool have = named == 1 && is_pad(nf, at);
-    if (!have && (named || count_named(f, &f_at) || step == 0)) {
+    if (!have && (named || count_named(f, &f_at))) {
         gguf_close(nf);
         return copy_out(hdr, hdr_len, out, d);
     }
@@ -113,7 +130,7 @@ enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t
     unsigned cs = gguf_count_size(&f->enc);
     uint64_t rec = cs + (sizeof GGUF_KEY_PADDING - 1) + 4 + 4 + cs;
     uint64_t base = have ? nf->hdr_size - nf->kv[at].count : nf->hdr_size + rec;
-    uint64_t t = target(room, base, step);
+    uint64_t t = target(room, base, step, f->alignment);
     uint64_t n = t - base;
     if (!t || (f->enc.v1 && n > UINT32_MAX) || n > SIZE_MAX - 16) {
         gguf_close(nf);

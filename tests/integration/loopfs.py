@@ -1,14 +1,15 @@
-# Loop-mounted XFS (reflink=1) and btrfs images made by a test in a temporary directory, and what gguffs' clone path needs from them: a FICLONERANGE probe, FIEMAP shared extents, a process's write_bytes.
+# Loop-mounted XFS (reflink=1), btrfs and ext4 images made by a test in a temporary directory, and what gguffs' clone path needs from them: a FICLONERANGE probe, FIEMAP shared extents, a process's write_bytes.
 """
-    fs = LoopFs("xfs")          # or "btrfs"; skip (exit 77) when mkfs, loop
+    fs = LoopFs("xfs")          # or "btrfs", "ext4"; skip (exit 77) when mkfs, loop
     try:                        # devices or the kernel's support are missing
         ... fs.path ...         # and CI is not set (then: fail)
     finally:
         fs.close()              # unmounts (the loop device goes with it)
 
 Needs root.  The image is a sparse file in a temporary directory (TMPDIR);
-mkfs.xfs -m reflink=1, mkfs.btrfs.  Packages: xfsprogs, btrfs-progs
-(scripts/setup --tests installs them).
+mkfs.xfs -m reflink=1, mkfs.btrfs, mkfs.ext4 (ext4: no cloning, the copy
+path, for tests whose TMPDIR is not ext4).  Packages: xfsprogs,
+btrfs-progs, e2fsprogs (scripts/setup --tests installs them).
 """
 import fcntl
 import math
@@ -22,8 +23,9 @@ import harness
 
 MKFS = {"xfs": ["mkfs.xfs", "-q", "-f", "-m", "reflink=1"],
         "btrfs": ["mkfs.btrfs", "-q", "-f"],
-        "ext4": ["mkfs.ext4", "-q", "-F"]}     # where chattr +i is wanted
-MIN_MB = {"xfs": 320, "btrfs": 128, "ext4": 16}
+        "ext4": ["mkfs.ext4", "-q", "-F"]}
+MIN_MB = {"xfs": 320, "btrfs": 128, "ext4": 32}
+PACKAGE = {"xfs": "xfsprogs", "btrfs": "btrfs-progs", "ext4": "e2fsprogs"}
 
 # struct file_clone_range { s64 src_fd; u64 src_offset, src_length, dest_offset; }
 FICLONERANGE = 0x4020940D
@@ -39,8 +41,7 @@ def require(kind):
         harness.skip_or_fail("loop-mounting a %s image needs root" % kind)
     tool = MKFS[kind][0]
     if not shutil.which(tool):
-        harness.skip_or_fail("%s is missing (apt-get install %s)"
-                             % (tool, {"xfs": "xfsprogs", "btrfs": "btrfs-progs"}.get(kind, "e2fsprogs")))
+        harness.skip_or_fail("%s is missing (apt-get install %s)" % (tool, PACKAGE[kind]))
     if not os.path.exists("/dev/loop-control") and not os.path.exists("/dev/loop0"):
         harness.skip_or_fail("no loop devices (/dev/loop-control)")
 
@@ -77,6 +78,21 @@ class LoopFs:
             self.mounted = False
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+
+
+def fs_type(path):
+    """The type of the file system holding path, as the mount table says
+    ("ext4", "xfs", "tmpfs", ...): the mount whose point is the longest
+    prefix of path (statfs's magic does not tell ext4 from ext2/3)."""
+    path = os.path.realpath(path)
+    best, kind = "", None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            point = left.split()[4].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, right.split()[0]
+    return kind
 
 
 def used_bytes(path):

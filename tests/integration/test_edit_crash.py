@@ -21,26 +21,34 @@ bytes, default 256 MiB):
      the end), and if close() returned 0 before the kill the outcome is new.
 
 Edits alternate at random between in place (llama.context_length, a u32,
-or general.name, a same-length string) and rewrite
-(tokenizer.chat_template toggling between ~100 bytes and 4-12 KB, which
-moves the data start).
+or general.name, a same-length string) and tokenizer.chat_template edits
+that change the header's size.  gguffs pads the header with gguffs.padding
+(gguf/pad.h); the expected headers follow the same rule (predicted here
+independently), and each trial's kind is the one predicted: "in place"
+(the same header size), "padded" (a template edit the padding key takes:
+in place, the header's bytes from the template on shifted under the
+journal) or "rewrite" (a new file, the data start moved).
 
 Where the model's file system clones (--fs xfs or btrfs: a loop-mounted
-image made for the run, or a --dir on such a file system), gguffs pads the
-header with gguffs.padding: the template edits then clone the tensor data
-(the data moves by whole blocks) or, when the padding takes the change, are
-written in place; the expected headers follow the same rule (gguf/pad.h,
-predicted here independently), and each trial's kind is the one predicted.
+image made for the run, or a --dir on such a file system), the template
+toggles between ~100 bytes and 4-12 KB: the rewrites clone the tensor data
+(the data moves by whole blocks), or the padding takes the change.
+Elsewhere (ext4, tmpfs: --fs ext4, or a --dir there) a rewrite copies the
+data and leaves the padding's copy slack (64 KiB or more) to spare, so the
+template is, at random, set to a length that fits that room ("padded", in
+place; shrinking or growing by up to the room) or one that outgrows it by
+up to 6 KB ("rewrite"); the run then also needs both outcomes of padded
+trials.
 
     test_edit_crash.py [--trials N] [--size-mb N] [--dir DIR] [--seed S]
                        [--full-every N] [--verbose]
-                       [--fs xfs|btrfs] [--require-clone]
+                       [--fs xfs|btrfs|ext4] [--require-clone] [--require-padded]
 
 Defaults: 30 trials (GGUFFS_TEST_QUICK=1: 12), 256 MiB.  scripts/crash-test
 runs it with 200 trials.  Trials are added (up to 3x) until each edit kind
-has ended both old and new; the run fails if one of the four (kind,
-outcome) pairs never happened or no kill landed inside close(): a run that
-did not really try cannot pass.
+has ended both old and new; the run fails if one of the (kind, outcome)
+pairs (four; six where the data is copied: padded too) never happened or
+no kill landed inside close(): a run that did not really try cannot pass.
 """
 import argparse
 import os
@@ -61,7 +69,9 @@ import harness  # noqa: E402
 
 QUICK = harness.QUICK
 PAD_KEY = "gguffs.padding"
-PAD_SLACK = 1024           # room a padded header keeps to spare (gguf/pad.h)
+PAD_SLACK = 1024           # room a padded header keeps to spare where it clones (gguf/pad.h)
+PAD_COPY_SLACK = 64 << 10  # ... where it is copied: max(this, header / 8)
+ALIGN = 32                 # the model's general.alignment (the default)
 MUL = np.uint64(0x9E3779B97F4A7C15)
 CHUNK = 8 << 20            # bytes per pattern chunk (multiple of 8)
 NAME_LEN = 10
@@ -133,7 +143,7 @@ def fitted(cur, cur_hdr, new, data_bytes, step):
     room = len(cur_hdr)
     new.pad = cur.pad
     hdr = new.header(data_bytes)
-    if len(hdr) == room or (cur.pad is None and not step):
+    if len(hdr) == room:
         return hdr
     base = new.writer(data_bytes, b"").header_size()    # the key, 0 bytes
     if base <= room and (not step or room - base < step + PAD_SLACK):
@@ -143,7 +153,10 @@ def fitted(cur, cur_hdr, new, data_bytes, step):
         size = (room + (want - room + step - 1) // step * step if want >= room
                 else room - (room - want) // step * step)
     else:
-        return hdr           # outgrew its padding, no clone: as it is
+        # outgrew its room, copied: moved by whole alignments, the copy
+        # slack to spare
+        want = base + max(PAD_COPY_SLACK, base // 8)
+        size = room + (want - room + ALIGN - 1) // ALIGN * ALIGN
     new.pad = size - base
     hdr = new.header(data_bytes)
     assert len(hdr) == size, (len(hdr), size)
@@ -195,10 +208,13 @@ def main():
     ap.add_argument("--full-every", type=int, default=10,
                     help="check every tensor byte every N trials (always at the end)")
     ap.add_argument("--verbose", "-v", action="store_true")
-    ap.add_argument("--fs", choices=["xfs", "btrfs"],
+    ap.add_argument("--fs", choices=["xfs", "btrfs", "ext4"],
                     help="run on a loop-mounted image of this file system (root)")
     ap.add_argument("--require-clone", action="store_true",
                     help="fail unless the model's file system clones (gguffs pads and clones)")
+    ap.add_argument("--require-padded", action="store_true",
+                    help="fail unless the model's file system does not clone (gguffs pads and "
+                         "copies, then edits in place)")
     args = ap.parse_args()
 
     h = harness.start("edit-crash")
@@ -230,37 +246,54 @@ def run(args, h, ggml, rng, where):
     valfile = os.path.join(tmp, "value")
     data_bytes = (args.size_mb << 20) + 4096
     step = loopfs.clone_step(mdir)
-    fstype = subprocess.run(["stat", "-f", "-c", "%T", mdir], capture_output=True,
-                            text=True).stdout.strip()
+    fstype = loopfs.fs_type(mdir)
     print("file system %s: %s" % (fstype, "clones: headers padded, data moved by %d-byte "
-                                  "steps" % step if step else "does not clone: headers as they are"),
+                                  "steps" % step if step else "does not clone: headers padded for "
+                                  "copies (the copy slack to spare), then template edits in place"),
           flush=True)
     if args.require_clone and not step:
         shutil.rmtree(tmp, ignore_errors=True)
         h.fail("--require-clone: %s does not clone" % mdir)
         return h.finish()
+    if args.require_padded and step:
+        shutil.rmtree(tmp, ignore_errors=True)
+        h.fail("--require-padded: %s clones" % mdir)
+        return h.finish()
 
     def rand_name():
         return "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(NAME_LEN))
 
-    def rand_tmpl(big):
-        n = rng.randrange(4000, 12000) if big else rng.randrange(50, 200)
+    def tmpl_of(n):
         line = "{%% for m in messages %%}{{ m.content }}{%% endfor %%} %d\n" % rng.randrange(10**6)
         return (line * (n // len(line) + 1))[:n].rstrip("\n") + "."
+
+    def rand_tmpl(big):
+        return tmpl_of(rng.randrange(4000, 12000) if big else rng.randrange(50, 200))
+
+    def copy_tmpl(cur, cur_hdr):
+        """Where the data is copied: a template that fits the room (the
+        padding takes it) or outgrows it by up to 6 KB, at random."""
+        probe = Version(cur.name, cur.ctx, "")
+        spare = len(cur_hdr) - probe.writer(data_bytes, b"").header_size()
+        if rng.random() < 0.5:
+            return tmpl_of(rng.randrange(50, max(51, spare - 8)))
+        return tmpl_of(spare + rng.randrange(1, 6000))
 
     cur = Version(rand_name(), 4096, rand_tmpl(False))
     t0 = time.time()
     cur_hdr = make_model(model, cur, data_bytes)
     print("model written: %d bytes in %.1fs" % (os.path.getsize(model), time.time() - t0), flush=True)
 
-    counts = {"old": 0, "new": 0, "in place": 0, "rewrite": 0,
+    counts = {"old": 0, "new": 0, "in place": 0, "padded": 0, "rewrite": 0,
               "kill before close": 0, "kill during close": 0, "kill after close returned": 0,
               "journal left": 0, "new file left": 0, "torn header before recovery": 0,
               "recovery messages": 0, "ok close then old (BUG)": 0, "rewrite by clone (planned)": 0}
-    outcome_by_kind = {("in place", "old"): 0, ("in place", "new"): 0,
-                       ("rewrite", "old"): 0, ("rewrite", "new"): 0}
-    close_times = {"in place": [], "rewrite": []}
-    strata = {"in place": [], "rewrite": []}
+    outcome_by_kind = {(k, o): 0 for k in ("in place", "padded", "rewrite") for o in ("old", "new")}
+    # every kind must end old and new; where the data is copied the padded
+    # path is what the copy buys, and it must be killed too
+    required = [ko for ko in outcome_by_kind if step == 0 or ko[0] != "padded"]
+    close_times = {"in place": [], "padded": [], "rewrite": []}
+    strata = {"in place": [], "padded": [], "rewrite": []}
     S = 6
 
     def verify(label, versions, full):
@@ -298,7 +331,9 @@ def run(args, h, ggml, rng, where):
         trial = 0
         planned = args.trials
         while trial < planned:
-            kind = rng.choice(["in place", "rewrite"])
+            # where the data is copied, template edits are half padded (in
+            # place), half rewrites: a third each with the other in place
+            kind = rng.choice(["in place", "rewrite"] + ([] if step else ["rewrite"]))
             if kind == "in place":
                 if rng.random() < 0.5:
                     key, new = "llama.context_length", Version(cur.name, rng.randrange(1, 1 << 32), cur.tmpl)
@@ -310,14 +345,18 @@ def run(args, h, ggml, rng, where):
                     text = new.name
             else:
                 key = "tokenizer.chat_template"
-                new = Version(cur.name, cur.ctx, rand_tmpl(len(cur.tmpl) < 1000))
+                new = Version(cur.name, cur.ctx, copy_tmpl(cur, cur_hdr) if not step
+                              else rand_tmpl(len(cur.tmpl) < 1000))
                 text = new.tmpl
             new_hdr = fitted(cur, cur_hdr, new, data_bytes, step)
             if kind == "in place":
                 h.check(len(new_hdr) == len(cur_hdr), "trial %d: test bug: %s edit changes "
                         "the header size %d -> %d" % (trial, kind, len(cur_hdr), len(new_hdr)))
             # what gguffs does with it (the padding may take a template edit)
-            kind = "in place" if len(new_hdr) == len(cur_hdr) else "rewrite"
+            if len(new_hdr) != len(cur_hdr):
+                kind = "rewrite"
+            elif kind == "rewrite":
+                kind = "padded"
             if kind == "rewrite" and step:
                 h.check((len(new_hdr) - len(cur_hdr)) % step == 0, "trial %d: test bug: "
                         "a padded rewrite moves the data by %d" % (trial, len(new_hdr) - len(cur_hdr)))
@@ -424,7 +463,7 @@ def run(args, h, ggml, rng, where):
                 outcome_by_kind[(kind, outcome)] += 1
                 trial += 1
                 if trial == planned and planned < args.trials * 3 and not (
-                        all(outcome_by_kind.values()) and counts["kill during close"]):
+                        all(outcome_by_kind[ko] for ko in required) and counts["kill during close"]):
                     planned += 1       # keep trying until each kind ended old and new
             if which == 1:
                 cur, cur_hdr = new, new_hdr
@@ -444,12 +483,14 @@ def run(args, h, ggml, rng, where):
         harness.unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print("trials: %d killed (%d in place, %d rewrite); outcomes: %d old, %d new "
-          "(in place %d old / %d new, rewrite %d old / %d new)"
-          % (counts["in place"] + counts["rewrite"], counts["in place"], counts["rewrite"],
-             counts["old"], counts["new"], outcome_by_kind[("in place", "old")],
-             outcome_by_kind[("in place", "new")], outcome_by_kind[("rewrite", "old")],
-             outcome_by_kind[("rewrite", "new")]))
+    killed_n = counts["in place"] + counts["padded"] + counts["rewrite"]
+    print("trials: %d killed (%d in place, %d padded: a template edit in place, %d rewrite); "
+          "outcomes: %d old, %d new (%s)"
+          % (killed_n, counts["in place"], counts["padded"], counts["rewrite"],
+             counts["old"], counts["new"],
+             ", ".join("%s %d old / %d new" % (k, outcome_by_kind.get((k, "old"), 0),
+                                               outcome_by_kind.get((k, "new"), 0))
+                       for k in ("in place", "padded", "rewrite"))))
     print("kills: %d during close() (the edit's commit), %d after close() returned; left for recovery: "
           "%d journals, %d new files, %d torn headers; %d remounts reported a recovery"
           % (counts["kill during close"], counts["kill after close returned"], counts["journal left"],
@@ -461,10 +502,11 @@ def run(args, h, ggml, rng, where):
     if step:
         print("rewrites planned as clones (padded, data moved by whole %d-byte steps): %d"
               % (step, counts["rewrite by clone (planned)"]))
-    for (kind, outcome), n in outcome_by_kind.items():
+    for kind, outcome in required:
+        n = outcome_by_kind[(kind, outcome)]
         h.check(n > 0, "no %s trial ended with the %s version: the kills did not cover the commit" % (kind, outcome))
     h.check(counts["kill during close"] > 0, "no kill landed inside close()")
-    h.check(counts["in place"] + counts["rewrite"] >= args.trials, "fewer trials than asked")
+    h.check(killed_n >= args.trials, "fewer trials than asked")
     return h.finish()
 
 

@@ -5,7 +5,9 @@ Part 1, readers during edits (30 s, GGUFFS_TEST_QUICK=1: 10 s, and until
 at least 400 reads and 6 edits of each kind are done): one
 process edits keys in a loop through the mount — llama.context_length (u32)
 and general.name (same length) in place, tokenizer.chat_template toggling
-between short and several KB (rewrite) — while 4 reader processes read
+between short (in place: the padding key takes it) and several KB (a
+rewrite: the padding key is removed first, itself a rewrite, so that the
+long template outgrows the room) — while 4 reader processes read
 tensors/NAME/raw and tensors/NAME/f32 at random ranges (through descriptors
 kept open across commits and fresh ones), the meta/ files, and list meta/.
 Every value is self-describing (it carries its sequence number, and the rest
@@ -38,9 +40,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-# Where TMPDIR's file system clones (XFS, btrfs), growing edits add and
-# resize gguffs's padding key (README "Editing metadata"): every other key
-# is compared exactly.
+# Growing edits add and resize gguffs's padding key (README "Editing
+# metadata"): every other key is compared exactly.
 PAD_KEY = "gguffs.padding"
 DURATION = 10 if harness.QUICK else 30
 STALL = 20.0               # hang guard: no heartbeat for this long is a hang
@@ -62,8 +63,9 @@ def name_value(n):
 
 
 def tmpl_value(n):
-    """Short (~60 B) for even n, 3-9 KB for odd n: every other edit moves the
-    data start, so those are rewrites."""
+    """Short (~60 B) for even n, 3-9 KB for odd n: the editor removes the
+    padding key before each long one, so those move the data start
+    (rewrites)."""
     r = random.Random(n)
     size = r.randrange(3000, 9000) if n % 2 else r.randrange(40, 80)
     unit = "{{ m%d.content }}|" % r.randrange(1000)
@@ -240,8 +242,17 @@ def editor(mnt, seq, beat, stop, errq, counts):
             elif k < 0.6:
                 key, text, kind = "general.name", name_value(n), "in place"
             else:
-                key, text, kind = "tokenizer.chat_template", tmpl_value(n), "rewrite"
+                key, text = "tokenizer.chat_template", tmpl_value(n)
+                kind = "rewrite" if n % 2 else "in place"
                 last_tmpl = n
+                if n % 2:
+                    # without the padding key the long template outgrows
+                    # the header's room: a rewrite (the rm is one too)
+                    try:
+                        os.unlink(os.path.join(meta, PAD_KEY))
+                        done["rewrite"] += 1
+                    except FileNotFoundError:
+                        pass
             with open(os.path.join(meta, key), "w") as f:
                 f.write(text)
             done[kind] += 1
