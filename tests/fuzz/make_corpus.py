@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-# Writes the seed corpora of the fuzz harnesses (from ../shared/corpus/real and tests/oracle/gguf_write.py files) and, with --run, replays them once.
+# Writes the seed corpora of the fuzz harnesses (from the real files of tests/corpus/real and, where it exists, ../shared/corpus/real, and tests/oracle/gguf_write.py files) and, with --run, replays them once.
 """
     make_corpus.py --kind parse|value|roundtrip|http_hdr|overlay|estimate --out DIR [--run FUZZER]
 
-parse      whole GGUF files: every real file of GGUFFS_CORPUS/real (default
-           ../shared/corpus/real) shrunk to a small file of the same shape
+parse      whole GGUF files: every real file of tests/corpus/real (or
+           GGUFFS_CORPUS/real) and ../shared/corpus/real (or
+           GGUFFS_CORPUS_EXTRA/real) where it exists, shrunk to a small file of the same shape
            (same version, byte order, keys, value types, tensor names and
            types; arrays cut to their first 24 elements, tensors to one
            block), the small real files as they are, the nonstandard
@@ -51,9 +52,10 @@ BASE = ["u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string",
 
 
 def corpus_real():
-    c = os.environ.get("GGUFFS_CORPUS") or os.path.join(SRC, "..", "shared", "corpus")
-    d = os.path.join(c, "real")
-    return d if os.path.isdir(d) else None
+    """The real/ folders: the repository's own, then ../shared's if there."""
+    own = os.environ.get("GGUFFS_CORPUS") or os.path.join(SRC, "tests", "corpus")
+    extra = os.environ.get("GGUFFS_CORPUS_EXTRA") or os.path.join(SRC, "..", "shared", "corpus")
+    return [os.path.join(c, "real") for c in (own, extra) if os.path.isdir(os.path.join(c, "real"))]
 
 
 def cut(v):
@@ -159,13 +161,14 @@ def synthetic():
 
 def parse_seeds():
     seeds = dict(synthetic())
-    real = corpus_real()
-    if real:
+    reals = corpus_real()
+    for real in reals:
         for sub in ("", "nonstandard"):
             d = os.path.join(real, sub)
             for n in sorted(os.listdir(d)):
                 p = os.path.join(d, n)
-                if not n.endswith(".gguf") or not os.path.isfile(p):
+                if not n.endswith(".gguf") or not os.path.isfile(p) or "real-" + n in seeds \
+                        or "shrunk-" + n in seeds:
                     continue
                 with open(p, "rb") as fh:
                     b = fh.read()
@@ -176,8 +179,9 @@ def parse_seeds():
                 except pyreader.GGUFError:
                     continue
                 seeds["shrunk-" + n] = shrink(f)
-    else:
-        print("make_corpus: no real corpus (GGUFFS_CORPUS); synthetic seeds only", file=sys.stderr)
+    if not reals:
+        print("make_corpus: no real corpus (tests/corpus is missing); synthetic seeds only",
+              file=sys.stderr)
     return seeds
 
 
