@@ -41,6 +41,7 @@ struct cache_block {
     bool ref;                       /* CLOCK's second-chance bit */
     bool filling;                   /* placeholder: bytes not there yet */
     bool once;                      /* cache_once: goes to once when used up */
+    bool ahead;                     /* filled by cache_claim, not yet got */
     int fill_err;                   /* set with filling=false on failure */
     struct cache_block *hnext;      /* hash bucket chain */
     struct cache_block *prev, *next;/* the list it is on (circular) */
@@ -76,7 +77,7 @@ struct cache {
     struct slab *slabs;             /* those with a free slot */
     uint64_t in_table;
     bool keep_used;                 /* cache_keep_used */
-    uint64_t hits, misses, evictions, fill_errors, waits, prefetched;
+    uint64_t hits, misses, evictions, fill_errors, waits, prefetched, wasted;
 };
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -314,6 +315,8 @@ static void evict(struct cache *c, struct cache_block *x)
     table_del(c, x);
     move_to(c, x, W_NONE);
     c->evictions++;
+    if (x->ahead)
+        c->wasted++;                /* filled ahead, never got */
 }
 
 /* The CLOCK victim: an unpinned block of the ring whose second chance is
@@ -467,6 +470,7 @@ static struct cache_block *insert(struct cache *c, uint64_t a, uint64_t b, size_
     x->len = len;
     x->used = 0;
     x->once = false;
+    x->ahead = prefetch;
     x->pins = 1;
     x->ref = true;
     x->filling = true;
@@ -519,6 +523,7 @@ struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t le
     struct cache_block *x;
     while ((x = lookup(c, a, b))) {
         x->pins++;
+        x->ahead = false;           /* got: a prefetch that was of use */
         if (!x->filling) {
             x->ref = true;
             if (x->where == W_USED || x->where == W_ONCE) { /* wanted again: back in the ring */
@@ -676,6 +681,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
     out->fill_errors = c->fill_errors;
     out->waits = c->waits;
     out->prefetched = c->prefetched;
+    out->prefetch_wasted = c->wasted;
     out->bytes_held = c->nbuf * buf_cost(c);
     out->blocks_held = c->in_table;
     out->capacity = c->capacity;

@@ -61,6 +61,7 @@ struct cache_stats {
     uint64_t hits, misses, evictions, fill_errors;
     uint64_t waits;          /* gets that waited for another thread's fill */
     uint64_t prefetched;     /* fills made by cache_prefetch */
+    uint64_t prefetch_wasted;/* of those, blocks evicted before any get */
     uint64_t bytes_held;     /* every buffer the cache holds */
     uint64_t blocks_held;    /* blocks with bytes (or being filled) */
     uint64_t capacity, block_bytes;

@@ -159,6 +159,14 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
  * needs it (a queued chunk the reader has passed would be filled for
  * nothing), and one that a worker is filling is waited for (cache.c).  The queue is bounded; when it is full, hints are dropped
  * (they are only hints).
+ *
+ * What all sequential readers together have queued ahead is bounded by
+ * what the cache can hold beside what they read now (a quarter of it): the
+ * depth of each is at most that bound shared by the streams reading
+ * sequentially.  Without the share, 16 readers each queued up to 28 chunks
+ * ahead into a cache of 62, and chunks filled ahead were evicted before
+ * their reader came and filled again: 1839 fills for 528 chunks
+ * (tests/integration/test_prefetch.py, issue 22).
  */
 
 #define QUEUE_CAP 256
@@ -172,6 +180,7 @@ struct f32_stream {
     /* under the workers' mu (requests of one file may run at once) */
     uint64_t next;                  /* the chunk after the furthest one read */
     unsigned depth;                 /* chunks to queue ahead; 0: random */
+    bool seq;                       /* counted in the workers' n_seq */
 };
 
 struct workers {
@@ -180,7 +189,8 @@ struct workers {
     pthread_cond_t cv;
     pthread_t *threads;
     unsigned n_threads;
-    unsigned depth;                 /* the most chunks queued ahead of a read */
+    unsigned depth;                 /* the most chunks queued ahead of all reads */
+    unsigned n_seq;                 /* streams reading sequentially, under mu */
     bool stop;
     uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];   /* under mu */
     unsigned head, len;
@@ -328,13 +338,21 @@ void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c)
  * the furthest chunk read so far, not of this read: the kernel sends a
  * window's requests at once, and a request that runs late must not queue
  * chunks a later one has read already (they would be filled again). */
-static void stream_ahead(struct f32_stream *s, uint64_t first, uint64_t last, unsigned max,
-                         uint64_t *from, uint64_t *to)
+static void stream_ahead(struct workers *wk, struct f32_stream *s, uint64_t first,
+                         uint64_t last, uint64_t *from, uint64_t *to)
 {
     uint64_t next = s->next;
     /* the same chunk again, the next one, one request overtaking another,
      * or one behind by less than a readahead window of requests */
     bool seq = first + SEQ_BEHIND >= next && first <= next + 1;
+    if (seq != s->seq) {
+        s->seq = seq;
+        wk->n_seq += seq ? 1 : -1u;
+    }
+    /* this stream's share of what may be queued ahead, at least one */
+    unsigned max = wk->n_seq > 1 ? wk->depth / wk->n_seq : wk->depth;
+    if (max == 0)
+        max = 1;
     unsigned d = s->depth;
     d = !seq ? 0 : d == 0 ? 1 : 2 * d < max ? 2 * d : max;
     s->depth = d;
@@ -358,7 +376,7 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
     pthread_mutex_lock(&wk->mu);
     uint64_t from = 1, to = 0;
     if (s)
-        stream_ahead(s, first, last, wk->depth, &from, &to);
+        stream_ahead(wk, s, first, last, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */
     for (uint64_t c = last; c > first; c--)
         enqueue(wk, tensor, c, true);
@@ -383,6 +401,12 @@ struct f32_stream *ggfs_stream_new(struct ggfs *fs)
 
 void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s)
 {
+    struct workers *wk = fs->workers;
+    if (wk && s->seq) {
+        pthread_mutex_lock(&wk->mu);
+        wk->n_seq--;
+        pthread_mutex_unlock(&wk->mu);
+    }
     pthread_mutex_lock(&fs->pend_mu);
     glist_del(&s->link);
     pthread_mutex_unlock(&fs->pend_mu);

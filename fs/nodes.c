@@ -149,12 +149,12 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
     typedef unsigned long long ull;
     int n = snprintf(buf, cap,
                      "hits %llu\nmisses %llu\nevictions %llu\nfill_errors %llu\n"
-                     "waits %llu\nprefetched %llu\n"
+                     "waits %llu\nprefetched %llu\nprefetch_wasted %llu\n"
                      "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
                      "chunk_bytes %llu\nkernel_level %s\n"
                      "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n",
                      (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
-                     (ull)cs.waits, (ull)cs.prefetched,
+                     (ull)cs.waits, (ull)cs.prefetched, (ull)cs.prefetch_wasted,
                      (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
                      (ull)fs->chunk_bytes, ggfs_dequant_level(),
                      (ull)atomic_load(&fs->edits_in_place), (ull)atomic_load(&fs->edits_cloned),
