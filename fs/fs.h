@@ -398,6 +398,10 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 struct state *ggfs_version(struct state *st, uint64_t gen);
 /* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
 int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+/* Permission bits of the tree's nodes, derived from the model file's
+ * (nodes.c). */
+enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
+mode_t ggfs_perm(const struct state *st, enum perm_of of);
 /* Attributes of a key created and not committed yet. */
 void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
                        struct stat *out);
