@@ -506,6 +506,10 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
 bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
                        size_t *size);
 bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
+/* The pending file (a created key not committed yet, a scratch file) of
+ * the smallest id >= from: its id and name (at most cap bytes with the
+ * NUL); false when there is none (readdir of meta/ lists them). */
+bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
 
 /* Frees the meta/ snapshots whose release never came (at the end). */
 void ggfs_snaps_free(struct ggfs *fs);
