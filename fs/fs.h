@@ -171,7 +171,7 @@ struct state {
     uint8_t *pad;
     uint64_t hdr_end;            /* min(data_off, file size) */
     bool pad_src;
-    struct stat model_st;        /* times and owner shown on every node */
+    struct stat model_st;        /* times, owner and modes (ggfs_perm) of every node */
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
