@@ -171,7 +171,7 @@ struct state {
     uint8_t *pad;
     uint64_t hdr_end;            /* min(data_off, file size) */
     bool pad_src;
-    struct stat model_st;        /* times and owner shown on every node */
+    struct stat model_st;        /* times, owner and modes (ggfs_perm) of every node */
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
@@ -398,6 +398,10 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 struct state *ggfs_version(struct state *st, uint64_t gen);
 /* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
 int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+/* Permission bits of the tree's nodes, derived from the model file's
+ * (nodes.c). */
+enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
+mode_t ggfs_perm(const struct state *st, enum perm_of of);
 /* Attributes of a key created and not committed yet. */
 void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
                        struct stat *out);
@@ -502,6 +506,10 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
 bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
                        size_t *size);
 bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
+/* The pending file (a created key not committed yet, a scratch file) of
+ * the smallest id >= from: its id and name (at most cap bytes with the
+ * NUL); false when there is none (readdir of meta/ lists them). */
+bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
 
 /* Frees the meta/ snapshots whose release never came (at the end). */
 void ggfs_snaps_free(struct ggfs *fs);

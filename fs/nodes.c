@@ -251,10 +251,31 @@ static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino
     out->st_blksize = 1 << 20;
 }
 
+/* Permission bits, from the model file's own (README "The tree"): its
+ * read bits on every file, and on every directory with x where r is set;
+ * its write bits on meta/ and meta/'s files, unless edits are refused
+ * whatever the caller (-o ro, a model gguffs could not open for writing at
+ * mount).  The mount's default_permissions makes the kernel check them, so
+ * meta/ of a model its group may write is writable by that group (with
+ * allow_other).  Owner and times are the model's too (fill_common). */
+mode_t ggfs_perm(const struct state *st, enum perm_of of)
+{
+    const struct ggfs *fs = st->fs;
+    mode_t m = st->model_st.st_mode & 0777;
+    mode_t r = m & 0444, x = r >> 2;
+    mode_t w = fs->read_only || fs->write_err ? 0 : m & 0222;
+    switch (of) {
+    case PERM_FILE: return r;
+    case PERM_DIR: return r | x;
+    case PERM_META_FILE: return r | w;
+    default: return r | x | w;        /* PERM_META_DIR */
+    }
+}
+
 void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size, struct stat *out)
 {
     fill_common(st, out, ino);
-    out->st_mode = S_IFREG | 0644;
+    out->st_mode = S_IFREG | ggfs_perm(st, PERM_META_FILE);
     out->st_nlink = 1;
     out->st_size = (off_t)size;
 }
@@ -277,47 +298,48 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
     struct node n = ggfs_classify(st, ino);
     fill_common(st, out, ino);
     char buf[STATS_TEXT_MAX];
+    const mode_t ro = ggfs_perm(st, PERM_FILE), dir = ggfs_perm(st, PERM_DIR);
     switch (n.kind) {
     case K_NONE:
         return ENOENT;
     case K_ROOT:
-        stat_dir(out, 0555, 2);
+        stat_dir(out, dir, 2);
         break;
     case K_META:
-        stat_dir(out, fs->read_only ? 0555 : 0755, 0);
+        stat_dir(out, ggfs_perm(st, PERM_META_DIR), 0);
         break;
     case K_TENSORS:
-        stat_dir(out, 0555, st->n_tensors);
+        stat_dir(out, dir, st->n_tensors);
         break;
     case K_INFO:
     case K_MODEL: {
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return ESTALE;
-        stat_file(out, 0444, n.kind == K_INFO ? v->info.len : v->model_size);
+        stat_file(out, ro, n.kind == K_INFO ? v->info.len : v->model_size);
         ggfs_state_put(v);
         break;
     }
     case K_STATS:
-        stat_file(out, 0444, ggfs_stats_text(fs, buf, sizeof buf));
+        stat_file(out, ro, ggfs_stats_text(fs, buf, sizeof buf));
         break;
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);
         if (!t)
             return ENOMEM;
-        stat_file(out, fs->read_only ? 0444 : 0644, t->len);
+        stat_file(out, ggfs_perm(st, PERM_META_FILE), t->len);
         break;
     }
     case K_TENSOR: {
         const struct gguf_tensor *t = st->tens[n.idx].t;
         if (n.tf == TF_DIR)
-            stat_dir(out, 0555, 0);
+            stat_dir(out, dir, 0);
         else if (n.tf == TF_RAW)
-            stat_file(out, 0444, t->nbytes);
+            stat_file(out, ro, t->nbytes);
         else if (n.tf == TF_F32)
-            stat_file(out, 0444, t->n_elems * 4);
+            stat_file(out, ro, t->n_elems * 4);
         else
-            stat_file(out, 0444, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
+            stat_file(out, ro, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
         break;
     }
     }

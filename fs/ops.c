@@ -9,6 +9,7 @@
 #include "gguf/value.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,10 +251,12 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
     }
 }
 
+/* The offsets of meta/'s pending files start here (above any key's). */
+#define PEND_OFF (1ull << 40)
+
 static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                        size_t size, off_t off)
 {
-    (void)fs;
     struct node n = ggfs_classify(st, ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
@@ -269,15 +272,35 @@ static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     const char *name;
     fuse_ino_t child;
     mode_t mode;
+    bool full = false;
     /* entry k is followed by offset k+1 */
     for (uint64_t k = (uint64_t)off; dir_entry(st, ino, &n, k, &name, &child, &mode); k++) {
         if (n.kind == K_TENSOR && k >= 2 && !ggfs_tensor_has(st, n.idx, (enum tensor_file)(child % TENSOR_STRIDE)))
             continue;
         struct stat a = { .st_ino = child, .st_mode = mode };
         size_t len = fuse_add_direntry(req, buf + used, size - used, name, &a, (off_t)(k + 1));
-        if (len > size - used)
+        if (len > size - used) {
+            full = true;
             break;
+        }
         used += len;
+    }
+    /* then meta/'s pending files: keys created and not closed yet, tools'
+     * scratch files (README "Editing metadata"), by id, entry id followed
+     * by offset PEND_OFF + id + 1 (an id keeps its place whatever is
+     * created or committed meanwhile) */
+    char pname[NAME_MAX + 1];
+    uint64_t id = (uint64_t)off >= PEND_OFF ? (uint64_t)off - PEND_OFF : 0;
+    while (n.kind == K_META && !full && ggfs_pending_next(fs, id, &id, pname, sizeof pname)) {
+        if (ntab_find(&st->meta_names, pname) < 0) {    /* committed meanwhile */
+            struct stat a = { .st_ino = KV_BASE + id, .st_mode = S_IFREG };
+            size_t len = fuse_add_direntry(req, buf + used, size - used, pname, &a,
+                                           (off_t)(PEND_OFF + id + 1));
+            if (len > size - used)
+                break;
+            used += len;
+        }
+        id++;
     }
     fuse_reply_buf(req, buf, used);
     free(buf);
@@ -458,12 +481,18 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* ---- attributes, xattrs, statfs ---------------------------------------------- */
 
+/* ino is a pending file of meta/ (a created key not closed yet, a scratch
+ * file): listed by readdir, so ls -l asks for its xattrs (none). */
+static bool is_pending(struct ggfs *fs, fuse_ino_t ino)
+{
+    return ino >= KV_BASE && ino < VERSION_BASE && ggfs_pending_exists(fs, ino - KV_BASE, NULL);
+}
+
 static void do_getxattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                         const char *name, size_t size)
 {
-    (void)fs;
     struct node n = ggfs_classify(st, ino);
-    if (n.kind == K_NONE)
+    if (n.kind == K_NONE && !is_pending(fs, ino))
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_KV || strcmp(name, XATTR_TYPE) != 0)
         return (void)fuse_reply_err(req, ENODATA);
@@ -487,9 +516,8 @@ READ_LOCKED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 static void do_listxattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                          size_t size)
 {
-    (void)fs;
     struct node n = ggfs_classify(st, ino);
-    if (n.kind == K_NONE)
+    if (n.kind == K_NONE && !is_pending(fs, ino))
         return (void)fuse_reply_err(req, ENOENT);
     static const char list[] = XATTR_TYPE;     /* with its NUL */
     size_t len = n.kind == K_KV ? sizeof list : 0;

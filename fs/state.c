@@ -357,7 +357,10 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     if (model->shards[0].src->fd >= 0) {
         fstat(model->shards[0].src->fd, &st->model_st);
     } else {
-        /* a remote model: the mounting user's, dated from the mount */
+        /* a remote model: the mounting user's, dated from the mount,
+         * modes as of a file made with umask 022 (nodes.c derives the
+         * tree's from them) */
+        st->model_st.st_mode = S_IFREG | 0644;
         st->model_st.st_uid = getuid();
         st->model_st.st_gid = getgid();
         clock_gettime(CLOCK_REALTIME, &st->model_st.st_mtim);

@@ -110,6 +110,21 @@ bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname)
     return wh_pending_find(fs, id, fname) != NULL;
 }
 
+bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap)
+{
+    pthread_mutex_lock(&fs->pend_mu);
+    const struct whandle *best = NULL;
+    for (const struct whandle *h = fs->pending; h; h = h->next)
+        if (h->id >= from && (!best || h->id < best->id) && strlen(h->fname) < cap)
+            best = h;
+    if (best) {
+        *id = best->id;
+        strcpy(name, best->fname);
+    }
+    pthread_mutex_unlock(&fs->pend_mu);
+    return best != NULL;
+}
+
 void ggfs_edit_stop(struct ggfs *fs)
 {
     fs->pending = NULL;

@@ -11,11 +11,12 @@
  * Kinds of handle:
  *   WH_KEY      a key of the model, opened for writing
  *   WH_NEW      a key created in meta/ and not committed yet; listed as
- *               pending so that lookup and getattr find it before close
+ *               pending so that lookup, getattr and readdir find it
+ *               before close
  *   WH_SCRATCH  a tool's temporary file (sed -i, editors: see
  *               gguf_name_is_scratch), pending, never committed: kept in
  *               memory until renamed over a key or removed, and can be
- *               opened again meanwhile
+ *               opened again meanwhile; listed by readdir while it exists
  *   WH_DROPPED  a pending file removed while open: its release frees it
  *               and applies nothing
  */

@@ -32,6 +32,7 @@ import errno
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -489,8 +490,13 @@ def scratch_tests(h, tmp, ggml):
                 h.check(e0 is None, "%s: open(O_CREAT|O_EXCL): %s" % (lab, ename(e0)))
                 if fd is not None:
                     e1 = errno_of(lambda: os.write(fd, text))
+                    # listed while it exists, as ls -la during a vim session expects
+                    h.check(os.listdir(meta).count(s) == 1, "%s: not listed while open: %r"
+                            % (lab, os.listdir(meta)))
                     e2 = errno_of(lambda: os.close(fd))
                     h.check(e1 is None and e2 is None, "%s: write %s, close %s" % (lab, ename(e1), ename(e2)))
+                h.check(sorted(os.listdir(meta)) == sorted(listing0 + [s]), "%s: after close meta/ lists %r"
+                        % (lab, os.listdir(meta)))
                 h.check(harness.file_bytes(model) == before, "%s: creating and writing it changed MODEL.gguf "
                         "(new keys %r)" % (lab, sorted(set(state(harness.file_bytes(model))[0]) - set(listing0))))
                 try:
@@ -545,6 +551,44 @@ def scratch_tests(h, tmp, ggml):
                     if os.path.lexists(q):
                         errno_of(lambda: os.unlink(q))
                 h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r" % (lab, os.listdir(meta)))
+        with h.case("a scratch file is listed while it exists"):
+            p = os.path.join(meta, ".x.swp")
+            before = harness.file_bytes(model)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"swap\n")
+                h.check(".x.swp" in os.listdir(meta), ".x.swp not listed while open: %r" % os.listdir(meta))
+            finally:
+                os.close(fd)
+            h.check(sorted(os.listdir(meta)) == sorted(listing0 + [".x.swp"]),
+                    ".x.swp: meta/ lists %r after close" % os.listdir(meta))
+            st = os.stat(p)
+            h.check(stat.S_ISREG(st.st_mode) and st.st_size == 5, ".x.swp: stat %o size %d"
+                    % (st.st_mode, st.st_size))
+            # ls -l reads the xattrs of what it lists: none, not an error
+            h.check(os.listxattr(p) == [], ".x.swp: xattrs %r" % os.listxattr(p))
+            r = bash("ls -la", cwd=meta)
+            h.check(r.returncode == 0 and not r.stderr and ".x.swp" in r.stdout,
+                    "ls -la: rc %d %r %r" % (r.returncode, r.stderr.strip(), r.stdout))
+            os.unlink(p)
+            h.check(sorted(os.listdir(meta)) == listing0, ".x.swp: meta/ lists %r after rm" % os.listdir(meta))
+            h.check(harness.file_bytes(model) == before, ".x.swp changed MODEL.gguf")
+        with h.case("a created key is listed from its creation"):
+            p = os.path.join(meta, "t.created")
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"5\n")
+                h.check(os.listdir(meta).count("t.created") == 1, "t.created not listed while open: %r"
+                        % os.listdir(meta))
+            finally:
+                os.close(fd)
+            h.check(os.listdir(meta).count("t.created") == 1, "t.created: meta/ lists %r after close"
+                    % os.listdir(meta))
+            chk.value("created key", "t.created", "i32", 5)
+            os.unlink(p)
+            if "gguffs.padding" not in listing0 and "gguffs.padding" in os.listdir(meta):
+                os.unlink(os.path.join(meta, "gguffs.padding"))   # the room the new key made
+            h.check(sorted(os.listdir(meta)) == listing0, "t.created: meta/ lists %r after rm" % os.listdir(meta))
         with h.case("sed -i"):
             r = bash("sed -i 's/renamed/sedded/' t.string && sed -i 's/^4000000000$/17/' t.u32", cwd=meta)
             h.check(r.returncode == 0, "sed -i: rc %d %s" % (r.returncode, r.stderr.strip()))
@@ -588,6 +632,21 @@ def vim_tests(h, tmp, ggml):
                     chk.value(lab, key, typ, expect)
                     h.check(sorted(os.listdir(meta)) == listing0, "%s: meta/ lists %r"
                             % (lab, sorted(set(os.listdir(meta)) ^ set(listing0))))
+            # what meta/ lists during a vim session: vim's swap file, and after it nothing
+            lab = "%s: ls -a during the session" % os.path.basename(vim)
+            with h.case(lab):
+                out = os.path.join(tmp, "vim-ls")
+                r = subprocess.run([vim, "-es", "-c", "silent !ls -a > " + out, "-c", "%s/world/there/",
+                                    "-c", "wq", "t.string"], cwd=meta, capture_output=True, text=True,
+                                   timeout=60, stdin=subprocess.DEVNULL)
+                h.check(r.returncode == 0, "%s: rc %d %s %s" % (lab, r.returncode, r.stdout.strip(),
+                                                                 r.stderr.strip()))
+                with open(out) as f:
+                    during = f.read().split()
+                h.check(".t.string.swp" in during and "t.string" in during, "%s: %r" % (lab, during))
+                chk.value(lab, "t.string", "string", "yo there")
+                h.check(sorted(os.listdir(meta)) == listing0, "%s: afterwards meta/ lists %r"
+                        % (lab, sorted(set(os.listdir(meta)) ^ set(listing0))))
 
 
 def main():

@@ -15,12 +15,14 @@ import errno
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import pyreader  # noqa: E402
 from harness import Harness, is_mounted, mount, run_gguffs, unmount  # noqa: E402
 
 IN_NAMESPACE = "--in-namespace"
@@ -244,6 +246,133 @@ def check_options(h, tmp, model):
         h.check(b"bogus_option" in err, "-o bogus_option: the error does not name it: %r" % err[:300])
 
 
+# ---- modes derived from the model file's --------------------------------------
+
+def want_modes(mode, writable):
+    """{path under the mount: permission bits} for a model of mode (README
+    "The tree"): its read bits on every file, with x where r is set on
+    directories; its write bits on meta/ and meta/'s files when edits can
+    be made."""
+    r = mode & 0o444
+    x = r >> 2
+    w = mode & 0o222 if writable else 0
+    return {"": r | x, "meta": r | x | w, "meta/llama.context_length": r | w,
+            "info": r, "model.gguf": r, "stats": r, "tensors": r | x, "tensors/t": r | x,
+            "tensors/t/raw": r, "tensors/t/f32": r, "tensors/t/type": r, "tensors/t/shape": r}
+
+
+def check_tree_modes(h, label, mnt, mode, writable, uid, gid):
+    for rel, want in sorted(want_modes(mode, writable).items()):
+        st = os.stat(os.path.join(mnt, rel))
+        h.check(stat.S_IMODE(st.st_mode) == want, "%s: %s has mode %o, want %o"
+                % (label, rel or "the root", stat.S_IMODE(st.st_mode), want))
+        h.check((st.st_uid, st.st_gid) == (uid, gid), "%s: %s is owned by %d:%d, want %d:%d"
+                % (label, rel or "the root", st.st_uid, st.st_gid, uid, gid))
+
+
+def as_nobody(code, *args):
+    """Runs python code as user and group 65534 with no supplementary
+    groups; (exit status, stdout + stderr)."""
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "/usr/bin/python3", "-c", code] + list(args),
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+# prints OK, or the errno's name of the failed open
+NOBODY_OPEN = """
+import errno, os, sys
+path, how = sys.argv[1], sys.argv[2]
+try:
+    if how == "read":
+        with open(path, "rb") as f:
+            sys.stdout.write(f.read().decode())
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, how.encode())
+        finally:
+            os.close(fd)
+        print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+"""
+
+
+def check_modes(h, tmp, model):
+    root = os.geteuid() == 0
+    # owned by someone other than the mounting user where root may chown
+    uid, gid = (1234, 5678) if root else (os.getuid(), os.getgid())
+    for mode in (0o600, 0o640, 0o666, 0o444):
+        for ro in (False, True):
+            label = "model mode %o%s" % (mode, ", -o ro" if ro else "")
+            with h.case(label):
+                m = os.path.join(tmp, "modes-%o.gguf" % mode)
+                shutil.copyfile(model, m)
+                os.chmod(m, mode)
+                if root:
+                    os.chown(m, uid, gid)
+                # root may write a 0444 model: the tree shows its bits anyway
+                # (default_permissions lets root through); another user may not
+                writable = not ro and (root or mode & 0o200)
+                with mount(m, ["-o", "ro"] if ro else []) as mnt:
+                    check_tree_modes(h, label, mnt, mode, writable, uid, gid)
+                    if not writable or ro:
+                        continue
+                    # an edit that outgrows the header: the model is
+                    # rewritten and renamed over; the new file keeps the
+                    # mode and owner, and so does the tree
+                    p = os.path.join(mnt, "meta", "general.architecture")
+                    e = try_write(p, b"x" * 200000 + b"\n")
+                    h.check(e is None, "%s: growing edit: %s" % (label, errno.errorcode.get(e, e)))
+                    ms = os.stat(m)
+                    h.check((stat.S_IMODE(ms.st_mode), ms.st_uid, ms.st_gid) == (mode, uid, gid),
+                            "%s: after the edit the model is %o %d:%d" % (label, stat.S_IMODE(ms.st_mode),
+                                                                         ms.st_uid, ms.st_gid))
+                    stats = harness.read_stats(mnt)
+                    h.check(stats.get("edits_copied", 0) + stats.get("edits_cloned", 0) >= 1,
+                            "%s: the growing edit did not rewrite the model: %r" % (label, stats))
+                    check_tree_modes(h, label + ", after a rewrite", mnt, mode, writable, uid, gid)
+
+    missing = [w for w, ok in (("root", root), ("setpriv", shutil.which("setpriv"))) if not ok]
+    if missing:
+        return "the checks as another user need %s" % " and ".join(missing)
+    # another user through -o allow_other (root needs no user_allow_other)
+    for mode, can_read, can_write in ((0o666, True, True), (0o644, True, False),
+                                      (0o600, False, False)):
+        label = "user nobody, model mode %o, -o allow_other" % mode
+        with h.case(label):
+            m = os.path.join(tmp, "nobody-%o.gguf" % mode)
+            shutil.copyfile(model, m)
+            os.chmod(m, mode)
+            mnt = tempfile.mkdtemp(prefix="gguffs-nobody-")   # in /tmp: nobody can reach it
+            try:
+                with mount(m, ["-o", "allow_other"], mnt=mnt):
+                    key = os.path.join(mnt, "meta", "llama.context_length")
+                    rc, out = as_nobody(NOBODY_OPEN, key, "read")
+                    if can_read:
+                        h.check(rc == 0 and out == "4096", "%s: read gives %r (exit %d)" % (label, out, rc))
+                    else:
+                        h.check(rc == 0 and out == "EACCES", "%s: read gives %r (exit %d), want EACCES"
+                                % (label, out, rc))
+                    before = read(m)
+                    rc, out = as_nobody(NOBODY_OPEN, key, "8192\n")
+                    if can_write:
+                        h.check(rc == 0 and out == "OK", "%s: write gives %r (exit %d)" % (label, out, rc))
+                        h.check(read(key) == b"8192\n", "%s: meta/ reads %r after the write" % (label, read(key)))
+                        f = pyreader.read(m)
+                        got = [kv.value for kv in f.kvs if kv.key == b"llama.context_length"]
+                        h.check(got == [8192], "%s: the model holds %r after the write" % (label, got))
+                    else:
+                        h.check(rc == 0 and out == "EACCES", "%s: write gives %r (exit %d), want EACCES"
+                                % (label, out, rc))
+                        h.check(read(m) == before, "%s: the model changed" % label)
+            finally:
+                unmount(mnt)
+                shutil.rmtree(mnt, ignore_errors=True)
+    return None
+
+
 # ---- mount(8) --------------------------------------------------------------
 
 def run(cmd):
@@ -426,7 +555,9 @@ def main():
             model = os.path.join(tmp, "m.gguf")
             write_model(model)
             check_options(h, tmp, model)
-            skipped = check_mount8(h, tmp, model)
+            skipped = check_modes(h, tmp, model)
+            skipped8 = check_mount8(h, tmp, model)
+            skipped = "; ".join(x for x in (skipped, skipped8) if x) or None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     if skipped:
