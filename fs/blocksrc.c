@@ -10,6 +10,7 @@
  * never reused, so a closed source's blocks are never found by another.
  */
 #include "blocksrc.h"
+#include "thread.h"
 #include "cache.h"
 
 #include <errno.h>
@@ -224,18 +225,13 @@ bool rcache_start(struct rcache *rc)
 {
     if (rc->nth || !rc->limit)
         return rc->nth > 0;
-    sigset_t all, old;
-    sigfillset(&all);
-    /* signals must reach the thread that runs the FUSE loop */
-    pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_mutex_lock(&rc->mu);
     rc->stopping = false;
     unsigned n = 0;
-    while (n < rc->fetchers && pthread_create(&rc->th[n], NULL, fetch_main, rc) == 0)
+    while (n < rc->fetchers && ggfs_thread_start(&rc->th[n], fetch_main, rc) == 0)
         n++;
     rc->nth = n;
     pthread_mutex_unlock(&rc->mu);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return n > 0;
 }
 

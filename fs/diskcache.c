@@ -1,6 +1,7 @@
 /* fs/diskcache.c — the persistent disk cache of remote blocks (see
  * diskcache.h for what it promises). */
 #include "diskcache.h"
+#include "thread.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -910,11 +911,7 @@ void dcache_check_ahead(struct dcache *dc, uint64_t b)
             goto out;
     if (!dc->checker_on) {
         /* started at the first (after any fork); it takes no signal */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        dc->checker_on = pthread_create(&dc->checker, NULL, checker_main, dc) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        dc->checker_on = ggfs_thread_start(&dc->checker, checker_main, dc) == 0;
         if (!dc->checker_on)
             goto out;
     }
@@ -1023,14 +1020,10 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     if (!dc->flusher_on && !dc->sync_each && !dc->stop) {
         /* signals are for the thread running the FUSE loop: the flusher
          * takes none (whatever the mask of the thread that starts it) */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        if (pthread_create(&dc->flusher, NULL, flusher_main, dc) == 0)
+        if (ggfs_thread_start(&dc->flusher, flusher_main, dc) == 0)
             dc->flusher_on = true;
         else
             dc->sync_each = true;    /* no thread: sync here */
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     k->ref = 1;
     if (dc->pend.n == 1)

@@ -3,6 +3,7 @@
  * and the workers that fill the chunks ahead of a sequential reader.
  */
 #include "fs.h"
+#include "thread.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"
@@ -252,16 +253,11 @@ int ggfs_workers_start(struct ggfs *fs, unsigned n)
     pthread_mutex_init(&wk->mu, NULL);
     pthread_cond_init(&wk->cv, NULL);
     int e = 0;
-    sigset_t all, old;
-    sigfillset(&all);
-    /* Signals must reach the thread running the FUSE loop. */
-    pthread_sigmask(SIG_BLOCK, &all, &old);
     for (unsigned i = 0; i < n && !e; i++) {
-        e = pthread_create(&wk->threads[i], NULL, worker_main, wk);
+        e = ggfs_thread_start(&wk->threads[i], worker_main, wk);
         if (!e)
             wk->n_threads = i + 1;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     fs->workers = wk;
     return e;
 }

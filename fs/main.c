@@ -9,6 +9,7 @@
  * the mount is in place.
  */
 #include "fs.h"
+#include "thread.h"
 #include "diskcache.h"
 #include "log.h"
 #include "options.h"
@@ -787,13 +788,7 @@ static void *reserve_main(void *arg)
 
 static bool start_reserve(struct ggfs *fs, pthread_t *th)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    /* Signals must reach the thread running the FUSE loop. */
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    bool ok = pthread_create(th, NULL, reserve_main, fs) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return ok;
+    return ggfs_thread_start(th, reserve_main, fs) == 0;
 }
 
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */

@@ -23,6 +23,7 @@
  * shard header longer than REMOTE_PREFIX_SIZE streams the rest then).
  */
 #include "fs.h"
+#include "thread.h"
 
 #include "gguf/commit.h"
 #include "blocksrc.h"
@@ -217,7 +218,7 @@ static bool parallel_start(struct parallel *p, const char *url, const struct rem
     pthread_cond_init(&p->cv, NULL);
     unsigned want = count < SHARD_OPENERS ? count : SHARD_OPENERS;
     for (unsigned t = 0; t < want; t++) {
-        if (pthread_create(&p->th[t], NULL, opener_main, p) != 0)
+        if (ggfs_thread_start(&p->th[t], opener_main, p) != 0)
             break;              /* fewer threads; take_url opens the rest */
         p->threads++;
     }

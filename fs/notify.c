@@ -25,6 +25,7 @@
  * been sent, at most a second (then it goes on: a cache may be stale).
  */
 #include "fs.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -128,11 +129,7 @@ static int queue_start(struct ggfs *fs, struct queue *q)
     pthread_cond_init(&q->done_cv, NULL);
     q->tail = &q->head;
     q->stop = false;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);     /* signals go to the loop */
-    int e = pthread_create(&q->thread, NULL, queue_main, q);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int e = ggfs_thread_start(&q->thread, queue_main, q);
     q->running = e == 0;
     return e;
 }
