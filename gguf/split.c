@@ -302,9 +302,12 @@ enum gguf_err gguf_split_open(const char *name, gguf_split_opener open, void *ct
 
 /* ---- the merged header ------------------------------------------------------------ */
 
-static bool is_split_key(const struct gguf_file *f, const struct gguf_kv *kv)
+/* A key the merged file drops: split.* of a model of several shards (a
+ * single file, merged only to upgrade version 1, keeps all its keys). */
+static bool is_split_key(const struct gguf_split *s, const struct gguf_file *f,
+                         const struct gguf_kv *kv)
 {
-    return kv->key_len >= 6 && memcmp(f->hdr + kv->key_off, "split.", 6) == 0;
+    return s->n > 1 && kv->key_len >= 6 && memcmp(f->hdr + kv->key_off, "split.", 6) == 0;
 }
 
 enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m,
@@ -323,10 +326,10 @@ enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m
     if (!m->offset)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     for (uint64_t i = 0; i < f0->n_kv; i++)
-        n_kv += !is_split_key(f0, &f0->kv[i]);
+        n_kv += !is_split_key(s, f0, &f0->kv[i]);
     gguf_put_preamble(&m->hdr, e, version, s->n_tensors, n_kv);
     for (uint64_t i = 0; i < f0->n_kv; i++) {
-        if (is_split_key(f0, &f0->kv[i]))
+        if (is_split_key(s, f0, &f0->kv[i]))
             continue;
         struct gguf_newkv kv = gguf_newkv_of(f0, i);
         if (!gguf_put_kv_as(&m->hdr, e, &f0->enc, &kv) && !m->hdr.oom) {

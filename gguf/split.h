@@ -37,7 +37,8 @@
  * gguf_diag_format(d, given_name, ...) gives the mount's one line.
  *
  * gguf_split_merge builds the header of the model as one file (a mount's
- * model.gguf): the first shard's key/values without split.*, then every
+ * model.gguf): the first shard's key/values without split.* (a model of
+ * one shard keeps them), then every
  * tensor info (shard by shard, in order) with offsets of a contiguous
  * layout aligned to the first shard's alignment (no padding after the
  * header of a model without tensors).  The tensor bytes are not copied:

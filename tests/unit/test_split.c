@@ -206,6 +206,27 @@ static void test_single(void **state)
     assert_int_equal(m->n, 1);
     assert_int_equal(m->n_tensors, 2);
     gguf_split_close(m);
+    /* the same in version 1: merged (as a mount's model.gguf) as version 3
+     * with every key, split.* too (they are not a split model's) */
+    s.version = 1;
+    build_shard(&b, &s, 0);
+    write_file(path, b.p, b.len);
+    free(b.p);
+    assert_int_equal(gguf_split_open(path, gguf_split_open_file, NULL, &m, &d), GGUF_OK);
+    assert_int_equal(m->n, 1);
+    struct gguf_merged mg;
+    assert_int_equal(gguf_split_merge(m, &mg, &d), GGUF_OK);
+    struct gguf_file *f;
+    assert_int_equal(gguf_parse((const uint8_t *)mg.hdr.data, mg.hdr.len, mg.size, &f, &d, NULL),
+                     GGUF_OK);
+    assert_int_equal(f->version, 3);
+    assert_int_equal(f->n_kv, m->shards[0].gf->n_kv);
+    assert_true(gguf_find_key(f, "split.count", 11) >= 0);
+    assert_int_equal(f->n_tensors, 2);
+    gguf_close(f);
+    gguf_merged_free(&mg);
+    gguf_split_close(m);
+    s.version = 3;
     /* a file that does not parse: the parser's message, no name prefix */
     write_file(path, "GGUX\3\0\0\0", 8);
     assert_int_equal(gguf_split_open(path, gguf_split_open_file, NULL, &m, &d), GGUF_E_MAGIC);
