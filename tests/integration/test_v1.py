@@ -7,8 +7,8 @@ the same key/values (counts and lengths widened), the same tensor infos and
 tensor bytes at offsets laid out again (contiguous, aligned).  Checked on
 the real v1 file of the corpus (a vocabulary, no tensors) and on generated
 v1 files with tensors (little- and big-endian, a general.alignment of 64,
-tensors stored out of order with gaps, nested arrays), and on a split model
-of v1 shards:
+tensors stored out of order with gaps, nested arrays), and on split models
+of v1 shards (little- and big-endian):
 
   - model.gguf is version 3, in the file's byte order; the pure-Python
     reader finds the original's key/values, tensor infos and tensor bytes;
@@ -94,11 +94,11 @@ def make_v1(path, big_endian, nested=False, alignment=64, gaps=True):
     return path
 
 
-def make_split_v1(d, n=3):
+def make_split_v1(d, n=3, big_endian=False):
     paths = []
     rng = random.Random(3)
     for i in range(n):
-        w = gw.GGUFWriter(version=1)
+        w = gw.GGUFWriter(version=1, big_endian=big_endian)
         if i == 0:
             plain_kvs(w)
         w.add("split.no", "u16", i)
@@ -107,7 +107,7 @@ def make_split_v1(d, n=3):
             w.add("split.tensors.count", "i32", 2 * n)
         for k in range(2):
             w.add_tensor("blk.%d.w%d" % (i, k), "f32", [24, 3 + k], data=rng.randbytes(24 * (3 + k) * 4))
-        p = os.path.join(d, "sm-%05d-of-%05d.gguf" % (i + 1, n))
+        p = os.path.join(d, "sm%s-%05d-of-%05d.gguf" % ("-be" if big_endian else "", i + 1, n))
         w.write(p)
         paths.append(p)
     return paths
@@ -307,6 +307,9 @@ def main():
             os.mkdir(d)
             paths = make_split_v1(d)
             check_model(h, ggml, tmp, "v1 split", paths[1], True, shards=paths)
+        with h.case("split model of big-endian v1 shards"):
+            paths = make_split_v1(d, big_endian=True)
+            check_model(h, ggml, tmp, "v1 split BE", paths[2], False, shards=paths)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return h.finish()
