@@ -319,7 +319,11 @@ static int render_info(struct state *st, const char *path)
         for (unsigned i = 0; i < st->model->n; i++)
             gguf_buf_printf(&b, " %s", st->model->shards[i].src->name);
         gguf_buf_printf(&b, "\nmetadata from the first shard; shown as model.gguf "
-                        "(split.* keys dropped)\n\n");
+                        "(split.* keys dropped)\n");
+        if (st_meta(st)->enc.v1)
+            gguf_buf_printf(&b, "the shards are GGUF version 1; model.gguf is served "
+                            "as version 3\n");
+        gguf_buf_putc(&b, '\n');
     }
     for (unsigned i = 0; i < st->model->n; i++) {
         struct remote *r = ggfs_remote(st->model->shards[i].src);
@@ -367,7 +371,9 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
         st->model_st.st_atim = st->model_st.st_ctim = st->model_st.st_mtim;
     }
     int e = index_tensors(st);
-    if (!e && model->n > 1) {
+    /* a split model is served merged; so is a version 1 file, whose
+     * model.gguf is version 3 (gguf/split.h) */
+    if (!e && (model->n > 1 || model->shards[0].gf->enc.v1)) {
         struct gguf_diag d;
         e = ggfs_errno(gguf_split_merge(model, &st->merged, &d));
         st->model_size = st->merged.size;

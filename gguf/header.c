@@ -57,6 +57,86 @@ bool gguf_put_kv(struct gguf_buf *out, const struct gguf_enc *e,
     return gguf_buf_put(out, kv->val, kv->val_len);
 }
 
+/* Copies n scalars of sz bytes from p into out, in to's byte order. */
+static bool put_scalars(struct gguf_buf *out, bool swap, unsigned sz, const uint8_t *p,
+                        uint64_t n)
+{
+    if (!swap || sz == 1)
+        return gguf_buf_put(out, p, (size_t)(n * sz));
+    for (uint64_t i = 0; i < n; i++, p += sz) {
+        uint8_t x[8];
+        for (unsigned k = 0; k < sz; k++)
+            x[k] = p[sz - 1 - k];
+        if (!gguf_buf_put(out, x, sz))
+            return false;
+    }
+    return true;
+}
+
+/* One value of type t at *p (before end), in encoding from, appended in
+ * encoding to; *p moves past it.  False when it is not well formed, a
+ * count does not fit in to's count field, or out is out of memory. */
+static bool put_value_as(struct gguf_buf *out, const struct gguf_enc *to,
+                         const struct gguf_enc *from, uint32_t t, const uint8_t **p,
+                         const uint8_t *end, unsigned depth)
+{
+    bool swap = to->big_endian != from->big_endian;
+    unsigned cs = gguf_count_size(from);
+    unsigned sz = gguf_vtype_size(t);
+    if (sz) {
+        if ((size_t)(end - *p) < sz)
+            return false;
+        bool ok = put_scalars(out, swap, sz, *p, 1);
+        *p += sz;
+        return ok;
+    }
+    if (t == GGUF_STRING) {
+        if ((size_t)(end - *p) < cs)
+            return false;
+        uint64_t len = gguf_rd_count(from, *p);
+        *p += cs;
+        if (len > (uint64_t)(end - *p) || (to->v1 && len > UINT32_MAX))
+            return false;
+        gguf_put_count(out, to, len);
+        bool ok = gguf_buf_put(out, *p, (size_t)len);
+        *p += len;
+        return ok;
+    }
+    if (t != GGUF_ARRAY || depth >= GGUF_MAX_NEST || (size_t)(end - *p) < 4 + cs)
+        return false;
+    uint32_t et = gguf_rd32(from, *p);
+    uint64_t n = gguf_rd_count(from, *p + 4);
+    *p += 4 + cs;
+    if (et >= GGUF_VTYPE_COUNT || (to->v1 && n > UINT32_MAX))
+        return false;
+    gguf_put32(out, to, et);
+    gguf_put_count(out, to, n);
+    unsigned esz = gguf_vtype_size(et);
+    if (esz) {
+        if (n > (uint64_t)(end - *p) / esz)
+            return false;
+        bool ok = put_scalars(out, swap, esz, *p, n);
+        *p += n * esz;
+        return ok;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (!put_value_as(out, to, from, et, p, end, depth + 1))
+            return false;
+    return !out->oom;
+}
+
+bool gguf_put_kv_as(struct gguf_buf *out, const struct gguf_enc *to,
+                    const struct gguf_enc *from, const struct gguf_newkv *kv)
+{
+    if (to->v1 == from->v1 && to->big_endian == from->big_endian)
+        return gguf_put_kv(out, to, kv);
+    gguf_put_count(out, to, kv->key_len);
+    gguf_buf_put(out, kv->key, kv->key_len);
+    gguf_put32(out, to, kv->type);
+    const uint8_t *p = kv->val, *end = kv->val + kv->val_len;
+    return put_value_as(out, to, from, kv->type, &p, end, 0) && p == end && !out->oom;
+}
+
 bool gguf_put_tensor_info(struct gguf_buf *out, const struct gguf_enc *e,
                           const uint8_t *hdr, const struct gguf_tensor *t,
                           uint64_t offset)

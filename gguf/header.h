@@ -72,6 +72,13 @@ bool gguf_put_preamble(struct gguf_buf *out, const struct gguf_enc *e,
 /* A key/value record: key, type, value bytes. */
 bool gguf_put_kv(struct gguf_buf *out, const struct gguf_enc *e,
                  const struct gguf_newkv *kv);
+/* The same record with its value (kv->val, encoded in from) re-encoded in
+ * to: string lengths and array counts in to's count width (a version 1
+ * file's 32-bit ones widened to 64 bits), numbers in to's byte order.
+ * False when out is out of memory, or when the value is not well formed
+ * or a count does not fit in to's (out then holds part of the record). */
+bool gguf_put_kv_as(struct gguf_buf *out, const struct gguf_enc *to,
+                    const struct gguf_enc *from, const struct gguf_newkv *kv);
 /* A tensor info: t's name (in hdr, the header t was parsed from), dims and
  * type, at the given data offset. */
 bool gguf_put_tensor_info(struct gguf_buf *out, const struct gguf_enc *e,

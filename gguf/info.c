@@ -73,6 +73,9 @@ enum gguf_err gguf_info_render(const struct gguf_file *f, const char *path,
     gguf_buf_printf(out, "file:          %s\n", path);
     gguf_buf_printf(out, "GGUF version:  %u (%s-endian)\n", f->version,
                     f->enc.big_endian ? "big" : "little");
+    if (f->enc.v1)
+        gguf_buf_printf(out, "model.gguf:    served as GGUF version 3 (64-bit counts and "
+                        "lengths, which ggml reads); this file stays version 1\n");
     gguf_buf_printf(out, "file size:     %llu bytes\n", (unsigned long long)f->file_size);
     gguf_buf_printf(out, "header size:   %llu bytes\n", (unsigned long long)f->hdr_size);
     gguf_buf_printf(out, "alignment:     %llu\n", (unsigned long long)f->alignment);

@@ -575,7 +575,7 @@ static enum gguf_err read_preamble(struct cur *c, struct gguf_file *f,
     c->enc.v1 = v == 1;
     f->enc = c->enc;
     if (v == 1)
-        gguf_note(notes, "GGUF version 1 (32-bit counts): ggml no longer reads it");
+        gguf_note(notes, "GGUF version 1 (32-bit counts): ggml no longer reads it (a mount's model.gguf is version 3)");
     if (c->enc.big_endian)
         gguf_note(notes, "big-endian file: ggml on a little-endian machine refuses it");
 

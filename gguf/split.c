@@ -302,16 +302,23 @@ enum gguf_err gguf_split_open(const char *name, gguf_split_opener open, void *ct
 
 /* ---- the merged header ------------------------------------------------------------ */
 
-static bool is_split_key(const struct gguf_file *f, const struct gguf_kv *kv)
+/* A key the merged file drops: split.* of a model of several shards (a
+ * single file, merged only to upgrade version 1, keeps all its keys). */
+static bool is_split_key(const struct gguf_split *s, const struct gguf_file *f,
+                         const struct gguf_kv *kv)
 {
-    return kv->key_len >= 6 && memcmp(f->hdr + kv->key_off, "split.", 6) == 0;
+    return s->n > 1 && kv->key_len >= 6 && memcmp(f->hdr + kv->key_off, "split.", 6) == 0;
 }
 
 enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m,
                                struct gguf_diag *d)
 {
     const struct gguf_file *f0 = s->shards[0].gf;
-    const struct gguf_enc *e = &f0->enc;
+    /* version 1 (which ggml no longer reads) is served as version 3, in the
+     * same byte order: counts and lengths widened to 64 bits */
+    struct gguf_enc enc = { .big_endian = f0->enc.big_endian, .v1 = false };
+    const struct gguf_enc *e = &enc;
+    uint32_t version = f0->enc.v1 ? 3 : f0->version;
     uint64_t align = f0->alignment, n_kv = 0, pos = 0;
     memset(m, 0, sizeof *m);
     m->n_tensors = s->n_tensors;
@@ -319,13 +326,18 @@ enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m
     if (!m->offset)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     for (uint64_t i = 0; i < f0->n_kv; i++)
-        n_kv += !is_split_key(f0, &f0->kv[i]);
-    gguf_put_preamble(&m->hdr, e, f0->version, s->n_tensors, n_kv);
+        n_kv += !is_split_key(s, f0, &f0->kv[i]);
+    gguf_put_preamble(&m->hdr, e, version, s->n_tensors, n_kv);
     for (uint64_t i = 0; i < f0->n_kv; i++) {
-        if (is_split_key(f0, &f0->kv[i]))
+        if (is_split_key(s, f0, &f0->kv[i]))
             continue;
         struct gguf_newkv kv = gguf_newkv_of(f0, i);
-        gguf_put_kv(&m->hdr, e, &kv);
+        if (!gguf_put_kv_as(&m->hdr, e, &f0->enc, &kv) && !m->hdr.oom) {
+            gguf_merged_free(m);
+            return gguf_diag_set(d, GGUF_E_INVAL, f0->kv[i].rec_off,
+                                 "key/value %llu cannot be re-encoded",
+                                 (unsigned long long)i);
+        }
     }
     uint64_t j = 0;
     for (unsigned k = 0; k < s->n; k++) {
@@ -337,7 +349,13 @@ enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m
             pos += (align - pos % align) % align;
         }
     }
-    if (!gguf_put_padding(&m->hdr, align)) {
+    /* a model without tensors ends with its header, as converters write
+     * vocabulary files (and as the file itself does) */
+    if (s->n_tensors && !gguf_put_padding(&m->hdr, align)) {
+        gguf_merged_free(m);
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
+    if (m->hdr.oom) {
         gguf_merged_free(m);
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     }

@@ -37,10 +37,18 @@
  * gguf_diag_format(d, given_name, ...) gives the mount's one line.
  *
  * gguf_split_merge builds the header of the model as one file (a mount's
- * model.gguf): the first shard's key/values without split.*, then every
+ * model.gguf): the first shard's key/values without split.* (a model of
+ * one shard keeps them), then every
  * tensor info (shard by shard, in order) with offsets of a contiguous
- * layout aligned to the first shard's alignment.  The tensor bytes are
- * not copied: the caller serves them from the shards.
+ * layout aligned to the first shard's alignment (no padding after the
+ * header of a model without tensors).  The tensor bytes are not copied:
+ * the caller serves them from the shards.  Keys and tensor infos keep
+ * their bytes, except that a model of GGUF version 1 (which ggml no longer
+ * reads) gets a version 3 header in the same byte order: every count and
+ * length (tensor and key/value counts, key and name lengths, dims, string
+ * lengths, array counts) widened from 32 to 64 bits.  A mount serves a
+ * single version 1 file through this too (gguf_split_merge of a model of
+ * one shard), so that its model.gguf is a file ggml loads.
  *
  * This library includes no FUSE header and performs no printing.
  */
@@ -99,14 +107,17 @@ char *gguf_split_name(const char *prefix, size_t prefix_len, unsigned no,
 
 /* The merged header of a split model (see above). */
 struct gguf_merged {
-    struct gguf_buf hdr;         /* the header, padded to the alignment */
+    struct gguf_buf hdr;         /* the header, padded to the alignment
+                                    (when there are tensors) */
     uint64_t n_tensors;
     uint64_t *offset;            /* tensor j's data at hdr.len + offset[j]
                                     (j counts shard by shard, in order) */
     uint64_t size;               /* of the whole merged file */
 };
 
-/* Builds it into *m (free with gguf_merged_free): GGUF_OK or GGUF_E_NOMEM. */
+/* Builds it into *m (free with gguf_merged_free): GGUF_OK, GGUF_E_NOMEM,
+ * or GGUF_E_INVAL for a value that cannot be re-encoded (not well formed:
+ * the parser refuses such files first). */
 enum gguf_err gguf_split_merge(const struct gguf_split *s, struct gguf_merged *m,
                                struct gguf_diag *d);
 void gguf_merged_free(struct gguf_merged *m);

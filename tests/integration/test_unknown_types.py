@@ -12,7 +12,8 @@ tensor's raw bytes (the unknown ones and their neighbours; an unknown
 tensor's range includes the padding after its data), type, shape; no f32
 for the unknown ones (ENOENT, not listed) while the known neighbours' f32
 is bit-identical to ggml (tests/oracle/ggml.py); info lists type_NN and the
-note; model.gguf is the file byte for byte; metadata edits (in place and
+note; model.gguf is the file byte for byte (a v1 file's is version 3 with
+the same tensor bytes); metadata edits (in place and
 rewriting) keep every tensor byte; a split model with an unknown tensor
 exports a model.gguf that mounts with the same bytes; ambiguous or
 out-of-bounds layouts are refused with one line.
@@ -160,8 +161,22 @@ def check_mounted(h, label, mnt, path, w, ggml, big_endian):
         note = "tensor '%s': type id %d %s (raw bytes only, size %d taken from " % (
             name, t["type"], why, len(want[name]))
         h.check(note in info, "%s: info lacks the note %r" % (label, note))
-    h.check(open(os.path.join(mnt, "model.gguf"), "rb").read() == data,
-            "%s: model.gguf is not the file" % label)
+    served = open(os.path.join(mnt, "model.gguf"), "rb").read()
+    import pyreader
+    orig = pyreader.read_bytes(data)
+    if orig.version != 1:
+        h.check(served == data, "%s: model.gguf is not the file" % label)
+        return
+    # version 1 is served as version 3: the same tensors, laid out again
+    f = pyreader.read_bytes(served)
+    h.check(f.version == 3 and f.big_endian == orig.big_endian,
+            "%s: model.gguf of a v1 file is v%d %s" % (label, f.version, "BE" if f.big_endian else "LE"))
+    h.check([(t.name, t.ne, t.type) for t in f.tensors] == [(t.name, t.ne, t.type) for t in orig.tensors],
+            "%s: model.gguf's tensor infos differ" % label)
+    for t in f.tensors:
+        name = t.name.decode()
+        a = f.data_offset + t.offset
+        h.check(served[a:a + len(want[name])] == want[name], "%s: model.gguf: %s's bytes differ" % (label, name))
 
 
 def check_edits(h, label, path, w, ggml, big_endian):

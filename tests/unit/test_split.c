@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf/header.h"
 #include "gguf/split.h"
 #include "gguf/types.h"
 
@@ -205,6 +206,27 @@ static void test_single(void **state)
     assert_int_equal(m->n, 1);
     assert_int_equal(m->n_tensors, 2);
     gguf_split_close(m);
+    /* the same in version 1: merged (as a mount's model.gguf) as version 3
+     * with every key, split.* too (they are not a split model's) */
+    s.version = 1;
+    build_shard(&b, &s, 0);
+    write_file(path, b.p, b.len);
+    free(b.p);
+    assert_int_equal(gguf_split_open(path, gguf_split_open_file, NULL, &m, &d), GGUF_OK);
+    assert_int_equal(m->n, 1);
+    struct gguf_merged mg;
+    assert_int_equal(gguf_split_merge(m, &mg, &d), GGUF_OK);
+    struct gguf_file *f;
+    assert_int_equal(gguf_parse((const uint8_t *)mg.hdr.data, mg.hdr.len, mg.size, &f, &d, NULL),
+                     GGUF_OK);
+    assert_int_equal(f->version, 3);
+    assert_int_equal(f->n_kv, m->shards[0].gf->n_kv);
+    assert_true(gguf_find_key(f, "split.count", 11) >= 0);
+    assert_int_equal(f->n_tensors, 2);
+    gguf_close(f);
+    gguf_merged_free(&mg);
+    gguf_split_close(m);
+    s.version = 3;
     /* a file that does not parse: the parser's message, no name prefix */
     write_file(path, "GGUX\3\0\0\0", 8);
     assert_int_equal(gguf_split_open(path, gguf_split_open_file, NULL, &m, &d), GGUF_E_MAGIC);
@@ -501,10 +523,11 @@ static void test_bad_numbering(void **state)
 static void test_merge(void **state)
 {
     (void)state;
-    for (int variant = 0; variant < 3; variant++) {
+    /* v3 LE, v3 BE, v1 LE, v1 BE: version 1 is merged as version 3 */
+    for (int variant = 0; variant < 4; variant++) {
         struct spec s = spec3();
-        s.be = variant == 1;
-        s.version = variant == 2 ? 1 : 3;
+        s.be = variant & 1;
+        s.version = variant >= 2 ? 1 : 3;
         write_model(&s);
         struct gguf_split *m;
         struct gguf_diag d;
@@ -520,7 +543,8 @@ static void test_merge(void **state)
         assert_int_equal(gguf_parse((const uint8_t *)mg.hdr.data, mg.hdr.len, mg.size,
                                     &f, &d, NULL), GGUF_OK);
         const struct gguf_file *f0 = m->shards[0].gf;
-        assert_int_equal(f->version, f0->version);
+        assert_int_equal(f->version, s.version == 1 ? 3 : f0->version);
+        assert_false(f->enc.v1);
         assert_int_equal(f->enc.big_endian, s.be);
         assert_int_equal(f->data_off, mg.hdr.len);
         assert_null(f->notes == NULL ? NULL : strstr(f->notes, "contiguously"));
@@ -528,6 +552,20 @@ static void test_merge(void **state)
         assert_int_equal(f->n_kv, 2);
         for (uint64_t i = 0; i < 2; i++) {
             assert_int_equal(f->kv[i].key_len, f0->kv[i].key_len);
+            assert_memory_equal(f->hdr + f->kv[i].key_off, f0->hdr + f0->kv[i].key_off,
+                                f->kv[i].key_len);
+            assert_int_equal(f->kv[i].type, f0->kv[i].type);
+            if (s.version == 1) {
+                /* re-encoded: the same value as text */
+                struct gguf_buf ta = { 0 }, tb = { 0 };
+                assert_int_equal(gguf_render_kv(f, &f->kv[i], &ta), GGUF_OK);
+                assert_int_equal(gguf_render_kv(f0, &f0->kv[i], &tb), GGUF_OK);
+                assert_int_equal(ta.len, tb.len);
+                assert_memory_equal(ta.data, tb.data, ta.len);
+                gguf_buf_free(&ta);
+                gguf_buf_free(&tb);
+                continue;
+            }
             uint64_t a = f->kv[i].rec_off, b = f0->kv[i].rec_off;
             uint64_t la = f->kv[i].val_off + f->kv[i].val_size - a;
             assert_int_equal(la, f0->kv[i].val_off + f0->kv[i].val_size - b);
@@ -556,6 +594,66 @@ static void test_merge(void **state)
     }
 }
 
+/* gguf_put_kv_as: a value encoded in one encoding (v1 or not, either byte
+ * order) written in another parses back to the same text. */
+static void test_kv_as(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *type, *text;
+    } vals[] = {
+        { "u8", "200\n" }, { "i16", "-300\n" }, { "u32", "4000000000\n" },
+        { "i64", "-1152921504606846976\n" }, { "f32", "1.5\n" }, { "f64", "-2.25\n" },
+        { "bool", "true\n" }, { "string", "h\xc3\xa9llo\n" }, { "string", "" },
+        { "array[string]", "a\n\nbc\n" }, { "array[u16]", "1\n65535\n" },
+        { "array[f64]", "0.5\n-1e+300\n" }, { "array[i32]", "" },
+        { "array[array[i32]]", "[1, 2]\n[]\n[3]\n" },
+        { "array[array[string]]", "[\"a\", \"bc\"]\n[\"d\"]\n" },
+        { "array[array[array[u64]]]", "[[1], [2, 3]]\n[]\n" },
+    };
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        struct gguf_typedesc td;
+        assert_true(gguf_typedesc_parse(vals[i].type, strlen(vals[i].type), &td));
+        for (int from_v = 0; from_v < 4; from_v++) {
+            struct gguf_enc from = { .big_endian = from_v & 1, .v1 = from_v >= 2 };
+            struct gguf_buf bin = { 0 };
+            struct gguf_diag d;
+            assert_int_equal(gguf_parse_value(&from, &td, vals[i].text, strlen(vals[i].text),
+                                              &bin, &d), GGUF_OK);
+            for (int to_v = 0; to_v < 4; to_v++) {
+                struct gguf_enc to = { .big_endian = to_v & 1, .v1 = to_v >= 2 };
+                struct gguf_newkv kv = { "k", 1, td.levels[0], (const uint8_t *)bin.data, bin.len };
+                struct gguf_buf h = { 0 }, txt = { 0 };
+                gguf_put_preamble(&h, &to, to.v1 ? 1 : 3, 0, 1);
+                assert_true(gguf_put_kv_as(&h, &to, &from, &kv));
+                struct gguf_file *f;
+                assert_int_equal(gguf_parse((const uint8_t *)h.data, h.len, h.len, &f, &d, NULL),
+                                 GGUF_OK);
+                assert_int_equal(f->hdr_size, h.len);
+                assert_int_equal(f->enc.big_endian, to.big_endian);
+                assert_int_equal(f->enc.v1, to.v1);
+                assert_int_equal(gguf_render_kv(f, &f->kv[0], &txt), GGUF_OK);
+                assert_int_equal(txt.len, strlen(vals[i].text) + (td.depth == 1 &&
+                                 td.levels[0] == GGUF_STRING && !*vals[i].text));
+                assert_memory_equal(txt.data, vals[i].text, strlen(vals[i].text));
+                gguf_close(f);
+                gguf_buf_free(&h);
+                gguf_buf_free(&txt);
+            }
+            /* a value cut short is refused */
+            if (bin.len > 1) {
+                struct gguf_newkv kv = { "k", 1, td.levels[0], (const uint8_t *)bin.data,
+                                         bin.len - 1 };
+                struct gguf_enc to = { .big_endian = !from.big_endian, .v1 = !from.v1 };
+                struct gguf_buf h = { 0 };
+                assert_false(gguf_put_kv_as(&h, &to, &from, &kv));
+                gguf_buf_free(&h);
+            }
+            gguf_buf_free(&bin);
+        }
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -580,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_numbering),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_kv_as),
     };
     return cmocka_run_group_tests_name("split", tests, setup, teardown);
 }
