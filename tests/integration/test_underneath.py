@@ -20,6 +20,8 @@ one tensor (raw and f32) so that gguffs and the kernel have cached it, then:
                    model.gguf reads the old bytes right; info says
                    "replaced underneath"; underneath_changed stays 0; an
                    edit is refused and the new file is untouched
+  split model      dd into the second shard of a mounted split model (a
+                   file gguffs never writes): the same, info names it
   own edits        several edits through the mount (in place, growing: a
                    rewrite, shrinking, create, remove) while a reader reads
                    raw (page cache dropped), model.gguf (a new inode after
@@ -216,6 +218,55 @@ def main():
                 h.check(open(model, "rb").read() == other_file,
                         "renamed over: the edit wrote into the new file")
                 g.stop(h, "renamed over")
+            finally:
+                g.close()
+
+        with h.case("dd into a split model's second shard"):
+            rng = np.random.default_rng(3)
+            paths, swant = [], {}
+            for i in range(2):
+                w = gw.GGUFWriter()
+                if i == 0:
+                    w.add("general.architecture", "string", "llama")
+                    w.add("general.name", "string", "mounted")
+                w.add("split.no", "u16", i)
+                w.add("split.count", "u16", 2)
+                if i == 0:
+                    w.add("split.tensors.count", "i32", 4)
+                for k in range(2):
+                    x = rng.standard_normal(16384).astype("<f2")
+                    n = "s%d.%d" % (i, k)
+                    w.add_tensor(n, "f16", [16384], data=x.tobytes())
+                    swant[n] = (x.tobytes(), x.astype("<f4").tobytes())
+                paths.append(os.path.join(tmp, "sp-%05d-of-00002.gguf" % (i + 1)))
+                w.write(paths[-1])
+            g = harness.Gguffs(paths[0])
+            try:
+                h.check(read_tensor(g.mnt, "s1.0", "raw")[0] == swant["s1.0"][0], "split: s1.0/raw before")
+                size = os.path.getsize(paths[1])
+                subprocess.run(["dd", "if=/dev/urandom", "of=" + paths[1], "bs=16", "count=1",
+                                "seek=%d" % ((size - 4096) // 16), "conv=notrunc"],
+                               check=True, capture_output=True)
+                first = open(paths[0], "rb").read()
+                second = open(paths[1], "rb").read()
+                for n in sorted(swant):
+                    for k, view in enumerate(("raw", "f32")):
+                        got, err = read_tensor(g.mnt, n, view)
+                        if n == "s1.0" and view == "raw":
+                            h.check(got == swant[n][k] or err == os.strerror(errno.EIO),
+                                    "split: %s/%s (read before): %s" % (n, view, err or "other bytes"))
+                        else:
+                            # the mount is changed: every shard's data not cached is EIO
+                            h.check(err == os.strerror(errno.EIO),
+                                    "split: %s/%s gives %s, not EIO" % (n, view, err or "bytes"))
+                text = info(g.mnt)
+                h.check(text.startswith("changed underneath: %s was modified" % os.path.basename(paths[1])),
+                        "split: info: %r" % text[:300])
+                r = edit(g.mnt, "1")
+                h.check(r.returncode != 0, "split: an edit after the change exits 0")
+                h.check(open(paths[0], "rb").read() == first and open(paths[1], "rb").read() == second,
+                        "split: the refused edit wrote a shard")
+                g.stop(h, "split")
             finally:
                 g.close()
 
