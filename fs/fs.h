@@ -287,6 +287,10 @@ struct ggfs {
     pthread_mutex_t sig_mu;
     bool own_writing;            /* gguffs commits an edit now; under sig_mu */
     uint64_t own_epoch;          /* +1 at each commit's end; under sig_mu */
+    /* the file gguffs put at model_real (its last rewrite's, or the one
+     * mounted): what a stat of the path must find; under sig_mu */
+    dev_t path_dev;
+    ino_t path_ino;
     atomic_int under;            /* UNDER_* bits */
     char under_file[512];        /* the file, and when: set once, before */
     struct timespec under_when;  /*   the bit (release) */

@@ -182,14 +182,18 @@ int ggfs_under_check(struct ggfs *fs, const struct state *st)
         changed(fs, st, i);
         if (atomic_load(&fs->under) & UNDER_REPLACED)
             continue;
+        /* shard 0: the file gguffs last put there, which need not be
+         * st's (st may be a version a rewrite of gguffs' own replaced);
+         * other shards: st's, gguffs never writes them */
         pthread_mutex_lock(&fs->sig_mu);
-        struct fsig want = st->sig[i];
+        dev_t dev = i ? st->sig[i].dev : fs->path_dev;
+        ino_t ino = i ? st->sig[i].ino : fs->path_ino;
         bool w1 = fs->own_writing;
         uint64_t e1 = fs->own_epoch;
         pthread_mutex_unlock(&fs->sig_mu);
         struct stat sb;
         const char *path = st->model->shards[i].src->name;
-        bool same = stat(path, &sb) == 0 && sb.st_dev == want.dev && sb.st_ino == want.ino;
+        bool same = stat(path, &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino;
         if (same || w1)
             continue;           /* a rewrite of gguffs' own puts a new file there */
         pthread_mutex_lock(&fs->sig_mu);
@@ -218,6 +222,13 @@ void ggfs_under_end(struct ggfs *fs)
         struct state *st = GLIST_ENTRY(l, struct state, link);
         if (local(fs, st, 0))
             ggfs_sig_take(st->model->shards[0].src->fd, &st->sig[0]);
+    }
+    /* the file at the path is the commit's (a rewrite renamed a new one
+     * there) */
+    struct stat sb;
+    if (stat(fs->model_real, &sb) == 0) {
+        fs->path_dev = sb.st_dev;
+        fs->path_ino = sb.st_ino;
     }
     fs->own_writing = false;
     fs->own_epoch++;
@@ -293,6 +304,10 @@ void ggfs_under_start(struct ggfs *fs)
     fs->in_fd = -1;
     if (fs->remote || fs->overlay || !fs->st->sig)
         return;
+    pthread_mutex_lock(&fs->sig_mu);
+    fs->path_dev = fs->st->sig[0].dev;
+    fs->path_ino = fs->st->sig[0].ino;
+    pthread_mutex_unlock(&fs->sig_mu);
     int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     if (fd < 0)
         return;
