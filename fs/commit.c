@@ -77,6 +77,14 @@ int ggfs_write_check(struct ggfs *fs, const char **why)
                                         "mount (mount again to edit)";
         return fs->write_err;
     }
+    /* a model changed or replaced underneath by another program: an edit
+     * would write this version's header over another file (underneath.c).
+     * EIO: the file gguffs mounted is no longer what it shows. */
+    if (!fs->overlay && !fs->remote && ggfs_under_check(fs, fs->st)) {
+        *why = ggfs_under_why(fs);
+        atomic_fetch_add(&fs->under_refused, 1);
+        return EIO;
+    }
     /* one writer per overlay: its lock, if the file exists now */
     if (fs->overlay) {
         int e = ggfs_overlay_lock(fs);
@@ -135,11 +143,19 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
                      fs->model_path, fname, why, strerror(EPERM), d.msg);
             return EPERM;      /* refused: nothing written */
         }
+    } else if (ggfs_under_check(fs, old)) {
+        /* changed underneath since the edit was opened: checked here,
+         * under commit_mu, where no write of gguffs' own can race it */
+        atomic_fetch_add(&fs->under_refused, 1);
+        fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n", fs->model_path,
+                 fname, why, strerror(EIO), ggfs_under_why(fs));
+        return EIO;
     } else {
         /* padded (gguffs.padding) to be written in place, or cloned where
          * the file system can: O(metadata) either way; elsewhere a header
          * that outgrows its room is copied once, with room to spare */
         int nfd = -1;
+        ggfs_under_begin(fs);   /* our own writes: not a change underneath */
         ce = gguf_commit_edit_locked(fs->model_real, st_meta(old), old->model->shards[0].src,
                                      (const uint8_t *)hdr->data, hdr->len, &how,
                                      fs->lock_fd >= 0 ? &nfd : NULL, &d);
@@ -163,10 +179,16 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
     if ((fs->overlay ? ggfs_overlay_model(fs, &model, &d)
                      : ggfs_open_model(fs->model_real, fs->read_only, NULL, NULL, &model, &d)) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
+        if (!fs->overlay)
+            ggfs_under_end(fs);
         return EIO;
     }
     struct state *ns;
     int e = ggfs_state_new(fs, model, old->gen + 1, &ns);
+    /* the files as this commit left them, the new state's included (its
+     * sig was taken after the last write): the window closes */
+    if (!fs->overlay)
+        ggfs_under_end(fs);
     if (e) {
         gguf_split_close(model);
         return e;
@@ -174,6 +196,8 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
     pthread_rwlock_wrlock(&fs->lock);
     fs->st = ns;
     pthread_rwlock_unlock(&fs->lock);
+    if (!fs->overlay)
+        ggfs_under_rewatch(fs);     /* a rewrite put a new file at the path */
 
     /* Tell the kernel (notify.c): info and model.gguf of the new version
      * are new inodes, found by the next lookup while open ones keep theirs

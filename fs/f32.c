@@ -124,6 +124,11 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
         ggfs_source_failed(fs, sh->src);
         return EIO;
     }
+    /* the file changed underneath (underneath.c): checked after the read,
+     * so bytes read before a change are kept and bytes read after it are
+     * not (a write's mtime is updated before its bytes land) */
+    if (ggfs_under_check_shard(fs, st, r->shard))
+        return EIO;
     if (sh->gf->enc.big_endian)
         swap_elems(buf, bytes, plain_elem_size(r->t->type));
     if (!in_place) {

@@ -25,6 +25,8 @@
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   overlay.c   a remote model's edits in a local file (-o overlay)
  *   notify.c    telling the kernel what an edit changed
+ *   underneath.c noticing a local model changed by another program while
+ *               mounted (inotify, and fstat before bytes are served)
  *
  * Inode numbers are computed from the index, never allocated:
  *
@@ -68,6 +70,9 @@
  *                     then that cache's mu (blocksrc.h); reached from reads
  *                     of a source, never held during a fetch
  *   states_mu         the counted list of live states (state.c)
+ *   sig_mu            what gguffs knows of the model's files: each
+ *                     state's sig[], own_writing, own_epoch (underneath.c);
+ *                     held for a copy or an update, never during I/O
  *   notify queue mu   (notify.c), last: never held while waiting
  *
  * The notify queues' threads take no lock above their own but the state
@@ -169,6 +174,10 @@ struct state {
      * change what this version shows (NULL: all zeros, or, when pad_src is
      * set, non-zero padding too large to keep, read from the file). */
     uint8_t *pad;
+    /* Per shard: the file as this version knows it (underneath.c): its
+     * inode, size and times when the state was built, shard 0's updated
+     * by gguffs' own commits; under fs->sig_mu. */
+    struct fsig *sig;
     uint64_t hdr_end;            /* min(data_off, file size) */
     bool pad_src;
     struct stat model_st;        /* times, owner and modes (ggfs_perm) of every node */
@@ -186,6 +195,19 @@ static inline const struct gguf_file *st_meta(const struct state *st)
 {
     return st->model->shards[0].gf;
 }
+
+/* What fstat says of a model file, compared to notice a change made by
+ * another program (underneath.c). */
+struct fsig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    nlink_t nlink;
+    struct timespec mtime, ctime;
+};
+
+/* fs->under: what was noticed (bits, never cleared during a mount) */
+enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
 
 struct workers;                  /* f32.c */
 struct notify;                   /* notify.c */
@@ -260,6 +282,22 @@ struct ggfs {
     struct workers *workers;
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
+
+    /* A local model changed underneath (underneath.c). */
+    pthread_mutex_t sig_mu;
+    bool own_writing;            /* gguffs commits an edit now; under sig_mu */
+    uint64_t own_epoch;          /* +1 at each commit's end; under sig_mu */
+    /* the file gguffs put at model_real (its last rewrite's, or the one
+     * mounted): what a stat of the path must find; under sig_mu */
+    dev_t path_dev;
+    ino_t path_ino;
+    atomic_int under;            /* UNDER_* bits */
+    char under_file[512];        /* the file, and when: set once, before */
+    struct timespec under_when;  /*   the bit (release) */
+    atomic_uint_least64_t under_eio, under_refused;   /* stats */
+    int in_fd;                   /* inotify (-1: none) */
+    int in_stop[2];              /* a pipe that ends its thread */
+    pthread_t in_thread;
 
     /* The disk cache of a remote model (-o cache_dir, fs/diskcache.h): one
      * per shard of the model (the model is fixed for a remote mount), NULL
@@ -348,6 +386,33 @@ int ggfs_overlay_lock(struct ggfs *fs);
  * (cap bytes) when it cannot be one: not a regular file, or (writable)
  * its directory is not writable. */
 char *ggfs_overlay_path(const char *given, bool writable, char *why, size_t cap);
+
+/* ---- underneath.c ---- */
+
+/* fstat of fd into out; false when fstat fails. */
+bool ggfs_sig_take(int fd, struct fsig *out);
+/* 0 when shard i of st's model is as gguffs knows it (or remote), else EIO:
+ * another program changed it (the mount is marked, logged once).  Called
+ * before a tensor's bytes are spliced from the file and after a chunk's
+ * bytes were read for f32. */
+int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
+/* Every shard of st, and whether their paths still name the files
+ * mounted: the mount's UNDER_* bits after the check. */
+int ggfs_under_check(struct ggfs *fs, const struct state *st);
+/* Around gguffs' own commit of an edit (under commit_mu): its writes are
+ * not a change underneath.  end records the files as the commit left them. */
+void ggfs_under_begin(struct ggfs *fs);
+void ggfs_under_end(struct ggfs *fs);
+/* info's line about it into buf (0: nothing noticed). */
+size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap);
+/* Why an edit is refused now (under commit_mu, after ggfs_under_check), or
+ * NULL. */
+const char *ggfs_under_why(struct ggfs *fs);
+/* The inotify watch of every shard (a thread; after daemonizing). */
+void ggfs_under_start(struct ggfs *fs);
+void ggfs_under_stop(struct ggfs *fs);
+/* Watches path again (a rewrite put a new file there); under commit_mu. */
+void ggfs_under_rewatch(struct ggfs *fs);
 
 /* ---- state.c ---- */
 

@@ -868,6 +868,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     pthread_t reserve;
     bool reserving = start_reserve(fs, &reserve);
     ggfs_notify_start(fs);
+    ggfs_under_start(fs);
     signals_loop_enter();
     if (o->copts.singlethread) {
         ret = fuse_session_loop(se);
@@ -887,6 +888,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     if (reserving)
         pthread_join(reserve, NULL);
     ggfs_workers_stop(fs);
+    ggfs_under_stop(fs);
     if (fs->rcache)
         rcache_stop(fs->rcache);
     /* Unmount before the notify threads are joined: a notification being
@@ -959,6 +961,8 @@ int main(int argc, char *argv[])
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&fs.commit_mu, NULL);
     pthread_mutex_init(&fs.states_mu, NULL);
+    pthread_mutex_init(&fs.sig_mu, NULL);
+    fs.in_fd = -1;
     pthread_mutex_init(&fs.pend_mu, NULL);
     glist_init(&fs.states);
     glist_init(&fs.live);

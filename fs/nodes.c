@@ -152,13 +152,18 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      "waits %llu\nprefetched %llu\nprefetch_wasted %llu\n"
                      "chunks_held %llu\nbytes_held %llu\ncapacity %llu\n"
                      "chunk_bytes %llu\nkernel_level %s\n"
-                     "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n",
+                     "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n"
+                     "underneath_changed %d\nunderneath_replaced %d\n"
+                     "underneath_eio %llu\nunderneath_refused %llu\n",
                      (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
                      (ull)cs.waits, (ull)cs.prefetched, (ull)cs.prefetch_wasted,
                      (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
                      (ull)fs->chunk_bytes, ggfs_dequant_level(),
                      (ull)atomic_load(&fs->edits_in_place), (ull)atomic_load(&fs->edits_cloned),
-                     (ull)atomic_load(&fs->edits_copied));
+                     (ull)atomic_load(&fs->edits_copied),
+                     !!(atomic_load(&fs->under) & UNDER_CHANGED),
+                     !!(atomic_load(&fs->under) & UNDER_REPLACED),
+                     (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused));
     static const char *const kind[] = { "raw", "f32", "model" };
     for (int k = 0; k < 3 && n >= 0 && (size_t)n < cap; k++) {
         int m = snprintf(buf + n, cap - (size_t)n,

@@ -327,7 +327,13 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
         fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
-        fi->keep_cache = 1;
+        /* info of a model changed underneath says so first (a line that
+         * its size as the kernel cached it does not count): read past the
+         * page cache */
+        if (n.kind == K_INFO && ggfs_under_check(fs, st))
+            fi->direct_io = 1;
+        else
+            fi->keep_cache = 1;
     } else if (n.kind == K_KV && !fs->read_only) {
         /* A writer of the same file changes the kernel's idea of its size
          * (O_TRUNC, ftruncate) before anything is committed, so the page
@@ -427,6 +433,7 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         return ggfs_reply_slice(req, t->data, t->len, size, off);
     }
     case K_STATS:
+        ggfs_under_check(fs, st);       /* counts what happened until now */
         return ggfs_reply_slice(req, buf, ggfs_stats_text(fs, buf, sizeof buf), size, off);
     case K_TENSOR:
         break;
@@ -450,6 +457,31 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     }
 }
 
+/* info: the line about a change underneath (underneath.c), then the text */
+static void reply_info(fuse_req_t req, struct ggfs *fs, const struct state *v, size_t size,
+                       off_t off)
+{
+    char line[1024];
+    size_t ll = ggfs_under_line(fs, line, sizeof line);
+    if (!ll)
+        return ggfs_reply_slice(req, v->info.data, v->info.len, size, off);
+    uint64_t a = (uint64_t)off, end = a + size, total = ll + v->info.len;
+    if (end > total)
+        end = total;
+    if (a >= end)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    struct iovec iov[2];
+    int n = 0;
+    if (a < ll) {
+        uint64_t to = end < ll ? end : ll;
+        iov[n++] = (struct iovec){ line + a, (size_t)(to - a) };
+        a = to;
+    }
+    if (a < end)
+        iov[n++] = (struct iovec){ v->info.data + (a - ll), (size_t)(end - a) };
+    fuse_reply_iov(req, iov, n);
+}
+
 static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
@@ -462,8 +494,9 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if ((ino - VERSION_BASE) % 2) {
             ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
-        } else
-            ggfs_reply_slice(req, v->info.data, v->info.len, size, off);
+        } else {
+            reply_info(req, fs, v, size, off);
+        }
         ggfs_state_put(v);
     } else if (IS_SNAPSHOT(fi)) {         /* meta/ open for reading */
         struct snap *sn = SNAPSHOT(fi);

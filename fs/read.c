@@ -43,24 +43,26 @@ void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
  * straddled); more, and the bytes are copied into a buffer. */
 #define REPLY_PINS 18
 
-/* A local model's file no longer holds [pos, pos+size): it was cut
- * underneath.  Spliced, the missing bytes would make a short reply, whose
- * pages the kernel fills up with zeros; with several requests of a
- * readahead window in flight it may drop the file size update of one of
- * them as stale and keep those zeros as data.  So a read of bytes that
- * are gone is EIO, decided just before the splice (a cut between this
- * check and the splice still gives a short reply). */
-static bool file_cut(const struct gguf_source *src, uint64_t pos, size_t size)
+/* A local model's file changed underneath (underneath.c): written,
+ * truncated or replaced in place by another program.  Its bytes are no
+ * longer those of this version: every read of them is EIO, decided just
+ * before the splice (one fstat).  A cut is such a change: spliced, the
+ * missing bytes would make a short reply, whose pages the kernel fills up
+ * with zeros, and with several requests of a readahead window in flight
+ * it may keep those zeros as data.  (A change between this check and the
+ * splice still gets through, a cut as a short reply.) */
+static bool file_changed(const struct state *st, unsigned shard)
 {
-    struct stat st;
-    return size && fstat(src->fd, &st) == 0 && (uint64_t)st.st_size < pos + size;
+    return ggfs_under_check_shard(st->fs, st, shard) != 0;
 }
 
-/* Replies with size bytes of src at pos. */
-static void reply_source(fuse_req_t req, struct gguf_source *src, uint64_t pos, size_t size)
+/* Replies with size bytes of shard's source at pos. */
+static void reply_source(fuse_req_t req, const struct state *st, unsigned shard, uint64_t pos,
+                         size_t size)
 {
+    struct gguf_source *src = st->model->shards[shard].src;
     if (src->fd >= 0) {
-        if (file_cut(src, pos, size)) {
+        if (size && file_changed(st, shard)) {
             fuse_reply_err(req, EIO);
             return;
         }
@@ -137,7 +139,8 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
     if (size > t->nbytes - (uint64_t)off)
         size = (size_t)(t->nbytes - (uint64_t)off);
     const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
-    reply_source(req, sh->src, sh->gf->data_off + t->offset + (uint64_t)off, size);
+    reply_source(req, st, st->tens[idx].shard, sh->gf->data_off + t->offset + (uint64_t)off,
+                 size);
 }
 
 /* The most chunks one request can need: a chunk is as large as the
@@ -256,14 +259,16 @@ static void piece_mem(struct pieces *p, const void *mem, size_t size)
     }
 }
 
-static void piece_source(struct pieces *p, struct gguf_source *src, uint64_t pos, size_t size)
+static void piece_source(struct pieces *p, const struct state *st, unsigned shard, uint64_t pos,
+                         size_t size)
 {
+    struct gguf_source *src = st->model->shards[shard].src;
     struct fuse_buf *fb = piece(p);
     if (!fb)
         return;
     fb->size = size;
     if (src->fd >= 0) {
-        if (file_cut(src, pos, size))
+        if (size && file_changed(st, shard))
             p->err = EIO;
         fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
         fb->fd = src->fd;
@@ -369,7 +374,6 @@ static void pieces_reply(fuse_req_t req, struct pieces *p)
 static void model_single(struct pieces *p, const struct state *st, uint64_t a, uint64_t end)
 {
     const struct gguf_file *gf = st_meta(st);
-    struct gguf_source *src = st->model->shards[0].src;
     while (a < end && !p->err) {
         uint64_t to;
         if (a < gf->hdr_size) {
@@ -386,7 +390,7 @@ static void model_single(struct pieces *p, const struct state *st, uint64_t a, u
             }
         } else {
             to = end;
-            piece_source(p, src, a, (size_t)(to - a));
+            piece_source(p, st, 0, a, (size_t)(to - a));
         }
         a = to;
     }
@@ -424,7 +428,8 @@ static void model_merged(struct pieces *p, const struct state *st, uint64_t a, u
             const struct gguf_shard *s = &st->model->shards[st->tens[j].shard];
             uint64_t in = d - st->merged.offset[j];
             len = t->nbytes - in < end - a ? t->nbytes - in : end - a;
-            piece_source(p, s->src, s->gf->data_off + t->offset + in, (size_t)len);
+            piece_source(p, st, st->tens[j].shard, s->gf->data_off + t->offset + in,
+                         (size_t)len);
         } else {
             /* padding up to the next tensor (or the end) */
             uint64_t next = j < st->n_tensors ? st->merged.offset[j] : st->model_size - hl;

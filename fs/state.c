@@ -227,6 +227,7 @@ void ggfs_state_free(struct state *st)
     if (!st)
         return;
     free(st->pad);
+    free(st->sig);
     ntab_free(&st->meta_names);
     ntab_free(&st->tensor_names);
     if (st->kv_text) {
@@ -370,7 +371,13 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
         clock_gettime(CLOCK_REALTIME, &st->model_st.st_mtim);
         st->model_st.st_atim = st->model_st.st_ctim = st->model_st.st_mtim;
     }
-    int e = index_tensors(st);
+    /* what each local shard is now (underneath.c) */
+    st->sig = calloc(model->n, sizeof *st->sig);
+    int e = st->sig ? 0 : ENOMEM;
+    for (unsigned i = 0; !e && i < model->n; i++)
+        ggfs_sig_take(model->shards[i].src->fd, &st->sig[i]);
+    if (!e)
+        e = index_tensors(st);
     /* a split model is served merged; so is a version 1 file, whose
      * model.gguf is version 3 (gguf/split.h) */
     if (!e && (model->n > 1 || model->shards[0].gf->enc.v1)) {
