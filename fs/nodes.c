@@ -256,8 +256,9 @@ static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino
     out->st_blksize = 1 << 20;
 }
 
-/* Permission bits, from the model file's own (README "The tree"): its
- * read bits on every file, and on every directory with x where r is set;
+/* Permission bits, from the model file's own (README "The tree"; in full:
+ * doc/DETAILS.md "The tree"): its read bits on every file, and on every
+ * directory with x where r is set;
  * its write bits on meta/ and meta/'s files, unless edits are refused
  * whatever the caller (-o ro, a model gguffs could not open for writing at
  * mount).  The mount's default_permissions makes the kernel check them, so

@@ -286,7 +286,7 @@ static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
         used += len;
     }
     /* then meta/'s pending files: keys created and not closed yet, tools'
-     * scratch files (README "Editing metadata"), by id, entry id followed
+     * scratch files (doc/DETAILS.md "Editing metadata"), by id, entry id followed
      * by offset PEND_OFF + id + 1 (an id keeps its place whatever is
      * created or committed meanwhile) */
     char pname[NAME_MAX + 1];

@@ -11,7 +11,7 @@
  * The page cache is dropped (posix_fadvise DONTNEED on the data file)
  * before the read pass when DROP=1 is set in the environment (a cold read
  * from the disk); otherwise the read is of cached pages.  Not a test:
- * numbers for the README (scripts/bench or by hand).
+ * numbers for doc/BENCHMARKS.md (scripts/bench or by hand).
  *
  *   bench_dcache DIR MB [BATCH...] [--block KIB] [--threads N]
  */

@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-# Growing edits add and resize gguffs's padding key (README "Editing
+# Growing edits add and resize gguffs's padding key (doc/DETAILS.md "Editing
 # metadata"): every other key is compared exactly.
 PAD_KEY = "gguffs.padding"
 DURATION = 10 if harness.QUICK else 30

@@ -829,7 +829,7 @@ static void test_known_alignment_padding(void **state)
 /* ---- regression cases from the fuzzers -------------------------------------- */
 
 /* (none yet: the fuzz runs of 2026-11-23 found no crash in gguf/; see
- * tests/fuzz/RELIABILITY.md) */
+ * doc/RELIABILITY.md) */
 
 int main(int argc, char **argv)
 {
