@@ -292,6 +292,12 @@ def run(args, h, ggml, rng, where):
     # every kind must end old and new; where the data is copied the padded
     # path is what the copy buys, and it must be killed too
     required = [ko for ko in outcome_by_kind if step == 0 or ko[0] != "padded"]
+    if args.require_padded:
+        # the few trials of test_padding.py are for the padded path; a
+        # rewrite's rename comes at the very end of its commit, so in ten
+        # trials on a loaded machine none may land after it (the rewrite
+        # path's own run, edit-crash, requires both outcomes)
+        required.remove(("rewrite", "new"))
     close_times = {"in place": [], "padded": [], "rewrite": []}
     strata = {"in place": [], "padded": [], "rewrite": []}
     S = 6
