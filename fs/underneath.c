@@ -63,6 +63,7 @@
  * at locks).
  */
 #include "fs.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -319,7 +320,7 @@ void ggfs_under_start(struct ggfs *fs)
     const struct gguf_split *m = fs->st->model;
     for (unsigned i = 0; i < m->n; i++)
         inotify_add_watch(fd, m->shards[i].src->name, WATCH_MASK);
-    if (pthread_create(&fs->in_thread, NULL, watch_main, fs) != 0) {
+    if (ggfs_thread_start(&fs->in_thread, watch_main, fs) != 0) {
         close(fd);
         close(fs->in_stop[0]);
         close(fs->in_stop[1]);
