@@ -47,6 +47,15 @@ with poll() on /proc/self/mountinfo.
                             stacks and gdb backtraces.  Prints the
                             distribution of exit times and the seed
                             (GGUFFS_SIGNAL_SEED repeats a run).
+  the window itself          a shim (tests/tools/semwait_shim.c, LD_PRELOAD)
+                            holds libfuse's loop between its exit check
+                            and its sem_wait, and the test sends SIGTERM,
+                            SIGINT and SIGHUP exactly there, with no
+                            reader (nothing else would wake the loop):
+                            gguffs exits 0 (before the signal thread it
+                            waited forever: the race of issue 20, made
+                            certain).  Plain builds only: a sanitizer's
+                            runtime must come first among the libraries
   daemon trials             20 daemonized mounts (10 quick), each sent
                             SIGTERM or SIGHUP as soon as gguffs returns
                             (the daemon may not yet run its loop, or its
@@ -617,6 +626,45 @@ def case_signal_trials(h, model):
                      max(ts) * 1e3), flush=True)
 
 
+def case_window(h, model):
+    """A signal that lands between the loop's exit check and its wait."""
+    shim = os.environ.get("GGUFFS_SEMWAIT_SHIM")
+    if harness.sanitized():
+        print("  the window: not run in a sanitizer build (LD_PRELOAD would put the shim "
+              "before the sanitizer's runtime)", flush=True)
+        return
+    if not shim or not os.path.exists(shim):
+        harness.skip_or_fail("GGUFFS_SEMWAIT_SHIM (tests/tools/semwait_shim.c) is not built")
+    for sig in TRIAL_SIGNALS:
+        label = "%s between the loop's exit check and its wait" % signal.Signals(sig).name
+        with h.case(label):
+            d = tempfile.mkdtemp(prefix="gguffs-window-")
+            os.mkfifo(os.path.join(d, "in"))
+            os.mkfifo(os.path.join(d, "go"))
+            env = dict(os.environ, LD_PRELOAD=shim, GGUFFS_TEST_SEMWAIT_DIR=d)
+            fg = None
+            try:
+                fg = FG(model, env=env)
+                # the loop is at its first wait: the shim says so, then holds it
+                with open(os.path.join(d, "in"), "rb") as f:
+                    h.check(f.read(1) == b"w", "%s: the shim did not report" % label)
+                fg.send_signal(sig)
+                with open(os.path.join(d, "go"), "wb") as f:
+                    f.write(b"g")
+                rc = fg.wait(TRIAL_LIMIT)
+                if rc is None:
+                    h.fail("%s: gguffs still running %.0f s after the signal; its threads:\n%s"
+                           % (label, TRIAL_LIMIT, harness.thread_stacks(fg.pid)))
+                else:
+                    fg.check_clean(h, label, CLEAN_WAIT)
+            finally:
+                if fg:
+                    fg.close()
+                shutil.rmtree(d, ignore_errors=True)
+    print("  the window: SIGHUP, SIGINT and SIGTERM each sent while the loop stood between "
+          "its check and its wait", flush=True)
+
+
 def case_daemon_trials(h, model):
     """Daemonized mounts, each sent SIGTERM or SIGHUP the moment gguffs has
     returned: the daemon may still be starting its signal thread or its
@@ -663,6 +711,7 @@ def main():
         case_truncated(h, model, tmp)
         case_deleted(h, model, tmp)
         case_meta_open_at_signal(h, tmp)
+        case_window(h, model)
         case_daemon_trials(h, model)
         case_signal_trials(h, model)
     return h.finish()
