@@ -24,20 +24,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-/* The one place gguf/'s codes become errno (the table is in gguf/diag.h). */
-int ggfs_errno(enum gguf_err e)
-{
-    switch (e) {
-    case GGUF_OK: return 0;
-    case GGUF_E_IO: case GGUF_E_INTERRUPTED: return EIO;
-    case GGUF_E_NOMEM: return ENOMEM;
-    case GGUF_E_PERM: return EPERM;
-    case GGUF_E_NOENT: return ENOENT;
-    case GGUF_E_EXIST: return EEXIST;
-    default: return EINVAL;
-    }
-}
-
 int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why)
 {
     fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: edit refused (%s): %s\n", fs->model_path,
@@ -53,8 +39,8 @@ static int refused(struct ggfs *fs, const char *fname, enum gguf_err e, const st
     snprintf(name, sizeof name, "meta/%s", fname);
     gguf_diag_format(d, name, line, sizeof line);
     fuse_log(FUSE_LOG_ERR, "gguffs: %s: edit refused (%s): %s\n", fs->model_path,
-             strerror(ggfs_errno(e)), line);
-    return ggfs_errno(e);
+             strerror(gguf_err_errno(e)), line);
+    return gguf_err_errno(e);
 }
 
 /* errno of a failed access(2) of something gguffs must write */

@@ -338,9 +338,6 @@ static inline struct ggfs *req_fs(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-/* errno for a gguf/ error (the one place they are converted). */
-int ggfs_errno(enum gguf_err e);
-
 /* ---- model.c ---- */
 
 /* Opens the model at path (absolute); a shard of a split model opens

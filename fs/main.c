@@ -146,55 +146,12 @@ static bool check_dev_fuse(const struct options *o)
     return false;
 }
 
-/* Rewrites every URL in text as remote_url_redact shows it (a diag may
- * name a shard's URL). */
-static void redact_urls(char *text, size_t cap)
-{
-    char out[1024];
-    size_t k = 0;
-    for (const char *p = text; *p && k + 1 < sizeof out;) {
-        const char *u = strstr(p, "://");
-        const char *start = u;
-        while (start && start > p && ((start[-1] >= 'a' && start[-1] <= 'z') ||
-                                      (start[-1] >= 'A' && start[-1] <= 'Z')))
-            start--;
-        if (!u || start == u) {
-            size_t n = u ? (size_t)(u + 3 - p) : strlen(p);
-            if (n > sizeof out - 1 - k)
-                n = sizeof out - 1 - k;
-            memcpy(out + k, p, n);
-            k += n;
-            p += n;
-            continue;
-        }
-        memcpy(out + k, p, (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p)
-                                                                    : sizeof out - 1 - k);
-        k += (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p) : sizeof out - 1 - k;
-        size_t n = strcspn(start, " \t\n\"'");
-        if (n && start[n - 1] == ':')
-            n--;
-        char url[2048], red[1024];
-        snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), start);
-        remote_url_redact_to(url, red, sizeof red);
-        size_t rn = strlen(red);
-        if (rn > sizeof out - 1 - k)
-            rn = sizeof out - 1 - k;
-        memcpy(out + k, red, rn);
-        k += rn;
-        p = start + n;
-    }
-    out[k] = '\0';
-    size_t n = k < cap - 1 ? k : cap - 1;
-    memcpy(text, out, n);
-    text[n] = '\0';
-}
-
 /* The one-line refusal of a remote model: the diag's own URL when it
  * names one (HTTP errors do), else the given one, redacted either way. */
 static void remote_refuse(const char *model, struct gguf_diag *d)
 {
     char shown[1024], line[1536];
-    redact_urls(d->msg, sizeof d->msg);
+    remote_text_redact(d->msg, sizeof d->msg);
     remote_url_redact_to(model, shown, sizeof shown);
     gguf_diag_format(d, strstr(d->msg, "://") ? NULL : shown, line, sizeof line);
     fprintf(stderr, "gguffs: %s\n", line);

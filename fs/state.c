@@ -382,7 +382,7 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
      * model.gguf is version 3 (gguf/split.h) */
     if (!e && (model->n > 1 || model->shards[0].gf->enc.v1)) {
         struct gguf_diag d;
-        e = ggfs_errno(gguf_split_merge(model, &st->merged, &d));
+        e = gguf_err_errno(gguf_split_merge(model, &st->merged, &d));
         st->model_size = st->merged.size;
     } else if (!e) {
         st->model_size = st_meta(st)->file_size;

@@ -1,6 +1,7 @@
 /* gguf/diag.c — error codes, diagnostics and the one-line message (diag.h). */
 #include "diag.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,4 +66,17 @@ const char *gguf_diag_name(const void *name, uint64_t len,
     }
     buf[k] = '\0';
     return buf;
+}
+
+int gguf_err_errno(enum gguf_err e)
+{
+    switch (e) {
+    case GGUF_OK: return 0;
+    case GGUF_E_IO: case GGUF_E_INTERRUPTED: return EIO;
+    case GGUF_E_NOMEM: return ENOMEM;
+    case GGUF_E_PERM: return EPERM;
+    case GGUF_E_NOENT: return ENOENT;
+    case GGUF_E_EXIST: return EEXIST;
+    default: return EINVAL;
+    }
 }

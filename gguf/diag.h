@@ -54,6 +54,10 @@ struct gguf_diag {
 /* A short generic description of e ("not a GGUF file"). */
 const char *gguf_strerror(enum gguf_err e);
 
+/* The errno of e, as the table above gives it (0 for GGUF_OK): the one
+ * place the codes become errno, for fs/ and the tools. */
+int gguf_err_errno(enum gguf_err e);
+
 /*
  * Writes the one-line form of d into out (cap bytes, NUL-terminated,
  * truncated to fit; no newline):

@@ -511,3 +511,44 @@ char *remote_url_shard(const char *url, unsigned k)
     memcpy(out + at + 1, digits, 5);
     return out;
 }
+
+void remote_text_redact(char *text, size_t cap)
+{
+    char out[1024];
+    size_t k = 0;
+    for (const char *p = text; *p && k + 1 < sizeof out;) {
+        const char *u = strstr(p, "://");
+        const char *start = u;
+        while (start && start > p && ((start[-1] >= 'a' && start[-1] <= 'z') ||
+                                      (start[-1] >= 'A' && start[-1] <= 'Z')))
+            start--;
+        if (!u || start == u) {
+            size_t n = u ? (size_t)(u + 3 - p) : strlen(p);
+            if (n > sizeof out - 1 - k)
+                n = sizeof out - 1 - k;
+            memcpy(out + k, p, n);
+            k += n;
+            p += n;
+            continue;
+        }
+        memcpy(out + k, p, (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p)
+                                                                    : sizeof out - 1 - k);
+        k += (size_t)(start - p) < sizeof out - 1 - k ? (size_t)(start - p) : sizeof out - 1 - k;
+        size_t n = strcspn(start, " \t\n\"'");
+        if (n && start[n - 1] == ':')
+            n--;
+        char url[2048], red[1024];
+        snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), start);
+        remote_url_redact_to(url, red, sizeof red);
+        size_t rn = strlen(red);
+        if (rn > sizeof out - 1 - k)
+            rn = sizeof out - 1 - k;
+        memcpy(out + k, red, rn);
+        k += rn;
+        p = start + n;
+    }
+    out[k] = '\0';
+    size_t n = k < cap - 1 ? k : cap - 1;
+    memcpy(text, out, n);
+    text[n] = '\0';
+}

@@ -65,6 +65,13 @@ char *remote_url_redact(const char *url);
  * out. */
 char *remote_url_redact_to(const char *url, char *out, size_t cap);
 
+/* Rewrites in place every URL in text (cap bytes, NUL-terminated) as
+ * remote_url_redact shows it: a message that names a URL (a diag of a
+ * shard, an HTTP error) can then be shown.  A URL is letters, "://", and
+ * what follows up to white space or a quote (a final ':' kept out); text
+ * that grows is cut to cap - 1 bytes, and to 1023 in any case. */
+void remote_text_redact(char *text, size_t cap);
+
 /* "host" or "host:port" (lowercase, as written in the URL; no userinfo),
  * or NULL when url does not parse. */
 char *remote_url_host(const char *url);

@@ -134,6 +134,22 @@ static void test_redact(void **state)
     assert_string_equal(out, "https://h/x");
 }
 
+/* Every URL in a message, as remote_url_redact shows it. */
+static void test_text_redact(void **state)
+{
+    (void)state;
+    char msg[256] = "https://u:p@host/a.gguf?sig=1: HTTP 403 (from http://x:y@cdn/b?t=2 'https://h/c')";
+    remote_text_redact(msg, sizeof msg);
+    assert_string_equal(msg, "https://host/a.gguf?\xe2\x80\xa6: HTTP 403 (from http://cdn/b?\xe2\x80\xa6 "
+                             "'https://h/c')");
+    char plain[64] = "no URL here: a :// alone";
+    remote_text_redact(plain, sizeof plain);
+    assert_string_equal(plain, "no URL here: a :// alone");
+    char tiny[16] = "https://a:b@h/x";
+    remote_text_redact(tiny, sizeof tiny);
+    assert_string_equal(tiny, "https://h/x");
+}
+
 static void test_host_origin(void **state)
 {
     (void)state;
@@ -229,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_expand_hf),
         cmocka_unit_test(test_expand_hf_encoding),
         cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_text_redact),
         cmocka_unit_test(test_host_origin),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_split),
