@@ -2,6 +2,7 @@
  * diskcache.h for what it promises). */
 #include "diskcache.h"
 #include "thread.h"
+#include "kernels/crc32c.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -52,141 +53,17 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* ---- CRC32C ------------------------------------------------------------------ */
+/* ---- CRC32C (kernels/crc32c.h) --------------------------------------------- */
 
-#define CRC32C_POLY 0x82F63B78u  /* Castagnoli, bit-reflected */
-
-static uint32_t crc_tab[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
+uint32_t dcache_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
-        crc_tab[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+    return ggfs_crc32c(crc, buf, len);
 }
 
 uint32_t dcache_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
-    const uint8_t *p = buf;
-    uint32_t c = ~crc;
-    while (len && ((uintptr_t)p & 7)) {
-        c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-        len--;
-    }
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        w = le64toh(w) ^ c;
-        c = crc_tab[7][w & 0xff] ^ crc_tab[6][(w >> 8) & 0xff] ^ crc_tab[5][(w >> 16) & 0xff] ^
-            crc_tab[4][(w >> 24) & 0xff] ^ crc_tab[3][(w >> 32) & 0xff] ^
-            crc_tab[2][(w >> 40) & 0xff] ^ crc_tab[1][(w >> 48) & 0xff] ^ crc_tab[0][w >> 56];
-        p += 8;
-        len -= 8;
-    }
-    while (len--)
-        c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-    return ~c;
+    return ggfs_crc32c_sw(crc, buf, len);
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-/* CRC arithmetic on the bit-reflected register (the polynomial's x^0 is
- * bit 31): the register after bytes A then B, from r, is
- * mulmod(x^(8|B|), reg after A) ^ (the register after B from 0), which
- * lets independent streams over thirds of a block be joined. */
-static uint32_t mulmod(uint32_t a, uint32_t b)
-{
-    uint32_t prod = 0;
-    for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
-        if (a & bit)
-            prod ^= b;
-        b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
-    }
-    return prod;
-}
-
-/* x^(8 n) modulo the polynomial, by squaring: x^(2^k) for k = 3, 4, ... */
-static uint32_t x8n(uint64_t n)
-{
-    uint32_t r = 1u << 31, sq = 1u << 23;       /* x^0, x^8 */
-    for (; n; n >>= 1) {
-        if (n & 1)
-            r = mulmod(r, sq);
-        sq = mulmod(sq, sq);
-    }
-    return r;
-}
-
-/* Below this, one stream; above, three interleaved (the instruction takes
- * three cycles and issues one a cycle, so three chains fill it). */
-#define CRC_3WAY_MIN 1024
-
-__attribute__((target("sse4.2"))) static uint64_t crc_hw_words(uint64_t c, const uint8_t *p,
-                                                                size_t len)
-{
-    for (; len >= 8; p += 8, len -= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c = __builtin_ia32_crc32di(c, w);
-    }
-    while (len--)
-        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-    return c;
-}
-
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    uint64_t c = (uint32_t)~crc;
-    while (len && ((uintptr_t)p & 7)) {
-        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-        len--;
-    }
-    if (len >= CRC_3WAY_MIN) {
-        size_t third = len / 24 * 8;
-        const uint8_t *q = p + third, *r = p + 2 * third;
-        uint64_t c1 = 0, c2 = 0;
-        for (size_t i = 0; i < third; i += 8) {
-            uint64_t a, b, d;
-            memcpy(&a, p + i, 8);
-            memcpy(&b, q + i, 8);
-            memcpy(&d, r + i, 8);
-            c = __builtin_ia32_crc32di(c, a);
-            c1 = __builtin_ia32_crc32di(c1, b);
-            c2 = __builtin_ia32_crc32di(c2, d);
-        }
-        uint32_t shift = x8n(third);
-        c = mulmod(shift, mulmod(shift, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 3 * third;
-        len -= 3 * third;
-    }
-    return ~(uint32_t)crc_hw_words(c, p, len);
-}
-
-uint32_t dcache_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-    static int hw = -1;
-    int h = __atomic_load_n(&hw, __ATOMIC_RELAXED);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-        __atomic_store_n(&hw, h, __ATOMIC_RELAXED);
-    }
-    return h ? crc_hw(crc, buf, len) : dcache_crc32c_sw(crc, buf, len);
-}
-#else
-uint32_t dcache_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-    return dcache_crc32c_sw(crc, buf, len);
-}
-#endif
 
 /* ---- the cache ----------------------------------------------------------------- */
 
