@@ -3,9 +3,10 @@
 #include "diskcache.h"
 #include "thread.h"
 #include "kernels/crc32c.h"
+#include "gguf/bytes.h"
+#include "gguf/journal.h"
 
 #include <dirent.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,22 +37,8 @@
 #define H_ID 48
 #define PENDING_BATCHES 4u
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* The files' integers are little-endian (gguf/bytes.h). */
+static const struct gguf_enc dc_le = { .big_endian = false, .v1 = false };
 
 /* ---- CRC32C (kernels/crc32c.h) --------------------------------------------- */
 
@@ -215,8 +202,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 void dcache_file_base(const char *identity, uint64_t size, char *out, size_t cap)
 {
     uint8_t le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (uint8_t)(size >> (8 * i));
+    gguf_wr64(&dc_le, le, size);
     uint64_t h = fnv1a(0xcbf29ce484222325ull, identity, strlen(identity) + 1);
     h = fnv1a(h, le, 8);
     snprintf(out, cap, "dc-%016" PRIx64, h);
@@ -252,42 +238,10 @@ static bool readable(uint8_t s)
 static uint32_t entry_check(uint64_t b, uint32_t crc, uint32_t len)
 {
     uint8_t in[16];
-    put_u64(in, b);
-    put_u32(in + 8, crc);
-    put_u32(in + 12, len);
+    gguf_wr64(&dc_le, in, b);
+    gguf_wr32(&dc_le, in + 8, crc);
+    gguf_wr32(&dc_le, in + 12, len);
     return dcache_crc32c(0x5a17c0deu, in, sizeof in) | 0x80000000u;
-}
-
-static int full_pwrite(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? errno : EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-static int full_pread(int fd, void *buf, size_t len, uint64_t off)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? errno : EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
 }
 
 static int do_sync(struct dcache *dc, int fd)
@@ -306,10 +260,10 @@ static int write_entry(struct dcache *dc, uint64_t b, uint32_t crc, bool present
 {
     uint8_t e[ENTRY_SIZE] = { 0 };
     if (present) {
-        put_u32(e, crc);
-        put_u32(e + 4, entry_check(b, crc, (uint32_t)dcache_block_len(dc, b)));
+        gguf_wr32(&dc_le, e, crc);
+        gguf_wr32(&dc_le, e + 4, entry_check(b, crc, (uint32_t)dcache_block_len(dc, b)));
     }
-    return full_pwrite(dc->map_fd, e, sizeof e, HDR_SIZE + b * ENTRY_SIZE);
+    return gguf_pwrite_all(dc->map_fd, e, sizeof e, HDR_SIZE + b * ENTRY_SIZE) ? 0 : errno;
 }
 
 static void punch(int fd, uint64_t off, uint64_t len)
@@ -634,7 +588,7 @@ bool dcache_read(struct dcache *dc, uint64_t b, void *dst, size_t len)
     uint32_t crc = dc->b[b].crc, gen = dc->b[b].gen;
     dc->b[b].ref = 1;
     pthread_mutex_unlock(&dc->mu);
-    bool ok = full_pread(dc->data_fd, dst, len, b * dc->block_bytes) == 0 &&
+    bool ok = gguf_pread_all(dc->data_fd, dst, len, b * dc->block_bytes) &&
               dcache_crc32c(0, dst, len) == crc;
     pthread_mutex_lock(&dc->mu);
     struct blk *k = &dc->b[b];
@@ -687,7 +641,7 @@ static bool file_crc(int fd, uint64_t pos, size_t len, uint32_t *out)
     uint32_t c = 0;
     for (size_t at = 0; at < len; at += sizeof piece) {
         size_t n = len - at < sizeof piece ? len - at : sizeof piece;
-        if (full_pread(fd, piece, n, pos + at) != 0)
+        if (!gguf_pread_all(fd, piece, n, pos + at))
             return false;
         c = dcache_crc32c(c, piece, n);
     }
@@ -874,10 +828,10 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     }
     pthread_mutex_unlock(&dc->mu);
     uint32_t crc = dcache_crc32c(0, src, len);
-    int err = full_pwrite(dc->data_fd, src, len, b * dc->block_bytes);
+    bool wrote = gguf_pwrite_all(dc->data_fd, src, len, b * dc->block_bytes);
     pthread_mutex_lock(&dc->mu);
     struct blk *k = &dc->b[b];
-    if (err || !vec_push(&dc->pend, b)) {
+    if (!wrote || !vec_push(&dc->pend, b)) {
         /* its bytes may be partly there: clear and punch at a flush */
         if (vec_push(&dc->evict, b)) {
             k->state = B_EVICTING;
@@ -1043,14 +997,14 @@ static void make_header(const struct dcache *dc, const char *identity, uint8_t *
     size_t idlen = strlen(identity);
     memset(h, 0, HDR_SIZE);
     memcpy(h + H_MAGIC, MAGIC, 8);
-    put_u32(h + H_VERSION, VERSION);
-    put_u32(h + H_HDRSIZE, HDR_SIZE);
-    put_u64(h + H_SIZE, dc->size);
-    put_u32(h + H_BLOCK, dc->block_bytes);
-    put_u32(h + H_IDLEN, (uint32_t)idlen);
-    put_u64(h + H_NBLOCKS, dc->nblocks);
+    gguf_wr32(&dc_le, h + H_VERSION, VERSION);
+    gguf_wr32(&dc_le, h + H_HDRSIZE, HDR_SIZE);
+    gguf_wr64(&dc_le, h + H_SIZE, dc->size);
+    gguf_wr32(&dc_le, h + H_BLOCK, dc->block_bytes);
+    gguf_wr32(&dc_le, h + H_IDLEN, (uint32_t)idlen);
+    gguf_wr64(&dc_le, h + H_NBLOCKS, dc->nblocks);
     memcpy(h + H_ID, identity, idlen);
-    put_u32(h + H_CRC, dcache_crc32c(0, h, HDR_SIZE));
+    gguf_wr32(&dc_le, h + H_CRC, dcache_crc32c(0, h, HDR_SIZE));
 }
 
 /* Empties both files and writes a new header: every entry "not stored". */
@@ -1062,9 +1016,8 @@ static int rebuild(struct dcache *dc, const uint8_t *hdr)
         return errno;
     if (ftruncate(dc->map_fd, (off_t)(HDR_SIZE + dc->nblocks * ENTRY_SIZE)) != 0)
         return errno;
-    int e = full_pwrite(dc->map_fd, hdr, HDR_SIZE, 0);
-    if (e)
-        return e;
+    if (!gguf_pwrite_all(dc->map_fd, hdr, HDR_SIZE, 0))
+        return errno;
     if (ftruncate(dc->data_fd, (off_t)dc->size) != 0 || fsync(dc->data_fd) != 0 ||
         fsync(dc->map_fd) != 0)
         return errno;
@@ -1083,10 +1036,11 @@ static int load(struct dcache *dc)
     int err = 0;
     for (size_t off = 0; off < n && !err; off += chunk) {
         size_t len = n - off < chunk ? n - off : chunk;
-        err = full_pread(dc->map_fd, buf, len, HDR_SIZE + off);
+        if (!gguf_pread_all(dc->map_fd, buf, len, HDR_SIZE + off))
+            err = errno;
         for (size_t i = 0; i < len && !err; i += ENTRY_SIZE) {
             uint64_t b = (off + i) / ENTRY_SIZE;
-            uint32_t crc = get_u32(buf + i), chk = get_u32(buf + i + 4);
+            uint32_t crc = gguf_rd32(&dc_le, buf + i), chk = gguf_rd32(&dc_le, buf + i + 4);
             if (chk == entry_check(b, crc, (uint32_t)dcache_block_len(dc, b))) {
                 dc->b[b].state = B_PRESENT;
                 dc->readable++;
@@ -1282,7 +1236,7 @@ enum gguf_err dcache_open_in(struct dcache_group *group, const char *dir, const 
     make_header(dc, identity, want);
     bool valid = (uint64_t)ms.st_size == HDR_SIZE + nblocks * ENTRY_SIZE &&
                  (uint64_t)ds.st_size == size &&
-                 full_pread(dc->map_fd, have, HDR_SIZE, 0) == 0 &&
+                 gguf_pread_all(dc->map_fd, have, HDR_SIZE, 0) &&
                  memcmp(want, have, HDR_SIZE) == 0;
     what = map_path;
     if (valid) {
