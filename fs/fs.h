@@ -20,7 +20,9 @@
  *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
  *               each remote shard, with its fetch threads (no FUSE inside)
  *   diskcache.c the persistent cache of remote blocks on a local disk
- *               (-o cache_dir; no FUSE inside)
+ *               (-o cache_dir; no FUSE inside), with dcache_table.c,
+ *               dcache_evict.c, dcache_check.c and dcache_open.c, one
+ *               job each (listed in dcache_impl.h)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   overlay.c   a remote model's edits in a local file (-o overlay)

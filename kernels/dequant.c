@@ -10,13 +10,14 @@
  * Built twice (kernels/meson.build): for gguffs, where the CPU alone
  * decides, and for the tests, with GGFS_TEST_SUPPORT defined (libdeflate's
  * TEST_SUPPORT pattern).  Only the test build honours
- * GGFS_DISABLE_CPU_FEATURES=avx512,avx2 (comma-separated, or "all"), which
+ * GGFS_DISABLE_CPU_FEATURES=avx512,avx2 (comma-separated, or "all"; cpu.c), which
  * turns levels off, and has the per-level API of dequant_impl.h: so one
  * machine can test every variant, and no environment variable changes
  * what gguffs runs.
  */
 #include "dequant.h"
 #include "dequant_impl.h"
+#include "cpu.h"
 
 #include <stdlib.h>
 
@@ -90,36 +91,10 @@ static const char *table_level = "scalar";
 static int usable[N_LEVELS + 1];
 static int n_usable = -1;
 
-#ifdef GGFS_TEST_SUPPORT
-/* true if name appears in the comma-separated list (or the list is "all"). */
-static bool listed(const char *list, const char *name)
-{
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if ((n == len && strncmp(p, name, n) == 0) ||
-            (n == 3 && strncmp(p, "all", 3) == 0))
-            return true;
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return false;
-}
-
 static bool disabled(const char *name)
 {
-    const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
-    return off && listed(off, name);
+    return ggfs_cpu_disabled(name);
 }
-#else
-static bool disabled(const char *name)
-{
-    (void)name;
-    return false;
-}
-#endif
 
 static void find_levels(void)
 {
