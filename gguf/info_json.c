@@ -20,10 +20,12 @@ static void json_str(struct gguf_buf *out, const char *s, size_t n)
     while (i < n && !out->oom) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
-            size_t ok = gguf_utf8_valid(s + i, n - i, NULL);
-            if (ok) {
-                gguf_buf_put(out, s + i, ok);
-                i += ok;
+            /* one sequence: its length from the lead byte, then checked */
+            size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
+                         c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+            if (len && len <= n - i && gguf_utf8_valid(s + i, len, NULL) == len) {
+                gguf_buf_put(out, s + i, len);
+                i += len;
             } else {
                 gguf_buf_printf(out, "\\udc%02x", c);
                 i++;
