@@ -341,6 +341,10 @@ static int render_info(struct state *st, const char *path)
     }
     if (st->fs->overlay)
         gguf_buf_printf(&b, "overlay: %s\n\n", st->fs->overlay);
+    /* the views of the same facts (what the summary below does not say) */
+    gguf_buf_printf(&b, "views: info.json (this summary as JSON); tensors/NAME/f32.npy and, for "
+                    "f32, f16, f64 and i8 ... i64 tensors, raw.npy (f32 and raw as NumPy .npy "
+                    "files)\n\n");
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
