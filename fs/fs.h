@@ -12,7 +12,8 @@
  *   nodes.c     the inode layout: what an inode is, its attributes, the
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
- *   read.c      reads of raw, f32 and model.gguf
+ *   read.c      reads of raw, f32 and model.gguf; raw.npy and f32.npy
+ *               (their NPY header, then raw's and f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the

@@ -4,6 +4,7 @@
  * spliced from the source's descriptor when it has one: the kernel moves
  * them, gguffs never copies them.  A source without a descriptor (a remote
  * one) is read into a buffer.  f32 is gathered from pinned cache chunks.
+ * raw.npy and f32.npy are an NPY header, then raw's and f32's paths.
  */
 #include "fs.h"
 

@@ -297,6 +297,8 @@ def make_py_models(tmp):
             w.add_tensor("%s.4d" % t, t, [3, 2, 1, 2], gw.arange_bytes(t, 12, e))
         w.add_tensor("bf16", "bf16", [4], bytes(range(8)))
         w.add_tensor("q", "q4_0", [64, 2], bytes(range(72)))
+        if not be:      # a type id gguffs does not know: its size from the layout
+            w.add_tensor("unknown", "type_57", [8], bytes(range(8)))
         w.add_tensor(b"name\xffodd/x", "f32", [2], gw.arange_bytes("f32", 2, e))
         p = os.path.join(tmp, "py-%s.gguf" % ("be" if be else "le"))
         w.write(p)
@@ -327,6 +329,34 @@ def many_tensors(h, tmp, rng):
                 "many: info.json lists %r tensors" % (j and len(j["tensors"])))
         print("  many: %d tensors, info.json %d bytes" % (n, os.stat(os.path.join(mnt, "info.json")).st_size),
               flush=True)
+
+
+def split_model(h, ggml, tmp, rng):
+    """A split model: info.json describes it merged, as model.gguf (read
+    back by pyreader) is; the .npy views come from every shard."""
+    n = 3
+    types = ["q4_K", "f16", "q8_0", "f32", "i32", "bf16"]
+    paths = []
+    for i in range(n):
+        kvs = [("split.no", "u16", i), ("split.count", "u16", n)]
+        if i == 0:
+            kvs = [("general.architecture", "string", "llama")] + kvs + \
+                  [("split.tensors.count", "i32", 2 * n)]
+        tensors = [("blk.%d.w%d" % (i, k), types[(2 * i + k) % len(types)], [256, 3 + k])
+                   for k in range(2)]
+        p = os.path.join(tmp, "split-%05d-of-%05d.gguf" % (i + 1, n))
+        ggml.write_model(p, kvs, tensors, seed=i)
+        paths.append(p)
+    with h.case("split model"), mount(paths[1]) as mnt:
+        merged = os.path.join(tmp, "split-merged.gguf")
+        with open(merged, "wb") as f:
+            f.write(read_all(os.path.join(mnt, "model.gguf")))
+        pr = pyreader.read(merged)
+        h.check(len(pr.tensors) == 2 * n and not any(kv.key.startswith(b"split.") for kv in pr.kvs),
+                "split: model.gguf has %d tensors, keys %r" % (len(pr.tensors), [kv.key for kv in pr.kvs]))
+        n_npy = check_tensors(h, mnt, pr, "split", rng)
+        check_info_json(h, mnt, pr, "split")
+        print("  split: %d shards, %d tensors, %d .npy files" % (n, len(pr.tensors), n_npy), flush=True)
 
 
 def versions(h, tmp):
@@ -376,6 +406,7 @@ def main():
         for f in files:
             print("-- %s" % os.path.basename(f), flush=True)
             check_model(h, f, os.path.basename(f), rng)
+        split_model(h, ggml, tmp, rng)
         versions(h, tmp)
         many_tensors(h, tmp, rng)
     return h.finish()
