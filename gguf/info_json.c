@@ -3,6 +3,7 @@
 #include "names.h"
 #include "types.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,7 +115,9 @@ static int by_type(const void *a, const void *b)
 static void totals(const struct gguf_file *f, struct gguf_buf *out)
 {
     uint64_t n = f->n_tensors;
-    struct type_of *kt = malloc((n ? n : 1) * sizeof *kt);
+    /* n was checked by the parser (every tensor has its bytes in the
+     * header), and is checked again against the product */
+    struct type_of *kt = n <= SIZE_MAX / sizeof *kt ? malloc((n ? n : 1) * sizeof *kt) : NULL;
     if (!kt) {
         out->oom = true;
         return;
