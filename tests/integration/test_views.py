@@ -21,7 +21,8 @@ meaning as meta/ files are, an array's element type and length); every
 tensor (name, type, numpy shape, absolute offset, bytes, elements); totals
 overall and per type.  A model of 100,000 tensors gets an info.json that
 parses; after an edit an info.json opened before keeps its bytes, and a
-new open shows the edit.  stats counts the reads of the new files.
+new open shows the edit.  The generated files are also mounted over HTTP
+(nginx, where it is installed), and a split model of three shards.  stats counts the reads of the new files.
 """
 import io
 import json
@@ -238,14 +239,15 @@ def check_info_json(h, mnt, pr, label):
         return j
 
 
-def check_model(h, model, label, rng, full=True, options=()):
+def check_model(h, model, label, rng, full=True, options=(), url=None):
+    """url: mount that (the same file served over HTTP) instead."""
     try:
         pr = pyreader.read(model)
     except pyreader.GGUFError as e:
         h.note("%s: not checked (pyreader: %s)" % (label, e))
         return
     with h.case("%s: mount" % label):
-        with mount(model, options) as mnt:
+        with mount(url or model, options) as mnt:
             before = harness.read_stats(mnt)
             n = check_tensors(h, mnt, pr, label, rng, full)
             check_info_json(h, mnt, pr, label)
@@ -359,6 +361,23 @@ def split_model(h, ggml, tmp, rng):
         print("  split: %d shards, %d tensors, %d .npy files" % (n, len(pr.tensors), n_npy), flush=True)
 
 
+def remote_models(h, files, rng):
+    """The same files over HTTP (nginx): raw.npy's data comes from the
+    remote block cache instead of a descriptor."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import remote
+    missing = remote.have_nginx()
+    if missing:
+        h.note("remote models not checked: %s" % missing)
+        return
+    root = os.path.dirname(files[0])
+    with remote.Nginx(root) as ng:
+        for f in files:
+            label = "remote " + os.path.basename(f)
+            print("-- %s" % label, flush=True)
+            check_model(h, f, label, rng, url=ng.url(os.path.basename(f)))
+
+
 def versions(h, tmp):
     """An info.json opened before an edit keeps its version."""
     import gguf_write as gw
@@ -406,6 +425,7 @@ def main():
         for f in files:
             print("-- %s" % os.path.basename(f), flush=True)
             check_model(h, f, os.path.basename(f), rng)
+        remote_models(h, [f for f in files if "v1" not in f], rng)
         split_model(h, ggml, tmp, rng)
         versions(h, tmp)
         many_tensors(h, tmp, rng)
