@@ -12,7 +12,8 @@
  *   nodes.c     the inode layout: what an inode is, its attributes, the
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
- *   read.c      reads of raw, f32 and model.gguf
+ *   read.c      reads of raw, f32 and model.gguf; raw.npy and f32.npy
+ *               (their NPY header, then raw's and f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
  *   cache.c     the bounded cache of fixed-size blocks that holds the
@@ -35,13 +36,15 @@
  *   1 (FUSE_ROOT_ID)  /                 3  /meta
  *   4                 /tensors          5  /stats (block cache counters)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
- *   VERSION_BASE + 2g     /info of version g of the model
- *   VERSION_BASE + 2g + 1 /model.gguf of version g
+ *   VERSION_BASE + 3g     /info of version g of the model
+ *   VERSION_BASE + 3g + 1 /model.gguf of version g
+ *   VERSION_BASE + 3g + 2 /info.json of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
- *                                                       3 type, 4 shape}
+ *                                                       3 type, 4 shape,
+ *                                                       5 raw.npy, 6 f32.npy}
  *
  * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
- * when keys are added or removed.  An edit changes the bytes of info and
+ * when keys are added or removed.  An edit changes the bytes of info, info.json and
  * model.gguf, so each version of the model (each state, below) has inodes
  * of its own for them: a descriptor or a mapping opened before an edit
  * keeps the inode, the page cache and the state of its version until it is
@@ -112,10 +115,14 @@ enum {
 };
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
-#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen)))
-#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 2 * (gen) + 1))
+#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen)))
+#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 1))
+#define INO_INFO_JSON(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 2))
 
-enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
+/* raw.npy and f32.npy: raw and f32 behind an NPY header (read.c) */
+enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_RAW_NPY, TF_F32_NPY,
+                   TF_COUNT };
+_Static_assert((int)TF_COUNT <= (int)TENSOR_STRIDE, "a tensor's files fit its inode stride");
 
 /* A chunk's block has room for its floats (fs->chunk_bytes) and some
  * slack, where a fill starts with the source bytes (f32.c
@@ -125,7 +132,7 @@ enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_COUNT };
 #define F32_CHUNK_SLACK 4096u
 
 /* Room for the stats file's text. */
-#define STATS_TEXT_MAX 2048
+#define STATS_TEXT_MAX 4096
 
 struct ggfs;
 
@@ -187,6 +194,7 @@ struct state {
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
     struct text info;            /* /info, rendered when built */
+    _Atomic(struct text *) info_json;  /* /info.json, rendered on first use */
     uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
     int64_t *id_kv;              /* id -> key index, -1: no such key now */
     uint64_t n_ids;
@@ -210,6 +218,9 @@ struct fsig {
 
 /* fs->under: what was noticed (bits, never cleared during a mount) */
 enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
+
+/* Read requests are counted per kind of file (the stats file). */
+enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON, RK_COUNT };
 
 struct workers;                  /* f32.c */
 struct notify;                   /* notify.c */
@@ -279,7 +290,7 @@ struct ggfs {
     /* Read requests and their bytes, by file (the stats file). */
     struct {
         _Atomic uint64_t n, bytes, max;
-    } reads[3];                  /* enum read_kind */
+    } reads[RK_COUNT];           /* enum read_kind */
 
     struct workers *workers;
     struct notify *notify;
@@ -318,7 +329,6 @@ struct ggfs {
     uint64_t overlay_sum;
 };
 
-enum read_kind { RK_RAW, RK_F32, RK_MODEL };
 
 /* The disk cache of shard i of the model, or NULL when there is none.  Its
  * blocks are the block cache's (-o remote_block bytes, block b at
@@ -434,13 +444,14 @@ void ggfs_key_ids_free(struct ntab *ids);
 
 /* ---- nodes.c: the inode layout ---- */
 
-enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL };
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
+            K_INFO_JSON };
 
 struct node {
     enum kind kind;
     uint64_t idx;            /* key or tensor index */
     enum tensor_file tf;     /* for K_TENSOR */
-    uint64_t gen;            /* for K_INFO and K_MODEL: the version */
+    uint64_t gen;            /* for K_INFO, K_INFO_JSON and K_MODEL: the version */
 };
 
 /* What inode ino is in state st (any version's info and model.gguf). */
@@ -456,7 +467,8 @@ extern const unsigned ggfs_root_n;
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
 fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
 extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
-/* true if tensor idx has file tf (f32 only for types with a dequantizer). */
+/* true if tensor idx has file tf (f32 and f32.npy only for types with a
+ * dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 /* The state of version gen with a reference, or NULL when it is gone. */
 struct state *ggfs_version(struct state *st, uint64_t gen);
@@ -469,6 +481,8 @@ mode_t ggfs_perm(const struct state *st, enum perm_of of);
 /* Attributes of a key created and not committed yet. */
 void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
                        struct stat *out);
+/* info.json of st (rendered on first use, kept); NULL when out of memory. */
+const struct text *ggfs_info_json(struct state *st);
 /* The rendered value of key i (kept in st); NULL when out of memory. */
 const struct text *ggfs_kv_text(struct state *st, uint64_t i);
 /* type or shape of tensor idx into buf; its length. */
@@ -488,6 +502,17 @@ struct f32_stream;
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+/* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
+ * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
+ * multiple of 64; 0 if the tensor has no such file. */
+#define NPY_HEADER_MAX 256
+size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf);
+/* numpy's dtype of tensor idx's raw bytes ("<f2", "|i1", ...), or NULL. */
+const char *ggfs_npy_descr(const struct state *st, uint64_t idx);
+/* raw.npy and f32.npy: the header, then raw's or f32's bytes (the same
+ * paths, the offset shifted; a read may straddle the two). */
+void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,
+                   size_t size, off_t off, struct f32_stream *s);
 /* Replies with [off, off+size) of a buffer of len bytes. */
 void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
 

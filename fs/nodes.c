@@ -21,16 +21,19 @@ const struct root_entry ggfs_root[] = {
     { "tensors", K_TENSORS },
     { "stats", K_STATS },
     { "model.gguf", K_MODEL },
+    { "info.json", K_INFO_JSON },
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
 
-const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape" };
+const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape",
+                                                   "raw.npy", "f32.npy" };
 
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
 {
     switch (ggfs_root[e].kind) {
     case K_INFO: return INO_INFO(st->gen);
     case K_MODEL: return INO_MODEL(st->gen);
+    case K_INFO_JSON: return INO_INFO_JSON(st->gen);
     case K_META: return INO_META;
     case K_TENSORS: return INO_TENSORS;
     default: return INO_STATS;
@@ -58,7 +61,9 @@ static bool plain_type(uint32_t type)
 
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 {
-    if (tf != TF_F32)
+    if (tf == TF_RAW_NPY)
+        return ggfs_npy_descr(st, idx) != NULL;
+    if (tf != TF_F32 && tf != TF_F32_NPY)
         return true;
     const struct tref *r = &st->tens[idx];
     if (!ggfs_dequant_supported(r->t->type))
@@ -76,8 +81,9 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     case INO_STATS: n.kind = K_STATS; return n;
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
-        n.kind = (ino - VERSION_BASE) % 2 ? K_MODEL : K_INFO;
-        n.gen = (ino - VERSION_BASE) / 2;
+        static const enum kind k[3] = { K_INFO, K_MODEL, K_INFO_JSON };
+        n.kind = k[(ino - VERSION_BASE) % 3];
+        n.gen = (ino - VERSION_BASE) / 3;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
         if (id < st->n_ids && st->id_kv[id] >= 0) {
@@ -164,8 +170,9 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      !!(atomic_load(&fs->under) & UNDER_CHANGED),
                      !!(atomic_load(&fs->under) & UNDER_REPLACED),
                      (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused));
-    static const char *const kind[] = { "raw", "f32", "model" };
-    for (int k = 0; k < 3 && n >= 0 && (size_t)n < cap; k++) {
+    static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
+                                                "info_json" };
+    for (int k = 0; k < RK_COUNT && n >= 0 && (size_t)n < cap; k++) {
         int m = snprintf(buf + n, cap - (size_t)n,
                          "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
                          kind[k], (ull)atomic_load(&fs->reads[k].n),
@@ -318,11 +325,17 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         stat_dir(out, dir, st->n_tensors);
         break;
     case K_INFO:
-    case K_MODEL: {
+    case K_MODEL:
+    case K_INFO_JSON: {
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return ESTALE;
-        stat_file(out, ro, n.kind == K_INFO ? v->info.len : v->model_size);
+        const struct text *j = n.kind == K_INFO_JSON ? ggfs_info_json(v) : NULL;
+        if (n.kind == K_INFO_JSON && !j) {
+            ggfs_state_put(v);
+            return ENOMEM;
+        }
+        stat_file(out, ro, n.kind == K_INFO ? v->info.len : j ? j->len : v->model_size);
         ggfs_state_put(v);
         break;
     }
@@ -344,6 +357,9 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
             stat_file(out, ro, t->nbytes);
         else if (n.tf == TF_F32)
             stat_file(out, ro, t->n_elems * 4);
+        else if (n.tf == TF_RAW_NPY || n.tf == TF_F32_NPY)
+            stat_file(out, ro, ggfs_npy_header(st, n.idx, n.tf, buf) +
+                               (n.tf == TF_RAW_NPY ? t->nbytes : t->n_elems * 4));
         else
             stat_file(out, ro, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
         break;

@@ -21,7 +21,7 @@
 /* fi->fh of an open file, told apart by its low bits (allocations are
  * aligned): 0 nothing (raw, type, shape, stats), a write handle
  * (whandle.c) with tag 0, a snapshot of a meta/ value with tag 1, a state
- * (the version an open info or model.gguf reads) with tag 2, an f32 file's
+ * (the version an open info, info.json or model.gguf reads) with tag 2, an f32 file's
  * stream (f32.c) with tag 3. */
 #define FH_TAG 3u
 #define FH_SNAPSHOT 1u
@@ -317,11 +317,11 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
-        !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_INFO_JSON && !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
-    } else if (n.kind == K_INFO || n.kind == K_MODEL) {
+    } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON) {
         /* The handle reads the version it was opened on (see fs.h). */
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
@@ -359,7 +359,7 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         fi->keep_cache = 1;
         /* its reading pattern, for prefetching; without one (out of
          * memory) reads work, with no prefetch */
-        struct f32_stream *s = n.tf == TF_F32 ? ggfs_stream_new(fs) : NULL;
+        struct f32_stream *s = n.tf == TF_F32 || n.tf == TF_F32_NPY ? ggfs_stream_new(fs) : NULL;
         if (s)
             fi->fh = (uint64_t)(uintptr_t)s | FH_F32;
     }
@@ -449,6 +449,12 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     case TF_F32:
         ggfs_count_read(fs, RK_F32, size);
         return ggfs_read_f32(req, st, n.idx, size, off, s);
+    case TF_RAW_NPY:
+        ggfs_count_read(fs, RK_RAW_NPY, size);
+        return ggfs_read_npy(req, st, n.idx, n.tf, size, off, NULL);
+    case TF_F32_NPY:
+        ggfs_count_read(fs, RK_F32_NPY, size);
+        return ggfs_read_npy(req, st, n.idx, n.tf, size, off, s);
     case TF_TYPE: case TF_SHAPE:
         return ggfs_reply_slice(req, buf, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
                                 size, off);
@@ -488,12 +494,19 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct ggfs *fs = req_fs(req);
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
-    if (IS_STATE(fi)) {                   /* info or model.gguf: its version */
+    if (IS_STATE(fi)) {                   /* info, info.json or model.gguf: its version */
         /* held across the reply, like a snapshot (a release may race it) */
         struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
-        if ((ino - VERSION_BASE) % 2) {
+        if ((ino - VERSION_BASE) % 3 == 1) {
             ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
+        } else if ((ino - VERSION_BASE) % 3 == 2) {
+            ggfs_count_read(fs, RK_INFO_JSON, size);
+            const struct text *j = ggfs_info_json(v);
+            if (j)
+                ggfs_reply_slice(req, j->data, j->len, size, off);
+            else
+                fuse_reply_err(req, ENOMEM);
         } else {
             reply_info(req, fs, v, size, off);
         }
@@ -716,7 +729,7 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     } else if (to_set & FUSE_SET_ATTR_SIZE) {
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
-                n.kind == K_MODEL ? EACCES : EISDIR;
+                n.kind == K_MODEL || n.kind == K_INFO_JSON ? EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,
                                    n.kind == K_KV, attr->st_size);

@@ -4,6 +4,7 @@
  * spliced from the source's descriptor when it has one: the kernel moves
  * them, gguffs never copies them.  A source without a descriptor (a remote
  * one) is read into a buffer.  f32 is gathered from pinned cache chunks.
+ * raw.npy and f32.npy are an NPY header, then raw's and f32's paths.
  */
 #include "fs.h"
 
@@ -12,6 +13,7 @@
 #include "remote/source.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <stdlib.h>
@@ -147,21 +149,22 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
  * kernel's requests, which a request may straddle; with room to spare. */
 #define MAX_REQ_CHUNKS 4
 
-/* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks:
- * the reply is written straight from the chunks (one copy, into the
- * kernel's pages; no pipe in between), then the chunks are released with
- * the bytes that went out, which the kernel keeps in its page cache. */
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
-                   struct f32_stream *s)
+/* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks,
+ * after pre_len bytes of pre (an NPY header's end; size counts the view's
+ * bytes only): the reply is written straight from the chunks (one copy,
+ * into the kernel's pages; no pipe in between), then the chunks are
+ * released with the bytes that went out, which the kernel keeps in its
+ * page cache. */
+static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                     struct f32_stream *s, const char *pre, size_t pre_len)
 {
     struct ggfs *fs = st->fs;
-    /* float32 stored little-endian is its own f32 view: served like raw */
-    const struct tref *r = &st->tens[idx];
-    if (r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian)
-        return ggfs_read_raw(req, st, idx, size, off);
     uint64_t total = st->tens[idx].t->n_elems * 4;
-    if ((uint64_t)off >= total)
+    if ((uint64_t)off >= total || !size) {
+        if (pre_len)
+            return (void)fuse_reply_buf(req, pre, pre_len);
         return (void)fuse_reply_buf(req, NULL, 0);
+    }
     if (size > total - (uint64_t)off)
         size = (size_t)(total - (uint64_t)off);
     /* the kernel never asks for more than 1 MiB; a request that did would
@@ -173,7 +176,10 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
     uint64_t last = ((uint64_t)off + size - 1) / cb;
     size_t count = (size_t)(last - first + 1);
     struct cache_block *pinned[MAX_REQ_CHUNKS];
-    struct iovec iov[MAX_REQ_CHUNKS];
+    struct iovec iov[MAX_REQ_CHUNKS + 1];
+    size_t n_pre = pre_len ? 1 : 0;
+    if (n_pre)
+        iov[0] = (struct iovec){ (void *)pre, pre_len };
     ggfs_prefetch(fs, st, s, idx, first, last);
     int err = 0;
     size_t k = 0;
@@ -188,16 +194,31 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
             break;
         uint64_t c_end = c_start + c_len;
         uint64_t to = end < c_end ? end : c_end;
-        iov[k].iov_base = (char *)cache_data(pinned[k]) + (pos - c_start);
-        iov[k].iov_len = (size_t)(to - pos);
+        iov[n_pre + k].iov_base = (char *)cache_data(pinned[k]) + (pos - c_start);
+        iov[n_pre + k].iov_len = (size_t)(to - pos);
         pos = to;
     }
     if (err)
         fuse_reply_err(req, err);
     else
-        fuse_reply_iov(req, iov, (int)count);
+        fuse_reply_iov(req, iov, (int)(n_pre + count));
     for (size_t i = 0; i < k; i++)
-        cache_put(fs->cache, pinned[i], err ? 0 : iov[i].iov_len);
+        cache_put(fs->cache, pinned[i], err ? 0 : iov[n_pre + i].iov_len);
+}
+
+/* float32 stored little-endian is its own f32 view: served like raw */
+static bool f32_is_raw(const struct state *st, uint64_t idx)
+{
+    const struct tref *r = &st->tens[idx];
+    return r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian;
+}
+
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s)
+{
+    if (f32_is_raw(st, idx))
+        return ggfs_read_raw(req, st, idx, size, off);
+    read_f32(req, st, idx, size, off, s, NULL, 0);
 }
 
 /* ---- model.gguf ----------------------------------------------------------- */
@@ -453,5 +474,104 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
         model_merged(&p, st, a, end);
     else
         model_single(&p, st, a, end);
+    pieces_reply(req, &p);
+}
+
+/* ---- raw.npy and f32.npy ---------------------------------------------------- */
+
+const char *ggfs_npy_descr(const struct state *st, uint64_t idx)
+{
+    const struct tref *r = &st->tens[idx];
+    bool be = st->model->shards[r->shard].gf->enc.big_endian;
+    switch (r->t->type) {
+    case GGML_T_F32: return be ? ">f4" : "<f4";
+    case GGML_T_F16: return be ? ">f2" : "<f2";
+    case GGML_T_F64: return be ? ">f8" : "<f8";
+    case GGML_T_I8: return "|i1";
+    case GGML_T_I16: return be ? ">i2" : "<i2";
+    case GGML_T_I32: return be ? ">i4" : "<i4";
+    case GGML_T_I64: return be ? ">i8" : "<i8";
+    default: return NULL;
+    }
+}
+
+/* What numpy.save writes (numpy/lib/format.py, _write_array_header and
+ * _wrap_header, format 1.0): "\x93NUMPY", 1, 0, the header's length (u16
+ * little-endian), then the dict's repr with its keys sorted, 21 - len(repr
+ * of the first dimension) spaces of room for growth (none for a 0-d
+ * array), spaces up to a multiple of 64 bytes less one, and "\n".  With at
+ * most GGUF_MAX_DIMS dimensions of at most 20 digits the header is far
+ * below NPY_HEADER_MAX (and format 1.0's 65535). */
+size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf)
+{
+    const struct gguf_tensor *t = st->tens[idx].t;
+    const char *descr = tf == TF_F32_NPY ? "<f4" : ggfs_npy_descr(st, idx);
+    if (!descr || !ggfs_tensor_has(st, idx, tf))
+        return 0;
+    _Static_assert(GGUF_MAX_DIMS <= 4, "the NPY header's bound assumes at most 4 dimensions");
+    char dict[NPY_HEADER_MAX];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     descr);
+    char first[24] = "";
+    for (unsigned d = t->n_dims; d-- > 0;) {
+        char num[24];
+        snprintf(num, sizeof num, "%llu", (unsigned long long)t->ne[d]);
+        if (d + 1 == t->n_dims)
+            memcpy(first, num, sizeof num);
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%s", d + 1 == t->n_dims ? "" : ", ",
+                      num);
+    }
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", t->n_dims == 1 ? "," : "");
+    size_t hl = (size_t)n;
+    if (t->n_dims) {
+        size_t grow = 21 - strlen(first);     /* GROWTH_AXIS_MAX_DIGITS */
+        memset(dict + hl, ' ', grow);
+        hl += grow;
+    }
+    /* magic (6) + version (2) + length (2) + dict + padding + "\n" */
+    size_t pad = 64 - (10 + hl + 1) % 64;
+    size_t total = 10 + hl + pad + 1;
+    if (total > NPY_HEADER_MAX)
+        return 0;                       /* cannot happen: see above */
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    uint16_t len = (uint16_t)(hl + pad + 1);
+    buf[8] = (char)(len & 0xff);
+    buf[9] = (char)(len >> 8);
+    memcpy(buf + 10, dict, hl);
+    memset(buf + 10 + hl, ' ', pad);
+    buf[total - 1] = '\n';
+    return total;
+}
+
+void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,
+                   size_t size, off_t off, struct f32_stream *s)
+{
+    char hdr[NPY_HEADER_MAX];
+    size_t hl = ggfs_npy_header(st, idx, tf, hdr);
+    if (!hl)
+        return (void)fuse_reply_err(req, ENOENT);
+    bool raw = tf == TF_RAW_NPY || f32_is_raw(st, idx);
+    uint64_t a = (uint64_t)off;
+    if (a >= hl) {
+        off_t d = (off_t)(a - hl);
+        if (raw)
+            return ggfs_read_raw(req, st, idx, size, d);
+        return read_f32(req, st, idx, size, d, s, NULL, 0);
+    }
+    /* the header's end, then the data from its start */
+    size_t pre = hl - (size_t)a < size ? hl - (size_t)a : size;
+    size_t rest = size - pre;
+    if (!raw)
+        return read_f32(req, st, idx, rest, 0, s, hdr + a, pre);
+    const struct gguf_tensor *t = st->tens[idx].t;
+    if (rest > t->nbytes)
+        rest = (size_t)t->nbytes;
+    if (!rest)
+        return (void)fuse_reply_buf(req, hdr + a, pre);
+    struct pieces p = { 0 };
+    const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
+    piece_mem(&p, hdr + a, pre);
+    if (!p.err)
+        piece_source(&p, st, st->tens[idx].shard, sh->gf->data_off + t->offset, rest);
     pieces_reply(req, &p);
 }

@@ -241,6 +241,11 @@ void ggfs_state_free(struct state *st)
         free(st->kv_text);
     }
     free(st->info.data);
+    struct text *j = atomic_load(&st->info_json);
+    if (j) {
+        free(j->data);
+        free(j);
+    }
     free(st->kv_id);
     free(st->id_kv);
     free(st->tens);
@@ -336,6 +341,10 @@ static int render_info(struct state *st, const char *path)
     }
     if (st->fs->overlay)
         gguf_buf_printf(&b, "overlay: %s\n\n", st->fs->overlay);
+    /* the views of the same facts (what the summary below does not say) */
+    gguf_buf_printf(&b, "views: info.json (this summary as JSON); tensors/NAME/f32.npy and, for "
+                    "f32, f16, f64 and i8 ... i64 tensors, raw.npy (f32 and raw as NumPy .npy "
+                    "files)\n\n");
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
@@ -346,6 +355,42 @@ static int render_info(struct state *st, const char *path)
     }
     gguf_close(merged);
     return e;
+}
+
+/* info.json: the file info describes (a split model merged, as
+ * model.gguf shows it), as JSON; rendered on first use (a stat or a read),
+ * like meta/'s values: its size follows the header's, so a version nobody
+ * asks about costs nothing. */
+const struct text *ggfs_info_json(struct state *st)
+{
+    struct text *t = atomic_load_explicit(&st->info_json, memory_order_acquire);
+    if (t)
+        return t;
+    struct gguf_file *merged = NULL;
+    const struct gguf_file *shown = st_meta(st);
+    if (st->model->n > 1) {
+        struct gguf_diag d;
+        if (gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
+                       st->model_size, &merged, &d, NULL) != GGUF_OK)
+            return NULL;
+        shown = merged;
+    }
+    struct gguf_buf b = { 0 };
+    enum gguf_err e = gguf_info_json(shown, &b);
+    gguf_close(merged);
+    if (e != GGUF_OK || b.oom || !(t = malloc(sizeof *t))) {
+        gguf_buf_free(&b);
+        return NULL;
+    }
+    t->data = b.data;
+    t->len = b.len;
+    struct text *expected = NULL;
+    if (!atomic_compare_exchange_strong(&st->info_json, &expected, t)) {
+        free(t->data);       /* another thread won the race: use its copy */
+        free(t);
+        t = expected;
+    }
+    return t;
 }
 
 int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,

@@ -346,6 +346,17 @@ static inline void cf_render_all(const struct gguf_file *f)
     txt.len = 0;
     enum gguf_err e = gguf_info_render(f, "fuzz.gguf", &txt);
     CHECK(e == GGUF_OK || e == GGUF_E_NOMEM, "info: error %d", e);
+    /* info.json: valid UTF-8 whatever the file's bytes, and no control
+     * character but its own newlines (strings escape theirs) */
+    txt.len = 0;
+    e = gguf_info_json(f, &txt);
+    CHECK(e == GGUF_OK || e == GGUF_E_NOMEM, "info.json: error %d", e);
+    if (e == GGUF_OK) {
+        CHECK(gguf_utf8_valid(txt.data, txt.len, NULL) == txt.len, "info.json: not UTF-8");
+        for (size_t k = 0; k < txt.len; k++)
+            CHECK((unsigned char)txt.data[k] >= 0x20 || txt.data[k] == '\n',
+                  "info.json: control character 0x%02x at %zu", (unsigned char)txt.data[k], k);
+    }
     gguf_buf_free(&txt);
     gguf_buf_free(&ty);
 }
