@@ -766,7 +766,9 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     if (!se)
         return 1;
     fs->se = se;
-    /* from here a signal ends the session (signals.h), whenever it comes */
+    /* from here a signal ends the session (signals.h), whenever it comes:
+     * blocked in this thread (and so in every thread it starts), pending
+     * until the signal thread, started after the fork, takes it */
     signals_attach(se);
     if (fuse_session_mount(se, o->copts.mountpoint) != 0) {
         fprintf(stderr, "gguffs: %s: cannot mount\n", o->copts.mountpoint);
@@ -805,8 +807,10 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     fuse_daemonize(o->copts.foreground);
     if (getpid() != before)
         ggfs_log_daemonized();      /* stderr is /dev/null now */
-    /* after the fork: threads do not survive it */
-    if (getpid() != before && !signals_after_fork()) {
+    /* after the fork (threads do not survive it, and a process forked
+     * with threads running can inherit a lock one of them held: gguffs
+     * forks with none of its own) */
+    if (!signals_start()) {
         fuse_session_unmount(se);
         goto out_session;
     }
@@ -877,10 +881,8 @@ static void keep_freed_memory(void)
 
 int main(int argc, char *argv[])
 {
-    /* before any thread exists, so that none but the signal thread can
-     * take SIGHUP, SIGINT or SIGTERM (signals.h) */
-    if (!signals_init())
-        return 1;
+    /* the loop's wake and SIGPIPE (signals.h) */
+    signals_init();
     keep_freed_memory();
     struct options o;
     struct fuse_args args;

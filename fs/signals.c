@@ -47,21 +47,6 @@ static void on_wake(int sig)
     (void)sig;
 }
 
-/* Before the session exists: what the default action of sig does (the
- * process ends, killed by sig, as without gguffs' handling). */
-static void die_by(int sig)
-{
-    struct sigaction dfl = { .sa_handler = SIG_DFL };
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, NULL);
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-    raise(sig);
-    _exit(128 + sig);            /* not reached: the default action ends it */
-}
-
 /* Interrupts the loop's thread until the loop has returned.  Cancellation
  * (signals_stop) can come only in nanosleep, with the mutex free. */
 static void wake_until_done(void)
@@ -91,10 +76,8 @@ static void *signal_main(void *arg)
         pthread_mutex_lock(&S.mu);
         struct fuse_session *se = S.se;
         if (se)
-            fuse_session_exit(se);
+            fuse_session_exit(se);   /* always: started after signals_attach */
         pthread_mutex_unlock(&S.mu);
-        if (!se)
-            die_by(sig);
         wake_until_done();
     }
     return NULL;
@@ -111,36 +94,36 @@ static bool start_thread(void)
     return true;
 }
 
-bool signals_init(void)
+void signals_init(void)
 {
-    sigset_t set;
-    ending_set(&set);
-    sigaddset(&set, SIGNALS_WAKE);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sigset_t w;
+    wake_set(&w);
+    pthread_sigmask(SIG_BLOCK, &w, NULL);
     struct sigaction sa = { .sa_handler = on_wake };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGNALS_WAKE, &sa, NULL);
     struct sigaction ign = { .sa_handler = SIG_IGN };
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, NULL);
-    return start_thread();
 }
 
 void signals_attach(struct fuse_session *se)
 {
+    sigset_t set;
+    ending_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     pthread_mutex_lock(&S.mu);
     S.se = se;
     S.loop_thread = pthread_self();
     pthread_mutex_unlock(&S.mu);
 }
 
-bool signals_after_fork(void)
+bool signals_start(void)
 {
-    /* Only this thread crossed the fork; the signal thread may have held
-     * the mutex at that moment, and its copy would stay locked. */
-    pthread_mutex_init(&S.mu, NULL);
+    /* the daemon's own thread (the fork's child) runs the loop */
+    pthread_mutex_lock(&S.mu);
     S.loop_thread = pthread_self();
-    S.running = false;
+    pthread_mutex_unlock(&S.mu);
     return start_thread();
 }
 

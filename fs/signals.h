@@ -1,13 +1,19 @@
 /*
  * fs/signals.h — how SIGHUP, SIGINT and SIGTERM end gguffs, at every moment.
  *
- * One thread takes the three signals (sigwait); no other thread ever can,
- * because they are blocked before the first thread exists.  A signal before
- * the FUSE session exists ends the process as the default action would
- * (nothing is mounted yet).  A signal after it ends the session: its loop
- * returns, gguffs unmounts and exits with status 0 — whether the signal
- * came before the mount, during it, before the loop started, while the loop
- * ran or while it was checking whether to stop.
+ * Before the FUSE session exists a signal ends the process by its default
+ * action (nothing is mounted yet).  From signals_attach on, the three are
+ * blocked in the thread that mounts and runs the loop, and so in every
+ * thread it starts (libfuse's, gguffs' and libcurl's); one thread, started
+ * by signals_start after the daemon's fork, takes them (sigwait).  A signal
+ * that comes in between stays pending and is taken then.  Then the session
+ * ends: its loop returns, gguffs unmounts and exits with status 0 —
+ * whether the signal came before the mount, during it, before the loop
+ * started, while the loop ran or while it was checking whether to stop.
+ * The signal thread is started after the fork, not before: a process that
+ * forks while another thread runs can inherit a lock that thread held (a
+ * sanitizer's allocator did, and the daemon hung), and gguffs forks with no
+ * thread of its own.
  *
  * Why the window is empty (libfuse's own handlers left one): libfuse's loop
  * is `while (!exited) wait;`, the wait being sem_wait (threaded loop) or
@@ -21,18 +27,18 @@
  * lands just before the wait is followed by the next one, which finds the
  * thread waiting.  Outside the loop the wake stays blocked, so it cannot
  * interrupt a system call of the mount, the unmount or an edit's commit.
+ * (tests/integration/test_signals.py holds the loop in that window with a
+ * sem_wait shim and signals it there.)
  *
  * Promises:
- *   - signals_init(), first in main (one thread only): blocks the three
- *     and SIGNALS_WAKE in the calling thread, so every later thread —
- *     gguffs', libfuse's and libcurl's — inherits them blocked; ignores
- *     SIGPIPE (a closed pipe is an error return, not a death); starts the
- *     signal thread.  false (and a message) if it cannot.
- *   - signals_attach(se): from now on a signal ends se's loop.
- *   - signals_after_fork(): in the daemon, after fuse_daemonize (threads do
- *     not survive fork): starts the signal thread again.  A signal sent to
- *     the daemon before it runs stays pending and is taken then.  false
- *     (and a message) if it cannot: the caller unmounts and exits.
+ *   - signals_init(), first in main: SIGNALS_WAKE blocked (every thread
+ *     inherits that) with a handler that does nothing; SIGPIPE ignored (a
+ *     closed pipe is an error return, not a death).
+ *   - signals_attach(se), on the thread that will run the loop, before the
+ *     mount: the three blocked there; from now on a signal ends se's loop.
+ *   - signals_start(), after fuse_daemonize, on that thread: the signal
+ *     thread.  false (and a message) if it cannot: the caller unmounts and
+ *     exits.
  *   - signals_loop_enter() just before the loop, signals_loop_leave() right
  *     after it, on the loop's thread.
  *   - signals_stop(): ends the signal thread; signals that come later
@@ -49,9 +55,9 @@ struct fuse_session;
 /* Interrupts the loop's wait; a user who sends it changes nothing. */
 #define SIGNALS_WAKE SIGUSR1
 
-bool signals_init(void);
+void signals_init(void);
 void signals_attach(struct fuse_session *se);
-bool signals_after_fork(void);
+bool signals_start(void);
 void signals_loop_enter(void);
 void signals_loop_leave(void);
 void signals_stop(void);
