@@ -6,9 +6,12 @@ bytes, default 256 MiB):
 
   1. a child process opens meta/KEY, writes a new value, tells the test it
      is about to close(), and closes (the commit runs while close blocks);
-  2. after a random delay in [0, 1.2 x the measured close() time]
+  2. after a random delay in [0, 1.5 x the measured close() time]
      (stratified over the window, so early, middle and late kills all
-     happen), gguffs is killed with SIGKILL;
+     happen; a third of the window lies past the median close() time, so
+     that kills after a rewrite's final rename come often enough, also
+     under a sanitizer whose close() times spread widely), gguffs is
+     killed with SIGKILL;
   3. the dead mount is unmounted, what the kill left on disk is noted
      (journal, new file, a header that is neither version), and the model is
      mounted again, which runs gguf_recover;
@@ -378,7 +381,7 @@ def run(args, h, ggml, rng, where):
                     strata[kind] = list(range(S))
                     rng.shuffle(strata[kind])
                 k = strata[kind].pop()
-                delay = 1.2 * statistics.median(close_times[kind][-15:]) * (k + rng.random()) / S
+                delay = 1.5 * statistics.median(close_times[kind][-15:]) * (k + rng.random()) / S
             label = "trial %d (%s, %s%s)" % (trial, kind, key,
                                              "" if delay is None else ", kill after %.1f ms" % (delay * 1e3))
 
