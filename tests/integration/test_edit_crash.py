@@ -49,9 +49,13 @@ trials.
 
 Defaults: 30 trials (GGUFFS_TEST_QUICK=1: 12), 256 MiB.  scripts/crash-test
 runs it with 200 trials.  Trials are added (up to 3x) until each edit kind
-has ended both old and new; the run fails if one of the (kind, outcome)
-pairs (four; six where the data is copied: padded too) never happened or
-no kill landed inside close(): a run that did not really try cannot pass.
+has ended both old and new; a kind that had 3 random kills and still lacks
+an outcome gets it by construction on its next trial: gguffs is killed
+while the writer holds the file open before close() (the outcome must be
+old), or right after close() returned (it must be new).  So the
+(kind, outcome) pairs (four; six where the data is copied: padded too) do
+not hang on luck on a loaded machine; the run still fails if no random
+kill landed inside close(): a run that did not really try cannot pass.
 """
 import argparse
 import os
@@ -93,6 +97,8 @@ except OSError as e:
     print("pre %d" % e.errno, flush=True)
     sys.exit(0)
 print("w", flush=True)
+if len(sys.argv) > 3:
+    sys.stdin.readline()       # the test killed gguffs first ("before" trials)
 t0 = time.perf_counter()
 try:
     os.close(fd)
@@ -218,6 +224,9 @@ def main():
     ap.add_argument("--require-padded", action="store_true",
                     help="fail unless the model's file system does not clone (gguffs pads and "
                          "copies, then edits in place)")
+    ap.add_argument("--force-after", type=int, default=3,
+                    help="random kills of a kind before its missing outcome is forced (0: force "
+                         "from the first trial, which tests the forcing itself)")
     args = ap.parse_args()
 
     h = harness.start("edit-crash")
@@ -290,17 +299,13 @@ def run(args, h, ggml, rng, where):
     counts = {"old": 0, "new": 0, "in place": 0, "padded": 0, "rewrite": 0,
               "kill before close": 0, "kill during close": 0, "kill after close returned": 0,
               "journal left": 0, "new file left": 0, "torn header before recovery": 0,
-              "recovery messages": 0, "ok close then old (BUG)": 0, "rewrite by clone (planned)": 0}
+              "recovery messages": 0, "ok close then old (BUG)": 0, "rewrite by clone (planned)": 0,
+              "random in place": 0, "random padded": 0, "random rewrite": 0,
+              "forced before": 0, "forced after": 0}
     outcome_by_kind = {(k, o): 0 for k in ("in place", "padded", "rewrite") for o in ("old", "new")}
     # every kind must end old and new; where the data is copied the padded
     # path is what the copy buys, and it must be killed too
     required = [ko for ko in outcome_by_kind if step == 0 or ko[0] != "padded"]
-    if args.require_padded:
-        # the few trials of test_padding.py are for the padded path; a
-        # rewrite's rename comes at the very end of its commit, so in ten
-        # trials on a loaded machine none may land after it (the rewrite
-        # path's own run, edit-crash, requires both outcomes)
-        required.remove(("rewrite", "new"))
     close_times = {"in place": [], "padded": [], "rewrite": []}
     strata = {"in place": [], "padded": [], "rewrite": []}
     S = 6
@@ -374,7 +379,16 @@ def run(args, h, ggml, rng, where):
                 f.write(text)
 
             calibrating = len(close_times[kind]) < 3
-            if calibrating:
+            # a kind that had --force-after random kills and still lacks an
+            # outcome gets it by construction: killed before close() (old)
+            # or after close() returned (new)
+            force = None
+            if not calibrating and counts["random " + kind] >= args.force_after:
+                if not outcome_by_kind[(kind, "new")] and (kind, "new") in required:
+                    force = "after"
+                elif not outcome_by_kind[(kind, "old")] and (kind, "old") in required:
+                    force = "before"
+            if calibrating or force:
                 delay = None          # let the commit finish: measures close()
             else:
                 if not strata[kind]:
@@ -383,10 +397,13 @@ def run(args, h, ggml, rng, where):
                 k = strata[kind].pop()
                 delay = 1.5 * statistics.median(close_times[kind][-15:]) * (k + rng.random()) / S
             label = "trial %d (%s, %s%s)" % (trial, kind, key,
+                                             ", kill %s close()" % force if force else
                                              "" if delay is None else ", kill after %.1f ms" % (delay * 1e3))
 
-            child = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(mnt, "meta", key), valfile],
-                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            child = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(mnt, "meta", key), valfile]
+                                     + (["wait"] if force == "before" else []),
+                                     stdout=subprocess.PIPE,
+                                     stdin=subprocess.PIPE if force == "before" else subprocess.DEVNULL)
             line = b""
             r, _, _ = select.select([child.stdout], [], [], 30)
             if r:
@@ -396,7 +413,13 @@ def run(args, h, ggml, rng, where):
                 child.wait()
                 break
             killed = False
-            if delay is not None:
+            if force == "before":
+                state_at_kill = None
+                gf.kill(h, label)
+                killed = True
+                child.stdin.write(b"c\n")
+                child.stdin.flush()
+            elif delay is not None:
                 # a random moment inside the commit (not synchronisation)
                 time.sleep(delay)
                 state_at_kill = child.poll()
@@ -411,6 +434,12 @@ def run(args, h, ggml, rng, where):
             ok = out.startswith("ok")
             if ok:
                 close_times[kind].append(float(out.split()[1]))
+            if force == "after":
+                if not h.check(ok, "%s: edit failed: %r (%s)" % (label, out, gf.stderr()[-300:])):
+                    break
+                gf.kill(h, label)
+                killed = True
+                state_at_kill = 0
             if not killed:
                 if not h.check(ok, "%s: unkilled edit failed: %r (%s)" % (label, out, gf.stderr()[-300:])):
                     break
@@ -466,7 +495,11 @@ def run(args, h, ggml, rng, where):
                 print("%s: close %s, %s%s" % (label, out.strip() or "-", outcome,
                                               " (recovery: %s)" % err.strip() if err.strip() else ""),
                       flush=True)
+            if force == "before":
+                h.check(outcome == "old", "%s: gguffs was killed before close(), yet the model "
+                        "is the new version" % label)
             if killed:
+                counts["forced " + force if force else "random " + kind] += 1
                 counts[outcome] += 1
                 counts[kind] += 1
                 outcome_by_kind[(kind, outcome)] += 1
@@ -507,6 +540,10 @@ def run(args, h, ggml, rng, where):
     for kind, ts in close_times.items():
         if ts:
             print("close() time, %s: median %.1f ms (%d measured)" % (kind, statistics.median(ts) * 1e3, len(ts)))
+    print("kills at a random moment: %d; forced (a kind lacking an outcome after %d): %d before close(), "
+          "%d after close() returned"
+          % (killed_n - counts["forced before"] - counts["forced after"], args.force_after,
+             counts["forced before"], counts["forced after"]))
     print("close() returned 0 but the outcome was old: %d" % counts["ok close then old (BUG)"])
     if step:
         print("rewrites planned as clones (padded, data moved by whole %d-byte steps): %d"

@@ -287,7 +287,7 @@ def kill_trials(h, d):
     h.check(r.returncode == 0, "kill -9: test_edit_crash.py --dir %s --require-padded: rc %d\n%s"
             % (d, r.returncode, out[-3000:]))
     for line in out.splitlines():
-        if line.startswith(("file system", "trials:", "kills:", "close() time", "edit-crash:")):
+        if line.startswith(("file system", "trials:", "kills:", "kills at", "close() time", "edit-crash:")):
             print("kill -9: %s" % line, flush=True)
 
 
