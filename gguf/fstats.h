@@ -1,0 +1,50 @@
+/*
+ * gguf/fstats.h — summary statistics of float32 values: what a tensor's
+ * stats file shows (fs/digest.c feeds it the tensor's f32 view, chunk by
+ * chunk).
+ *
+ * Promises:
+ *   - count, nan, inf and zeros (== 0, either sign) are exact counts;
+ *   - min, max and absmax are the exact floats, over the finite values;
+ *   - mean and std (the population one: divided by the number of finite
+ *     values) over the finite values, accumulated in double: each run
+ *     given to gguf_fstats_add is summed in order, then its squared
+ *     deviations from its own mean (two passes over memory); runs are
+ *     combined with Chan et al.'s update, so std does not lose its digits
+ *     to a large mean as a sum of squares would.  The mean is the sum of
+ *     the runs' sums divided by the count.  Summation order differs from
+ *     numpy's pairwise sum: the last digits may differ;
+ *   - no finite value (an empty tensor, all NaN or infinite): min, max,
+ *     absmax, mean and std are "nan".
+ * The text (gguf_fstats_render): one "name value" line each, in the order
+ * count nan inf zeros min max absmax mean std; min, max and absmax in the
+ * shortest form that reads back to the same float (gguf/numfmt.h), mean
+ * and std with "%.17g".
+ *
+ * No FUSE, no allocation, no printing.
+ */
+#ifndef GGUF_FSTATS_H
+#define GGUF_FSTATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gguf_fstats {
+    uint64_t count, nan, inf, zeros, finite;
+    float min, max, absmax;     /* over the finite values (finite > 0) */
+    double sum;                 /* of the finite values */
+    double mean, m2;            /* running mean, sum of squared deviations */
+};
+
+/* Room for the text, NUL included. */
+#define GGUF_FSTATS_TEXT_MAX 512
+
+void gguf_fstats_init(struct gguf_fstats *s);
+/* Adds n values. */
+void gguf_fstats_add(struct gguf_fstats *s, const float *v, size_t n);
+/* Adds what b counted to a (as if b's values had been added to a). */
+void gguf_fstats_merge(struct gguf_fstats *a, const struct gguf_fstats *b);
+/* The text into buf (GGUF_FSTATS_TEXT_MAX bytes); its length. */
+size_t gguf_fstats_render(const struct gguf_fstats *s, char *buf);
+
+#endif
