@@ -16,6 +16,9 @@
  *               (their NPY header, then raw's and f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
+ *   digest.c    what is computed on first use and kept for the mount: a
+ *               tensor's stats (over f32, through the cache), its xxh64
+ *               and sha256 (over raw), and /hashes
  *   cache.c     the bounded cache of fixed-size blocks that holds the
  *               dequantized chunks (no FUSE inside)
  *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
@@ -36,12 +39,17 @@
  *   1 (FUSE_ROOT_ID)  /                 3  /meta
  *   4                 /tensors          5  /stats (block cache counters)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
- *   VERSION_BASE + 3g     /info of version g of the model
- *   VERSION_BASE + 3g + 1 /model.gguf of version g
- *   VERSION_BASE + 3g + 2 /info.json of version g
+ *   VERSION_BASE + 5g     /info of version g of the model
+ *   VERSION_BASE + 5g + 1 /model.gguf of version g
+ *   VERSION_BASE + 5g + 2 /info.json of version g
+ *   VERSION_BASE + 5g + 3 /hashes (the same bytes in every version:
+ *                         tensor names and data never change)
+ *   VERSION_BASE + 5g + 4 (reserved: /model.safetensors)
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape,
- *                                                       5 raw.npy, 6 f32.npy}
+ *                                                       5 raw.npy, 6 f32.npy,
+ *                                                       7 stats, 8 xxh64,
+ *                                                       9 sha256}
  *
  * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
  * when keys are added or removed.  An edit changes the bytes of info, info.json and
@@ -56,6 +64,8 @@
  * Locks, in the order they are taken (a thread holding one may take only
  * those below it):
  *
+ *   hashes_mu         one /hashes computation at a time (digest.c), taken
+ *                     before the state lock, with no other lock held
  *   commit_mu         one edit at a time: handlers that may commit (open
  *                     for writing, create, write handles' flush and
  *                     release, unlink, rename, setxattr, setattr); while it
@@ -111,17 +121,22 @@ enum {
     INO_TENSORS = 4,
     INO_STATS = 5,
     KV_BASE = 16,
-    TENSOR_STRIDE = 8,
+    TENSOR_STRIDE = 16,
+    VERSION_SLOTS = 5,           /* inodes per version: see above */
 };
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
-#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen)))
-#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 1))
-#define INO_INFO_JSON(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 2))
+#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen)))
+#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 1))
+#define INO_INFO_JSON(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 2))
+#define INO_HASHES(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 3))
+/* which of a version's inodes ino is (0 info, 1 model.gguf, ...) */
+#define VERSION_SLOT(ino) (((ino) - VERSION_BASE) % VERSION_SLOTS)
 
-/* raw.npy and f32.npy: raw and f32 behind an NPY header (read.c) */
+/* raw.npy and f32.npy: raw and f32 behind an NPY header (read.c); stats,
+ * xxh64 and sha256: computed on first use (digest.c) */
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_RAW_NPY, TF_F32_NPY,
-                   TF_COUNT };
+                   TF_STATS, TF_XXH64, TF_SHA256, TF_COUNT };
 _Static_assert((int)TF_COUNT <= (int)TENSOR_STRIDE, "a tensor's files fit its inode stride");
 
 /* A chunk's block has room for its floats (fs->chunk_bytes) and some
@@ -220,9 +235,11 @@ struct fsig {
 enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
 
 /* Read requests are counted per kind of file (the stats file). */
-enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON, RK_COUNT };
+enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON,
+                 RK_TENSOR_STATS, RK_XXH64, RK_SHA256, RK_HASHES, RK_COUNT };
 
 struct workers;                  /* f32.c */
+struct digests;                  /* digest.c */
 struct notify;                   /* notify.c */
 struct whandle;                  /* whandle.c */
 struct snap;                     /* ops.c */
@@ -293,6 +310,9 @@ struct ggfs {
     } reads[RK_COUNT];           /* enum read_kind */
 
     struct workers *workers;
+    /* tensors' stats and digests and /hashes, kept for the mount once
+     * computed (digest.c); made before the session, freed after it */
+    struct digests *digests;
     struct notify *notify;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 
@@ -445,7 +465,7 @@ void ggfs_key_ids_free(struct ntab *ids);
 /* ---- nodes.c: the inode layout ---- */
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON };
+            K_INFO_JSON, K_HASHES };
 
 struct node {
     enum kind kind;
@@ -467,8 +487,8 @@ extern const unsigned ggfs_root_n;
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
 fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
 extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
-/* true if tensor idx has file tf (f32 and f32.npy only for types with a
- * dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
+/* true if tensor idx has file tf (f32, f32.npy and stats only for types
+ * with a dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 /* The state of version gen with a reference, or NULL when it is gone. */
 struct state *ggfs_version(struct state *st, uint64_t gen);
@@ -502,6 +522,9 @@ struct f32_stream;
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+/* true if tensor idx's f32 view is its raw bytes (little-endian float32):
+ * served as raw, never through the cache. */
+bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
  * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
  * multiple of 64; 0 if the tensor has no such file. */
@@ -543,6 +566,29 @@ uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
 struct f32_stream *ggfs_stream_new(struct ggfs *fs);
 void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
 void ggfs_streams_free(struct ggfs *fs);
+
+/* ---- digest.c ---- */
+
+/* The table of what digest.c keeps, for n_tensors tensors (fs->digests):
+ * 0 or ENOMEM.  Before the session; freed after it. */
+int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors);
+void ggfs_digests_free(struct ggfs *fs);
+/* The text of tensor idx's stats, xxh64 or sha256 file (tf), computed on
+ * first use and kept for the mount; NULL with *err set (EIO, ENOMEM).
+ * Under the state lock (read) or commit_mu: a computation runs under it
+ * (handlers call ggfs_digest_prepare first, so it rarely does). */
+const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
+                                      int *err);
+/* /hashes likewise (the same text in every version). */
+const struct text *ggfs_hashes(struct state *st, int *err);
+/* Called by handlers before they take the state lock: computes what ino
+ * shows when it is one of those files and not known yet, without holding
+ * the state lock for the whole computation (a stats file takes it for one
+ * chunk at a time, digests hold a reference to the state instead).  0, or
+ * the errno the handler replies with. */
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino);
+/* The same for entry name of directory parent (lookup). */
+int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name);
 
 /* ---- notify.c ---- */
 

@@ -933,10 +933,12 @@ int main(int argc, char *argv[])
         open_dcache(&fs, &o);
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
-        if (fs.cache)
+        /* tensors never change: their stats and digests are kept per tensor */
+        if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0)
             ret = run_session(&fs, &o, &args);
         else
             fprintf(stderr, "gguffs: out of memory\n");
+        ggfs_digests_free(&fs);
         cache_free(fs.cache);
         close_dcache(&fs);
         ggfs_state_put(fs.st);

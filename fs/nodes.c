@@ -22,11 +22,13 @@ const struct root_entry ggfs_root[] = {
     { "stats", K_STATS },
     { "model.gguf", K_MODEL },
     { "info.json", K_INFO_JSON },
+    { "hashes", K_HASHES },
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
 
 const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape",
-                                                   "raw.npy", "f32.npy" };
+                                                   "raw.npy", "f32.npy", "stats", "xxh64",
+                                                   "sha256" };
 
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
 {
@@ -34,6 +36,7 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
     case K_INFO: return INO_INFO(st->gen);
     case K_MODEL: return INO_MODEL(st->gen);
     case K_INFO_JSON: return INO_INFO_JSON(st->gen);
+    case K_HASHES: return INO_HASHES(st->gen);
     case K_META: return INO_META;
     case K_TENSORS: return INO_TENSORS;
     default: return INO_STATS;
@@ -63,7 +66,7 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 {
     if (tf == TF_RAW_NPY)
         return ggfs_npy_descr(st, idx) != NULL;
-    if (tf != TF_F32 && tf != TF_F32_NPY)
+    if (tf != TF_F32 && tf != TF_F32_NPY && tf != TF_STATS)
         return true;
     const struct tref *r = &st->tens[idx];
     if (!ggfs_dequant_supported(r->t->type))
@@ -81,9 +84,11 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     case INO_STATS: n.kind = K_STATS; return n;
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
-        static const enum kind k[3] = { K_INFO, K_MODEL, K_INFO_JSON };
-        n.kind = k[(ino - VERSION_BASE) % 3];
-        n.gen = (ino - VERSION_BASE) / 3;
+        /* hashes: the same bytes in every version, so any version's */
+        static const enum kind k[VERSION_SLOTS] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
+                                                    K_NONE };
+        n.kind = k[VERSION_SLOT(ino)];
+        n.gen = (ino - VERSION_BASE) / VERSION_SLOTS;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
         if (id < st->n_ids && st->id_kv[id] >= 0) {
@@ -171,7 +176,8 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      !!(atomic_load(&fs->under) & UNDER_REPLACED),
                      (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused));
     static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
-                                                "info_json" };
+                                                "info_json", "tensor_stats", "xxh64",
+                                                "sha256", "hashes" };
     for (int k = 0; k < RK_COUNT && n >= 0 && (size_t)n < cap; k++) {
         int m = snprintf(buf + n, cap - (size_t)n,
                          "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
@@ -342,6 +348,14 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
     case K_STATS:
         stat_file(out, ro, ggfs_stats_text(fs, buf, sizeof buf));
         break;
+    case K_HASHES: {
+        int err = 0;
+        const struct text *h = ggfs_hashes(st, &err);
+        if (!h)
+            return err;
+        stat_file(out, ro, h->len);
+        break;
+    }
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);
         if (!t)
@@ -360,7 +374,13 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         else if (n.tf == TF_RAW_NPY || n.tf == TF_F32_NPY)
             stat_file(out, ro, ggfs_npy_header(st, n.idx, n.tf, buf) +
                                (n.tf == TF_RAW_NPY ? t->nbytes : t->n_elems * 4));
-        else
+        else if (n.tf == TF_STATS || n.tf == TF_XXH64 || n.tf == TF_SHA256) {
+            int err = 0;
+            const struct text *d = ggfs_tensor_digest(st, n.idx, n.tf, &err);
+            if (!d)
+                return err;
+            stat_file(out, ro, d->len);
+        } else
             stat_file(out, ro, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
         break;
     }

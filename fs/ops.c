@@ -190,7 +190,19 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     e.entry_timeout = fs->timeout;
     fuse_reply_entry(req, &e);
 }
-READ_LOCKED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), parent, name)
+/* A file computed on first use (digest.c) is computed before the state
+ * lock is taken: its size is in the reply. */
+static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct ggfs *fs = req_fs(req);
+    set_readahead(fs);
+    int e = ggfs_digest_prepare_name(fs, parent, name);
+    if (e)
+        return (void)fuse_reply_err(req, e);
+    pthread_rwlock_rdlock(&fs->lock);
+    do_lookup(req, fs, fs->st, parent, name);
+    pthread_rwlock_unlock(&fs->lock);
+}
 
 static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino)
 {
@@ -206,7 +218,17 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
         return (void)fuse_reply_err(req, err);
     fuse_reply_attr(req, &out, fs->timeout);
 }
-READ_LOCKED(getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi UNUSED), ino)
+static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi UNUSED)
+{
+    struct ggfs *fs = req_fs(req);
+    set_readahead(fs);
+    int e = ggfs_digest_prepare(fs, ino);        /* see lookup */
+    if (e)
+        return (void)fuse_reply_err(req, e);
+    pthread_rwlock_rdlock(&fs->lock);
+    do_getattr(req, fs, fs->st, ino);
+    pthread_rwlock_unlock(&fs->lock);
+}
 
 /* Entry e (0-based, "." and ".." first) of directory n: false past the end. */
 static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, uint64_t e,
@@ -317,7 +339,7 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
-        n.kind != K_INFO_JSON && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_INFO_JSON && n.kind != K_HASHES && !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
@@ -388,6 +410,9 @@ static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     set_readahead(fs);
     bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
     if (rdonly) {
+        int e = ggfs_digest_prepare(fs, ino);   /* see lookup */
+        if (e)
+            return (void)fuse_reply_err(req, e);
         pthread_rwlock_rdlock(&fs->lock);
         bool known = ggfs_classify(fs->st, ino).kind != K_NONE;
         if (known)
@@ -435,6 +460,14 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     case K_STATS:
         ggfs_under_check(fs, st);       /* counts what happened until now */
         return ggfs_reply_slice(req, buf, ggfs_stats_text(fs, buf, sizeof buf), size, off);
+    case K_HASHES: {
+        ggfs_count_read(fs, RK_HASHES, size);
+        int err = 0;
+        const struct text *h = ggfs_hashes(st, &err);
+        if (!h)
+            return (void)fuse_reply_err(req, err);
+        return ggfs_reply_slice(req, h->data, h->len, size, off);
+    }
     case K_TENSOR:
         break;
     case K_NONE:
@@ -455,6 +488,15 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     case TF_F32_NPY:
         ggfs_count_read(fs, RK_F32_NPY, size);
         return ggfs_read_npy(req, st, n.idx, n.tf, size, off, s);
+    case TF_STATS: case TF_XXH64: case TF_SHA256: {
+        static const enum read_kind rk[] = { RK_TENSOR_STATS, RK_XXH64, RK_SHA256 };
+        ggfs_count_read(fs, rk[n.tf - TF_STATS], size);
+        int err = 0;
+        const struct text *t = ggfs_tensor_digest(st, n.idx, n.tf, &err);
+        if (!t)
+            return (void)fuse_reply_err(req, err);
+        return ggfs_reply_slice(req, t->data, t->len, size, off);
+    }
     case TF_TYPE: case TF_SHAPE:
         return ggfs_reply_slice(req, buf, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
                                 size, off);
@@ -497,10 +539,10 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (IS_STATE(fi)) {                   /* info, info.json or model.gguf: its version */
         /* held across the reply, like a snapshot (a release may race it) */
         struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
-        if ((ino - VERSION_BASE) % 3 == 1) {
+        if (VERSION_SLOT(ino) == 1) {
             ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
-        } else if ((ino - VERSION_BASE) % 3 == 2) {
+        } else if (VERSION_SLOT(ino) == 2) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
             const struct text *j = ggfs_info_json(v);
             if (j)
@@ -519,6 +561,9 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     } else if (IS_WHANDLE(fi)) {          /* a meta/ file open for writing */
         ggfs_edit_read(fi, req, size, off);
     } else {
+        int e = ggfs_digest_prepare(fs, ino);   /* see lookup */
+        if (e)
+            return (void)fuse_reply_err(req, e);
         pthread_rwlock_rdlock(&fs->lock);
         do_read(req, fs, fs->st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
         pthread_rwlock_unlock(&fs->lock);
@@ -729,7 +774,8 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     } else if (to_set & FUSE_SET_ATTR_SIZE) {
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
-                n.kind == K_MODEL || n.kind == K_INFO_JSON ? EACCES : EISDIR;
+                n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_HASHES ?
+                EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,
                                    n.kind == K_KV, attr->st_size);

@@ -207,7 +207,7 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
 }
 
 /* float32 stored little-endian is its own f32 view: served like raw */
-static bool f32_is_raw(const struct state *st, uint64_t idx)
+bool ggfs_f32_is_raw(const struct state *st, uint64_t idx)
 {
     const struct tref *r = &st->tens[idx];
     return r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian;
@@ -216,7 +216,7 @@ static bool f32_is_raw(const struct state *st, uint64_t idx)
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s)
 {
-    if (f32_is_raw(st, idx))
+    if (ggfs_f32_is_raw(st, idx))
         return ggfs_read_raw(req, st, idx, size, off);
     read_f32(req, st, idx, size, off, s, NULL, 0);
 }
@@ -550,7 +550,7 @@ void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_f
     size_t hl = ggfs_npy_header(st, idx, tf, hdr);
     if (!hl)
         return (void)fuse_reply_err(req, ENOENT);
-    bool raw = tf == TF_RAW_NPY || f32_is_raw(st, idx);
+    bool raw = tf == TF_RAW_NPY || ggfs_f32_is_raw(st, idx);
     uint64_t a = (uint64_t)off;
     if (a >= hl) {
         off_t d = (off_t)(a - hl);

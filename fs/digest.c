@@ -1,0 +1,480 @@
+/*
+ * fs/digest.c — what is computed on first use and kept for the mount:
+ * tensors/NAME/stats (over the f32 view, through the block cache),
+ * tensors/NAME/xxh64 and sha256 (over raw), and /hashes (what
+ * llama-gguf-hash --xxh64 --sha256 prints for model.gguf).
+ *
+ * Tensor data never changes during a mount (an edit changes metadata
+ * only, and keeps every tensor's index), so each text is computed once and
+ * kept in fs->digests, shared by every version, freed at the end.  Two
+ * threads that compute the same text at once both compute it; the first to
+ * finish publishes it (compare-and-swap), the other frees its copy (one
+ * /hashes computation at a time, though: hashes_mu).
+ *
+ * stats read the f32 view chunk by chunk through the block cache, as f32
+ * reads do (a later f32 read of a tensor that fits the cache is served
+ * from it, and stats after an f32 read fills nothing), with the workers
+ * (-o threads) filling the chunks ahead; a little-endian float32 tensor,
+ * whose f32 view is its raw bytes and never goes through the cache, is
+ * read from its source.  Digests read the raw bytes from the source, as
+ * raw reads do (a local file, a split model's shards, a remote model's
+ * blocks), DIGEST_PIECE bytes at a time; /hashes hashes every tensor once,
+ * its own digests and the model's together, and keeps the tensors'.
+ *
+ * Handlers call ggfs_digest_prepare before they take the state lock: a
+ * computation may take a while (/hashes reads the whole model), and an
+ * edit waiting for the lock, which prefers writers, would hold every
+ * handler back meanwhile.  So stats take the state lock (read) for one
+ * chunk at a time, and digests do not take it: they hold a reference to
+ * the state, as reads of an open model.gguf do.
+ */
+#include "fs.h"
+
+#include "gguf/buf.h"
+#include "gguf/fstats.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+/* Raw bytes are read this many at a time. */
+#define DIGEST_PIECE (4u << 20)
+
+/* A tensor's digests: the texts of its xxh64 and sha256 files. */
+struct tdig {
+    struct text xxh, sha;
+    char x[17], s[65];          /* hex digits and "\n" */
+};
+
+struct digests {
+    uint64_t n;                          /* tensors */
+    _Atomic(struct text *) *stats;       /* per tensor */
+    _Atomic(struct tdig *) *dig;         /* per tensor */
+    _Atomic(struct text *) hashes;
+    pthread_mutex_t hashes_mu;           /* one /hashes computation at a time */
+};
+
+int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors)
+{
+    struct digests *d = calloc(1, sizeof *d);
+    /* n_tensors is bounded by the model's header, which holds their infos */
+    if (!d || !(d->stats = calloc(n_tensors ? n_tensors : 1, sizeof *d->stats)) ||
+        !(d->dig = calloc(n_tensors ? n_tensors : 1, sizeof *d->dig))) {
+        if (d)
+            free(d->stats);
+        free(d);
+        return ENOMEM;
+    }
+    d->n = n_tensors;
+    pthread_mutex_init(&d->hashes_mu, NULL);
+    fs->digests = d;
+    return 0;
+}
+
+static void text_free(struct text *t)
+{
+    if (t)
+        free(t->data);
+    free(t);
+}
+
+void ggfs_digests_free(struct ggfs *fs)
+{
+    struct digests *d = fs->digests;
+    if (!d)
+        return;
+    for (uint64_t i = 0; i < d->n; i++) {
+        text_free(atomic_load(&d->stats[i]));
+        free(atomic_load(&d->dig[i]));
+    }
+    text_free(atomic_load(&d->hashes));
+    pthread_mutex_destroy(&d->hashes_mu);
+    free(d->stats);
+    free(d->dig);
+    free(d);
+    fs->digests = NULL;
+}
+
+/* Publishes *t in slot (or frees it for the copy another thread published
+ * first); the text now in the slot. */
+static struct text *publish_text(_Atomic(struct text *) *slot, struct text *t)
+{
+    struct text *expected = NULL;
+    if (atomic_compare_exchange_strong(slot, &expected, t))
+        return t;
+    text_free(t);
+    return expected;
+}
+
+static struct text *text_of(struct gguf_buf *b)
+{
+    struct text *t = b->oom ? NULL : malloc(sizeof *t);
+    if (!t) {
+        gguf_buf_free(b);
+        return NULL;
+    }
+    t->data = b->data;
+    t->len = b->len;
+    return t;
+}
+
+/* ---- stats ---------------------------------------------------------------- */
+
+/* Tensor idx's stats.  locked: the caller holds the state lock (read) or
+ * commit_mu for the whole computation; else it is taken for each chunk.
+ * 0 or an errno. */
+static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text **out)
+{
+    struct gguf_fstats acc;
+    gguf_fstats_init(&acc);
+    /* a stream of its own: the workers fill the chunks ahead of it */
+    struct f32_stream *s = ggfs_stream_new(fs);
+    float *raw = NULL;
+    int err = 0;
+    for (uint64_t c = 0; !err; c++) {
+        if (!locked)
+            pthread_rwlock_rdlock(&fs->lock);
+        const struct state *st = fs->st;
+        if (c >= ggfs_chunks(st, idx)) {
+            if (!locked)
+                pthread_rwlock_unlock(&fs->lock);
+            break;
+        }
+        size_t n = ggfs_chunk_len(st, idx, c);
+        if (ggfs_f32_is_raw(st, idx)) {
+            const struct tref *r = &st->tens[idx];
+            const struct gguf_shard *sh = &st->model->shards[r->shard];
+            if (!raw && !(raw = malloc(fs->chunk_bytes)))
+                err = ENOMEM;
+            else if (gguf_source_read_all(sh->src, raw, n * sizeof(float),
+                                          sh->gf->data_off + r->t->offset +
+                                          c * fs->chunk_bytes) != 0) {
+                ggfs_source_failed(fs, sh->src);
+                err = EIO;
+            } else if (ggfs_under_check_shard(fs, st, r->shard)) {
+                err = EIO;
+            } else {
+                gguf_fstats_add(&acc, raw, n);
+            }
+        } else {
+            ggfs_prefetch(fs, st, s, idx, c, c);
+            ggfs_unqueue(fs, idx, c);
+            struct cache_block *b = cache_get(fs->cache, idx, c, n * sizeof(float), &err);
+            if (b) {
+                gguf_fstats_add(&acc, cache_data(b), n);
+                /* used 0: nothing went to the kernel's page cache, so the
+                 * chunk stays for a later f32 read */
+                cache_put(fs->cache, b, 0);
+            }
+        }
+        if (!locked)
+            pthread_rwlock_unlock(&fs->lock);
+    }
+    if (s)
+        ggfs_stream_free(fs, s);
+    free(raw);
+    if (err)
+        return err;
+    char buf[GGUF_FSTATS_TEXT_MAX];
+    size_t len = gguf_fstats_render(&acc, buf);
+    struct gguf_buf b = { 0 };
+    gguf_buf_put(&b, buf, len);
+    return (*out = text_of(&b)) ? 0 : ENOMEM;
+}
+
+/* ---- digests -------------------------------------------------------------- */
+
+/* The hash states a pass feeds: a tensor's (NULL: not wanted) and the
+ * model's (NULL: not wanted). */
+struct hashing {
+    XXH64_state_t *x;
+    EVP_MD_CTX *s;
+    XXH64_state_t *mx;
+    EVP_MD_CTX *ms;
+};
+
+/* Feeds tensor idx's raw bytes (from the source raw reads use) to h, in
+ * pieces of buf (DIGEST_PIECE bytes).  0 or an errno. */
+static int hash_tensor(struct ggfs *fs, const struct state *st, uint64_t idx, uint8_t *buf,
+                       const struct hashing *h)
+{
+    const struct tref *r = &st->tens[idx];
+    const struct gguf_shard *sh = &st->model->shards[r->shard];
+    uint64_t pos = sh->gf->data_off + r->t->offset, left = r->t->nbytes;
+    while (left) {
+        size_t n = left < DIGEST_PIECE ? (size_t)left : DIGEST_PIECE;
+        if (gguf_source_read_all(sh->src, buf, n, pos) != 0) {
+            ggfs_source_failed(fs, sh->src);
+            return EIO;
+        }
+        /* the file changed underneath (underneath.c): checked after the
+         * read, as f32 fills do */
+        if (ggfs_under_check_shard(fs, st, r->shard))
+            return EIO;
+        if ((h->x && XXH64_update(h->x, buf, n) == XXH_ERROR) ||
+            (h->mx && XXH64_update(h->mx, buf, n) == XXH_ERROR) ||
+            (h->s && !EVP_DigestUpdate(h->s, buf, n)) ||
+            (h->ms && !EVP_DigestUpdate(h->ms, buf, n)))
+            return ENOMEM;
+        pos += n;
+        left -= n;
+    }
+    return 0;
+}
+
+/* Lower-case hex of n bytes, then "\n", into out (2n + 1 bytes, no NUL). */
+static void hex_line(const unsigned char *p, size_t n, char *out)
+{
+    static const char digit[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digit[p[i] >> 4];
+        out[2 * i + 1] = digit[p[i] & 15];
+    }
+    out[2 * n] = '\n';
+}
+
+/* xxh64 as llama-gguf-hash prints it: the canonical (big-endian) bytes. */
+static void xxh_hex(XXH64_hash_t v, char out[17])
+{
+    XXH64_canonical_t c;
+    XXH64_canonicalFromHash(&c, v);
+    hex_line(c.digest, sizeof c.digest, out);
+}
+
+/* 0, or ENOMEM */
+static int sha_hex(EVP_MD_CTX *s, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    if (!EVP_DigestFinal_ex(s, md, &len) || len != 32)
+        return ENOMEM;
+    hex_line(md, 32, out);
+    return 0;
+}
+
+/* Resets a tensor's hash states (seed 0, as llama-gguf-hash). */
+static int hashing_reset(XXH64_state_t *x, EVP_MD_CTX *s)
+{
+    return XXH64_reset(x, 0) == XXH_ERROR || !EVP_DigestInit_ex(s, EVP_sha256(), NULL) ?
+           ENOMEM : 0;
+}
+
+/* A tensor's digests from its finished hash states, published in its slot
+ * (or the copy another thread published first); NULL when out of memory. */
+static struct tdig *tdig_publish(struct digests *dg, uint64_t idx, XXH64_state_t *x,
+                                 EVP_MD_CTX *s)
+{
+    struct tdig *d = malloc(sizeof *d);
+    if (!d)
+        return NULL;
+    xxh_hex(XXH64_digest(x), d->x);
+    if (sha_hex(s, d->s)) {
+        free(d);
+        return NULL;
+    }
+    d->xxh = (struct text){ d->x, sizeof d->x };
+    d->sha = (struct text){ d->s, sizeof d->s };
+    struct tdig *expected = NULL;
+    if (atomic_compare_exchange_strong(&dg->dig[idx], &expected, d))
+        return d;
+    free(d);
+    return expected;
+}
+
+/* Tensor idx's digests (st: held by the caller, under the state lock or
+ * a reference).  0 or an errno. */
+static int dig_compute(struct ggfs *fs, const struct state *st, uint64_t idx)
+{
+    uint8_t *buf = malloc(DIGEST_PIECE);
+    XXH64_state_t *x = XXH64_createState();
+    EVP_MD_CTX *s = EVP_MD_CTX_new();
+    int err = !buf || !x || !s ? ENOMEM : hashing_reset(x, s);
+    struct hashing h = { x, s, NULL, NULL };
+    if (!err)
+        err = hash_tensor(fs, st, idx, buf, &h);
+    if (!err && !tdig_publish(fs->digests, idx, x, s))
+        err = ENOMEM;
+    EVP_MD_CTX_free(s);
+    XXH64_freeState(x);
+    free(buf);
+    return err;
+}
+
+/* The bytes llama-gguf-hash prints as a tensor's name: its name up to a
+ * NUL (a C string there). */
+static void tensor_name(const struct state *st, uint64_t idx, const char **p, size_t *len)
+{
+    const struct tref *r = &st->tens[idx];
+    const char *name = (const char *)st->model->shards[r->shard].gf->hdr + r->t->name_off;
+    const char *nul = memchr(name, '\0', r->t->name_len);
+    *p = name;
+    *len = nul ? (size_t)(nul - name) : r->t->name_len;
+}
+
+/* One line as llama-gguf-hash prints it: "%-8s  %-s  %s\n" (hex ends in
+ * "\n" here: hex_len counts it). */
+static void hash_line(struct gguf_buf *b, const char *type, const char *hex, size_t hex_len,
+                      const char *name, size_t name_len)
+{
+    gguf_buf_printf(b, "%-8s  ", type);
+    gguf_buf_put(b, hex, hex_len - 1);
+    gguf_buf_put(b, "  model.gguf", 12);
+    if (name) {
+        gguf_buf_putc(b, ':');
+        gguf_buf_put(b, name, name_len);
+    }
+    gguf_buf_putc(b, '\n');
+}
+
+/* /hashes: every tensor in model.gguf's order, its xxh64 and sha256 lines
+ * (digests already known are reused, those computed are kept), then the
+ * model's: the digests of all tensors' bytes in that order.  0 or an
+ * errno. */
+static int hashes_compute(struct ggfs *fs, const struct state *st, struct text **out)
+{
+    struct digests *dg = fs->digests;
+    uint8_t *buf = malloc(DIGEST_PIECE);
+    XXH64_state_t *x = XXH64_createState(), *mx = XXH64_createState();
+    EVP_MD_CTX *s = EVP_MD_CTX_new(), *ms = EVP_MD_CTX_new();
+    struct gguf_buf b = { 0 };
+    int err = !buf || !x || !mx || !s || !ms ? ENOMEM : hashing_reset(mx, ms);
+    for (uint64_t j = 0; !err && j < st->n_tensors; j++) {
+        struct tdig *d = atomic_load(&dg->dig[j]);
+        struct hashing h = { d ? NULL : x, d ? NULL : s, mx, ms };
+        if (!d)
+            err = hashing_reset(x, s);
+        if (!err)
+            err = hash_tensor(fs, st, j, buf, &h);
+        if (!err && !d && !(d = tdig_publish(dg, j, x, s)))
+            err = ENOMEM;
+        if (err)
+            break;
+        const char *name;
+        size_t len;
+        tensor_name(st, j, &name, &len);
+        hash_line(&b, "xxh64", d->xxh.data, d->xxh.len, name, len);
+        hash_line(&b, "sha256", d->sha.data, d->sha.len, name, len);
+    }
+    if (!err) {
+        char xh[17], sh[65];
+        xxh_hex(XXH64_digest(mx), xh);
+        err = sha_hex(ms, sh);
+        if (!err) {
+            hash_line(&b, "xxh64", xh, sizeof xh, NULL, 0);
+            hash_line(&b, "sha256", sh, sizeof sh, NULL, 0);
+        }
+    }
+    EVP_MD_CTX_free(s);
+    EVP_MD_CTX_free(ms);
+    XXH64_freeState(x);
+    XXH64_freeState(mx);
+    free(buf);
+    if (err) {
+        gguf_buf_free(&b);
+        return err;
+    }
+    return (*out = text_of(&b)) ? 0 : ENOMEM;
+}
+
+/* ---- the files ------------------------------------------------------------ */
+
+/* The text of tensor idx's file tf if known, else NULL. */
+static const struct text *known(const struct digests *dg, uint64_t idx, enum tensor_file tf)
+{
+    if (tf == TF_STATS)
+        return atomic_load_explicit(&dg->stats[idx], memory_order_acquire);
+    struct tdig *d = atomic_load_explicit(&dg->dig[idx], memory_order_acquire);
+    return !d ? NULL : tf == TF_XXH64 ? &d->xxh : &d->sha;
+}
+
+const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
+                                      int *err)
+{
+    struct ggfs *fs = st->fs;
+    struct digests *dg = fs->digests;
+    const struct text *t = known(dg, idx, tf);
+    if (t)
+        return t;
+    if (tf == TF_STATS) {
+        struct text *nt = NULL;
+        *err = stats_compute(fs, idx, true, &nt);
+        return *err ? NULL : publish_text(&dg->stats[idx], nt);
+    }
+    *err = dig_compute(fs, st, idx);
+    return *err ? NULL : known(dg, idx, tf);
+}
+
+const struct text *ggfs_hashes(struct state *st, int *err)
+{
+    struct digests *dg = st->fs->digests;
+    struct text *t = atomic_load_explicit(&dg->hashes, memory_order_acquire);
+    if (t)
+        return t;
+    *err = hashes_compute(st->fs, st, &t);
+    return *err ? NULL : publish_text(&dg->hashes, t);
+}
+
+/* Whether ino may be one of the files computed here (no lock needed). */
+static bool maybe_digest(fuse_ino_t ino)
+{
+    if (ino >= TENSOR_BASE) {
+        uint64_t tf = (ino - TENSOR_BASE) % TENSOR_STRIDE;
+        return tf == TF_STATS || tf == TF_XXH64 || tf == TF_SHA256;
+    }
+    return ino >= VERSION_BASE && VERSION_SLOT(ino) == 3;
+}
+
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino)
+{
+    if (!maybe_digest(ino))
+        return 0;
+    struct digests *dg = fs->digests;
+    pthread_rwlock_rdlock(&fs->lock);
+    struct state *st = fs->st;
+    struct node n = ggfs_classify(st, ino);
+    bool hashes = n.kind == K_HASHES;
+    if (hashes ? atomic_load(&dg->hashes) != NULL
+               : n.kind != K_TENSOR || known(dg, n.idx, n.tf)) {
+        pthread_rwlock_unlock(&fs->lock);
+        return 0;                /* known, or not such a file: the handler says */
+    }
+    if (n.tf == TF_STATS) {
+        pthread_rwlock_unlock(&fs->lock);
+        struct text *t = NULL;
+        int e = stats_compute(fs, n.idx, false, &t);
+        if (!e)
+            publish_text(&dg->stats[n.idx], t);
+        return e;
+    }
+    /* digests: the state's sources, through a reference */
+    st = ggfs_state_ref(st);
+    pthread_rwlock_unlock(&fs->lock);
+    int e = 0;
+    if (hashes) {
+        pthread_mutex_lock(&dg->hashes_mu);
+        struct text *t = NULL;
+        if (!atomic_load(&dg->hashes) && !(e = hashes_compute(fs, st, &t)))
+            publish_text(&dg->hashes, t);
+        pthread_mutex_unlock(&dg->hashes_mu);
+    } else {
+        e = dig_compute(fs, st, n.idx);
+    }
+    ggfs_state_put(st);
+    return e;
+}
+
+int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name)
+{
+    if (parent == INO_ROOT)
+        return strcmp(name, "hashes") == 0 ? ggfs_digest_prepare(fs, INO_HASHES(0)) : 0;
+    if (parent < TENSOR_BASE || (parent - TENSOR_BASE) % TENSOR_STRIDE != TF_DIR)
+        return 0;
+    for (int f = TF_STATS; f <= TF_SHA256; f++)
+        if (strcmp(name, ggfs_tensor_files[f]) == 0)
+            return ggfs_digest_prepare(fs, parent + (fuse_ino_t)f);
+    return 0;
+}
