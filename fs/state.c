@@ -344,7 +344,11 @@ static int render_info(struct state *st, const char *path)
     /* the views of the same facts (what the summary below does not say) */
     gguf_buf_printf(&b, "views: info.json (this summary as JSON); tensors/NAME/f32.npy and, for "
                     "f32, f16, f64 and i8 ... i64 tensors, raw.npy (f32 and raw as NumPy .npy "
-                    "files)\n\n");
+                    "files)\n");
+    gguf_buf_printf(&b, "computed on first use, then kept: tensors/NAME/stats (count, nan, inf, "
+                    "zeros, min, max, absmax, mean, std of f32), tensors/NAME/xxh64 and sha256 "
+                    "(of raw), hashes (llama-gguf-hash --xxh64 --sha256 of model.gguf%s)\n\n",
+                    st->fs->remote ? ": reads the whole model once" : "");
     int e = 0;
     if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
