@@ -21,6 +21,11 @@
  * blocks), DIGEST_PIECE bytes at a time; /hashes hashes every tensor once,
  * its own digests and the model's together, and keeps the tensors'.
  *
+ * The digests' sizes are known without them (hex digits of a fixed
+ * length; /hashes: lines of fixed length around the names), so only a
+ * read computes them, and a stat (ls -l) reads nothing; a stats file's
+ * size is its text's, computed on the first stat.
+ *
  * Handlers call ggfs_digest_prepare before they take the state lock: a
  * computation may take a while (/hashes reads the whole model), and an
  * edit waiting for the lock, which prefers writers, would hold every
@@ -55,6 +60,7 @@ struct digests {
     _Atomic(struct text *) *stats;       /* per tensor */
     _Atomic(struct tdig *) *dig;         /* per tensor */
     _Atomic(struct text *) hashes;
+    _Atomic uint64_t hashes_size;        /* 0: not computed yet */
     pthread_mutex_t hashes_mu;           /* one /hashes computation at a time */
 };
 
@@ -315,6 +321,30 @@ static void tensor_name(const struct state *st, uint64_t idx, const char **p, si
     *len = nul ? (size_t)(nul - name) : r->t->name_len;
 }
 
+/* The length of a line of hash_line (hex_len: with its "\n") */
+static uint64_t line_len(uint64_t hex_len, bool named, uint64_t name_len)
+{
+    /* "%-8s  " (the types are at most 8), hex, "  model.gguf", ":" name, "\n" */
+    return 8 + 2 + (hex_len - 1) + 12 + (named ? 1 + name_len : 0) + 1;
+}
+
+uint64_t ggfs_hashes_size(const struct state *st)
+{
+    struct digests *dg = st->fs->digests;
+    uint64_t n = atomic_load_explicit(&dg->hashes_size, memory_order_relaxed);
+    if (n)
+        return n;
+    for (uint64_t j = 0; j < st->n_tensors; j++) {
+        const char *name;
+        size_t len;
+        tensor_name(st, j, &name, &len);
+        n += line_len(17, true, len) + line_len(65, true, len);
+    }
+    n += line_len(17, false, 0) + line_len(65, false, 0);
+    atomic_store_explicit(&dg->hashes_size, n, memory_order_relaxed);
+    return n;
+}
+
 /* One line as llama-gguf-hash prints it: "%-8s  %-s  %s\n" (hex ends in
  * "\n" here: hex_len counts it). */
 static void hash_line(struct gguf_buf *b, const char *type, const char *hex, size_t hex_len,
@@ -373,6 +403,8 @@ static int hashes_compute(struct ggfs *fs, const struct state *st, struct text *
     XXH64_freeState(x);
     XXH64_freeState(mx);
     free(buf);
+    if (!err && b.len != ggfs_hashes_size(st))
+        err = b.oom ? ENOMEM : EIO;       /* the size stat gave: cannot differ */
     if (err) {
         gguf_buf_free(&b);
         return err;
@@ -418,19 +450,20 @@ const struct text *ggfs_hashes(struct state *st, int *err)
     return *err ? NULL : publish_text(&dg->hashes, t);
 }
 
-/* Whether ino may be one of the files computed here (no lock needed). */
-static bool maybe_digest(fuse_ino_t ino)
+/* Whether ino may be one of the files computed here, and (read) one a
+ * read needs or else one a stat needs (no lock needed). */
+static bool maybe_digest(fuse_ino_t ino, bool read)
 {
     if (ino >= TENSOR_BASE) {
         uint64_t tf = (ino - TENSOR_BASE) % TENSOR_STRIDE;
-        return tf == TF_STATS || tf == TF_XXH64 || tf == TF_SHA256;
+        return tf == TF_STATS || (read && (tf == TF_XXH64 || tf == TF_SHA256));
     }
-    return ino >= VERSION_BASE && VERSION_SLOT(ino) == 3;
+    return read && ino >= VERSION_BASE && VERSION_SLOT(ino) == 3;
 }
 
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino)
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino, bool read)
 {
-    if (!maybe_digest(ino))
+    if (!maybe_digest(ino, read))
         return 0;
     struct digests *dg = fs->digests;
     pthread_rwlock_rdlock(&fs->lock);
@@ -469,12 +502,8 @@ int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino)
 
 int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name)
 {
-    if (parent == INO_ROOT)
-        return strcmp(name, "hashes") == 0 ? ggfs_digest_prepare(fs, INO_HASHES(0)) : 0;
-    if (parent < TENSOR_BASE || (parent - TENSOR_BASE) % TENSOR_STRIDE != TF_DIR)
+    if (parent < TENSOR_BASE || (parent - TENSOR_BASE) % TENSOR_STRIDE != TF_DIR ||
+        strcmp(name, ggfs_tensor_files[TF_STATS]) != 0)
         return 0;
-    for (int f = TF_STATS; f <= TF_SHA256; f++)
-        if (strcmp(name, ggfs_tensor_files[f]) == 0)
-            return ggfs_digest_prepare(fs, parent + (fuse_ino_t)f);
-    return 0;
+    return ggfs_digest_prepare(fs, parent + TF_STATS, false);
 }

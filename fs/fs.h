@@ -581,13 +581,17 @@ const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tenso
                                       int *err);
 /* /hashes likewise (the same text in every version). */
 const struct text *ggfs_hashes(struct state *st, int *err);
+/* /hashes' size, known without the digests (as xxh64's, 17, and
+ * sha256's, 65): a stat computes nothing but a stats file. */
+uint64_t ggfs_hashes_size(const struct state *st);
 /* Called by handlers before they take the state lock: computes what ino
  * shows when it is one of those files and not known yet, without holding
  * the state lock for the whole computation (a stats file takes it for one
- * chunk at a time, digests hold a reference to the state instead).  0, or
- * the errno the handler replies with. */
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino);
-/* The same for entry name of directory parent (lookup). */
+ * chunk at a time, digests hold a reference to the state instead): for a
+ * read (read), else what a stat needs (a stats file's size).  0, or the
+ * errno the handler replies with. */
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino, bool read);
+/* What a lookup of entry name of directory parent needs (a stats file). */
 int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name);
 
 /* ---- notify.c ---- */

@@ -348,14 +348,9 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
     case K_STATS:
         stat_file(out, ro, ggfs_stats_text(fs, buf, sizeof buf));
         break;
-    case K_HASHES: {
-        int err = 0;
-        const struct text *h = ggfs_hashes(st, &err);
-        if (!h)
-            return err;
-        stat_file(out, ro, h->len);
+    case K_HASHES:
+        stat_file(out, ro, ggfs_hashes_size(st));
         break;
-    }
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);
         if (!t)
@@ -374,7 +369,9 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         else if (n.tf == TF_RAW_NPY || n.tf == TF_F32_NPY)
             stat_file(out, ro, ggfs_npy_header(st, n.idx, n.tf, buf) +
                                (n.tf == TF_RAW_NPY ? t->nbytes : t->n_elems * 4));
-        else if (n.tf == TF_STATS || n.tf == TF_XXH64 || n.tf == TF_SHA256) {
+        else if (n.tf == TF_XXH64 || n.tf == TF_SHA256)
+            stat_file(out, ro, n.tf == TF_XXH64 ? 17 : 65);    /* hex digits, "\n" */
+        else if (n.tf == TF_STATS) {
             int err = 0;
             const struct text *d = ggfs_tensor_digest(st, n.idx, n.tf, &err);
             if (!d)

@@ -190,8 +190,9 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     e.entry_timeout = fs->timeout;
     fuse_reply_entry(req, &e);
 }
-/* A file computed on first use (digest.c) is computed before the state
- * lock is taken: its size is in the reply. */
+/* A stats file (digest.c) is computed before the state lock is taken: its
+ * size is in the reply.  (The digests' sizes are known without them; a
+ * read computes them, before the lock too.) */
 static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ggfs *fs = req_fs(req);
@@ -222,7 +223,7 @@ static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct ggfs *fs = req_fs(req);
     set_readahead(fs);
-    int e = ggfs_digest_prepare(fs, ino);        /* see lookup */
+    int e = ggfs_digest_prepare(fs, ino, false);     /* see lookup */
     if (e)
         return (void)fuse_reply_err(req, e);
     pthread_rwlock_rdlock(&fs->lock);
@@ -410,9 +411,6 @@ static void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     set_readahead(fs);
     bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
     if (rdonly) {
-        int e = ggfs_digest_prepare(fs, ino);   /* see lookup */
-        if (e)
-            return (void)fuse_reply_err(req, e);
         pthread_rwlock_rdlock(&fs->lock);
         bool known = ggfs_classify(fs->st, ino).kind != K_NONE;
         if (known)
@@ -561,7 +559,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     } else if (IS_WHANDLE(fi)) {          /* a meta/ file open for writing */
         ggfs_edit_read(fi, req, size, off);
     } else {
-        int e = ggfs_digest_prepare(fs, ino);   /* see lookup */
+        int e = ggfs_digest_prepare(fs, ino, true);     /* see lookup */
         if (e)
             return (void)fuse_reply_err(req, e);
         pthread_rwlock_rdlock(&fs->lock);

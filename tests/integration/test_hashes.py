@@ -13,7 +13,8 @@ For every mounted file, every tensor:
     and numpy pairwise, so the last digits may differ (each sum is within
     about n * 2^-53 of the exact one); st_size is the text's length;
   - xxh64 and sha256 are xxhash.xxh64 and hashlib.sha256 of raw, in
-    lower-case hex and a newline;
+    lower-case hex and a newline; their sizes (17, 65) and /hashes' are
+    known without computing them: over HTTP, a stat fetches nothing;
   - /hashes is what llama-gguf-hash --xxh64 --sha256 prints for the model
     as model.gguf (examples/gguf-hash/gguf-hash.cpp): per tensor in
     model.gguf's order "%-8s  %-s  %s\\n" with model.gguf:NAME, xxh64 then
@@ -281,6 +282,38 @@ def split_model(h, ggml, tmp):
     check_model(h, paths[1], "split", merged=merged)
 
 
+def stat_fetches_nothing(h, url, pr):
+    """A remote model: a stat of xxh64, sha256 and hashes (ls -l) fetches
+    nothing (their sizes are known without them), the first read of
+    hashes fetches the tensors once, and the tensors' digests after it
+    fetch nothing more (kept)."""
+    with h.case("remote: what stat and hashes fetch"), mount(url) as mnt:
+        tdir = os.path.join(os.fsencode(mnt), b"tensors")
+        s0 = harness.read_stats(mnt)
+        sizes = {}
+        for t in pr.tensors:
+            for f in (b"xxh64", b"sha256"):
+                sizes[f] = os.stat(os.path.join(tdir, _fname(t.name), f)).st_size
+        hsize = os.stat(os.path.join(mnt, "hashes")).st_size
+        s1 = harness.read_stats(mnt)
+        h.check(sizes == {b"xxh64": 17, b"sha256": 65}, "sizes of xxh64, sha256: %r" % sizes)
+        h.check(s1["remote_bytes"] == s0["remote_bytes"], "stat of the digests fetched %d bytes"
+                % (s1["remote_bytes"] - s0["remote_bytes"]))
+        h.check(len(read_all(os.path.join(mnt, "hashes"))) == hsize, "hashes: not its st_size")
+        s2 = harness.read_stats(mnt)
+        data = sum(t.nbytes for t in pr.tensors)
+        # (the mount fetched the file's start with its header)
+        h.check(s2["remote_bytes"] > s1["remote_bytes"] and s2["remote_bytes"] >= data,
+                "hashes fetched %d bytes, %d in all, the tensors are %d"
+                % (s2["remote_bytes"] - s1["remote_bytes"], s2["remote_bytes"], data))
+        for t in pr.tensors:
+            for f in (b"xxh64", b"sha256"):
+                read_all(os.path.join(tdir, _fname(t.name), f))
+        s3 = harness.read_stats(mnt)
+        h.check(s3["remote_bytes"] == s2["remote_bytes"], "the digests after hashes fetched "
+                "%d bytes" % (s3["remote_bytes"] - s2["remote_bytes"]))
+
+
 def remote_models(h, files):
     """The same files over HTTP (nginx): digests of the remote blocks."""
     import remote
@@ -290,6 +323,7 @@ def remote_models(h, files):
         return
     root = os.path.dirname(files[0])
     with remote.Nginx(root) as ng:
+        stat_fetches_nothing(h, ng.url(os.path.basename(files[0])), pyreader.read(files[0]))
         for f in files:
             label = "remote " + os.path.basename(f)
             print("-- %s" % label, flush=True)
