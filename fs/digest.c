@@ -12,8 +12,9 @@
  * /hashes computation at a time, though: hashes_mu).
  *
  * stats read the f32 view chunk by chunk through the block cache, as f32
- * reads do (a later f32 read of a tensor that fits the cache is served
- * from it, and stats after an f32 read fills nothing), with the workers
+ * reads do (a later f32 read of a tensor that fits in half the cache is
+ * served from it, and stats after an f32 read fill only the chunks the
+ * cache has dropped), with the workers
  * (-o threads) filling the chunks ahead; a little-endian float32 tensor,
  * whose f32 view is its raw bytes and never goes through the cache, is
  * read from its source.  Digests read the raw bytes from the source, as
@@ -141,6 +142,11 @@ static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text
     struct f32_stream *s = ggfs_stream_new(fs);
     float *raw = NULL;
     int err = 0;
+    /* A tensor that fits in half the cache keeps its chunks for a later
+     * f32 read; a larger one would only push out what other readers keep
+     * (its first chunks are gone by its end): its chunks pass through, as
+     * a long sequential read's do (cache_once). */
+    bool keep = true;
     for (uint64_t c = 0; !err; c++) {
         if (!locked)
             pthread_rwlock_rdlock(&fs->lock);
@@ -151,6 +157,8 @@ static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text
             break;
         }
         size_t n = ggfs_chunk_len(st, idx, c);
+        if (c == 0)
+            keep = ggfs_chunks(st, idx) <= cache_capacity_blocks(fs->cache) / 2;
         if (ggfs_f32_is_raw(st, idx)) {
             const struct tref *r = &st->tens[idx];
             const struct gguf_shard *sh = &st->model->shards[r->shard];
@@ -172,9 +180,10 @@ static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text
             struct cache_block *b = cache_get(fs->cache, idx, c, n * sizeof(float), &err);
             if (b) {
                 gguf_fstats_add(&acc, cache_data(b), n);
-                /* used 0: nothing went to the kernel's page cache, so the
-                 * chunk stays for a later f32 read */
-                cache_put(fs->cache, b, 0);
+                /* kept: used 0 (nothing went to the kernel's page cache) */
+                if (!keep)
+                    cache_once(fs->cache, b);
+                cache_put(fs->cache, b, keep ? 0 : n * sizeof(float));
             }
         }
         if (!locked)

@@ -37,45 +37,106 @@ void gguf_fstats_merge(struct gguf_fstats *a, const struct gguf_fstats *b)
     a->finite += b->finite;
 }
 
+/* Lanes of the sums: independent accumulators, so that an addition need
+ * not wait for the one before (a dependency chain of double additions is
+ * several times slower than the rest of the loop). */
+#define LANES 8
+
+static inline int nonfinite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
 void gguf_fstats_add(struct gguf_fstats *s, const float *v, size_t n)
 {
     struct gguf_fstats r;
     gguf_fstats_init(&r);
     r.count = n;
-    float mn = INFINITY, mx = -INFINITY, am = 0;
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = v[i];
-        if (isnan(x)) {
-            r.nan++;
-            continue;
-        }
-        if (isinf(x)) {
-            r.inf++;
-            continue;
-        }
-        r.zeros += x == 0;
-        r.finite++;
-        mn = x < mn ? x : mn;
-        mx = x > mx ? x : mx;
-        float a = fabsf(x);
-        am = a > am ? a : am;
-        sum += x;
+    float mn[LANES], mx[LANES];
+    double sum[LANES] = { 0 };
+    uint64_t zeros = 0, bad = 0;
+    for (int k = 0; k < LANES; k++) {
+        mn[k] = INFINITY;
+        mx[k] = -INFINITY;
     }
+    /* pass 1: counts, extremes and the sum; blocks without a NaN or an
+     * infinity (the usual case) take the branch-free path */
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        int any = 0;
+        for (int k = 0; k < LANES; k++)
+            any |= nonfinite(v[i + k]);
+        if (!any) {
+            for (int k = 0; k < LANES; k++) {
+                float x = v[i + k];
+                mn[k] = x < mn[k] ? x : mn[k];
+                mx[k] = x > mx[k] ? x : mx[k];
+                zeros += x == 0;
+                sum[k] += x;
+            }
+            continue;
+        }
+        for (int k = 0; k < LANES; k++) {
+            float x = v[i + k];
+            if (nonfinite(x)) {
+                bad++;
+                r.nan += isnan(x) != 0;
+                continue;
+            }
+            mn[k] = x < mn[k] ? x : mn[k];
+            mx[k] = x > mx[k] ? x : mx[k];
+            zeros += x == 0;
+            sum[k] += x;
+        }
+    }
+    for (; i < n; i++) {
+        float x = v[i];
+        if (nonfinite(x)) {
+            bad++;
+            r.nan += isnan(x) != 0;
+            continue;
+        }
+        mn[0] = x < mn[0] ? x : mn[0];
+        mx[0] = x > mx[0] ? x : mx[0];
+        zeros += x == 0;
+        sum[0] += x;
+    }
+    r.inf = bad - r.nan;
+    r.zeros = zeros;
+    r.finite = n - bad;
     if (r.finite) {
-        r.min = mn;
-        r.max = mx;
-        r.absmax = am;
-        r.sum = sum;
-        r.mean = sum / (double)r.finite;
-        double m2 = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!isfinite(v[i]))
+        float a = mn[0], b = mx[0];
+        for (int k = 1; k < LANES; k++) {
+            a = mn[k] < a ? mn[k] : a;
+            b = mx[k] > b ? mx[k] : b;
+        }
+        r.min = a;
+        r.max = b;
+        r.absmax = fabsf(a) > fabsf(b) ? fabsf(a) : fabsf(b);
+        r.sum = 0;
+        for (int k = 0; k < LANES; k++)
+            r.sum += sum[k];
+        r.mean = r.sum / (double)r.finite;
+        /* pass 2: squared deviations from the run's mean */
+        double q[LANES] = { 0 };
+        i = 0;
+        if (!bad)
+            for (; i + LANES <= n; i += LANES)
+                for (int k = 0; k < LANES; k++) {
+                    double d = v[i + k] - r.mean;
+                    q[k] += d * d;
+                }
+        for (; i < n; i++) {
+            if (nonfinite(v[i]))
                 continue;
             double d = v[i] - r.mean;
-            m2 += d * d;
+            q[0] += d * d;
         }
-        r.m2 = m2;
+        r.m2 = 0;
+        for (int k = 0; k < LANES; k++)
+            r.m2 += q[k];
     }
     gguf_fstats_merge(s, &r);
 }
