@@ -260,6 +260,29 @@ def across_edit(h, model):
                     % (s1["misses"] - s0["misses"]))
 
 
+def many_tensors(h, tmp):
+    """20,000 tensors, one with a NUL in its name (llama-gguf-hash prints
+    it up to the NUL): /hashes' size, known before it is computed, is its
+    length, and its bytes are the tool's."""
+    import gguf_write as gw
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add_tensor(b"nul\x00name", "i8", [3], b"abc")
+    for i in range(20000):
+        w.add_tensor("blk.%d.w" % i, ("f32", "i8", "f16")[i % 3], [1], bytes((4, 1, 2)[i % 3]))
+    p = os.path.join(tmp, "many.gguf")
+    w.write(p)
+    with h.case("many tensors: hashes"), mount(p) as mnt:
+        hp = os.path.join(mnt, "hashes")
+        size = os.stat(hp).st_size
+        got = read_all(hp)
+        h.check(size == len(got), "many: hashes st_size %d, %d bytes" % (size, len(got)))
+        if xxhash:
+            h.check(got == want_hashes(p, {}), "many: hashes differs from llama-gguf-hash's")
+        h.check(got.startswith(b"xxh64     ") and b"  model.gguf:nul\n" in got,
+                "many: the name with a NUL: %r" % got[:200])
+
+
 def split_model(h, ggml, tmp):
     """A split model: /hashes describes the merged model.gguf."""
     n = 3
@@ -353,6 +376,7 @@ def main():
         cache_shared(h, files[0], "big.q4_0")
         across_edit(h, files[0])
         split_model(h, ggml, tmp)
+        many_tensors(h, tmp)
         remote_models(h, [f for f in files if "v1" not in f])
     return h.finish()
 
