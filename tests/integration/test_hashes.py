@@ -325,8 +325,9 @@ def stat_fetches_nothing(h, url, pr):
         h.check(len(read_all(os.path.join(mnt, "hashes"))) == hsize, "hashes: not its st_size")
         s2 = harness.read_stats(mnt)
         data = sum(t.nbytes for t in pr.tensors)
-        # (the mount fetched the file's start with its header)
-        h.check(s2["remote_bytes"] > s1["remote_bytes"] and s2["remote_bytes"] >= data,
+        # (the mount fetched the file's start with its header: with a
+        # small model, perhaps all of it)
+        h.check(s2["remote_bytes"] >= data,
                 "hashes fetched %d bytes, %d in all, the tensors are %d"
                 % (s2["remote_bytes"] - s1["remote_bytes"], s2["remote_bytes"], data))
         for t in pr.tensors:
