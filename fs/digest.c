@@ -14,8 +14,9 @@
  * stats read the f32 view chunk by chunk through the block cache, as f32
  * reads do (a later f32 read of a tensor that fits in half the cache is
  * served from it, and stats after an f32 read fill only the chunks the
- * cache has dropped), with the workers
- * (-o threads) filling the chunks ahead; a little-endian float32 tensor,
+ * cache has dropped), with the workers (-o threads) filling the chunks
+ * ahead: in parallel where there are workers (none by default on two
+ * CPUs), else on the caller's thread.  A little-endian float32 tensor,
  * whose f32 view is its raw bytes and never goes through the cache, is
  * read from its source.  Digests read the raw bytes from the source, as
  * raw reads do (a local file, a split model's shards, a remote model's
