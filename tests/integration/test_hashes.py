@@ -201,6 +201,27 @@ def check_model(h, model, label, url=None, merged=None, options=()):
         print("  %s: %d tensors, %d stats files" % (label, len(pr.tensors), n_stats), flush=True)
 
 
+def make_edge_model(tmp):
+    """Tensors whose stats are edge cases: empty, all NaN, infinities,
+    signed zeros, subnormals, the largest floats (f32, and f16 and bf16
+    through the cache), a constant."""
+    import gguf_write as gw
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    w.add_tensor("empty", "f32", [0], b"")
+    w.add_tensor("allnan", "f32", [5], np.full(5, np.nan, "<f4").tobytes())
+    w.add_tensor("infs", "f32", [4], np.array([np.inf, -np.inf, np.nan, np.inf], "<f4").tobytes())
+    w.add_tensor("odd", "f32", [8], np.array([-0.0, 0.0, 1e-45, -1e-45, 3.4028235e38,
+                                              -3.4028235e38, np.nan, 1.5], "<f4").tobytes())
+    w.add_tensor("const", "f32", [4096], np.full(4096, 0.1, "<f4").tobytes())
+    w.add_tensor("h", "f16", [6], np.array([np.inf, -0.0, 65504, -65504, 6e-8, np.nan],
+                                           "<f2").tobytes())
+    w.add_tensor("b", "bf16", [4], bytes.fromhex("807f80ff0000c07f"))   # inf -inf 0 nan
+    p = os.path.join(tmp, "edge.gguf")
+    w.write(p)
+    return p
+
+
 def cache_shared(h, model, name):
     """stats and f32 fill the same chunks: on a fresh mount, stats fill
     each chunk once, an f32 read after them fills none, and a second mount
@@ -368,7 +389,7 @@ def main():
         with h.case("making files"):
             p = os.path.join(tmp, "ggml-types.gguf")
             make_ggml_model(ggml, p)
-            files = [p] + make_py_models(tmp)
+            files = [p] + make_py_models(tmp) + [make_edge_model(tmp)]
         for f in files:
             print("-- %s" % os.path.basename(f), flush=True)
             check_model(h, f, os.path.basename(f))
