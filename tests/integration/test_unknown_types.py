@@ -4,7 +4,8 @@
 The contract ("Mounting"): a tensor whose type id gguffs does not know does
 not make the file unmountable: its bytes run from its offset to the next
 tensor's offset (or the end of the data), checked not to overlap; it has
-raw, type (type_NN) and shape but no f32, and info says so.
+raw, type (type_NN), shape and raw's digests (xxh64, sha256) but no f32
+(nor stats), and info says so.
 
 Files are written with tests/oracle/gguf_write.py (any type id, given bytes),
 in versions 1-3 and both byte orders, and mounted for real.  Checked: every
@@ -127,7 +128,8 @@ def check_mounted(h, label, mnt, path, w, ggml, big_endian):
         h.check(got_shape == shape_text(t["ne"]), "%s: %s/shape %r" % (label, name, got_shape))
         files = sorted(os.listdir(d))
         if not known:
-            h.check(files == ["raw", "shape", "type"], "%s: %s lists %r" % (label, name, files))
+            h.check(files == ["raw", "sha256", "shape", "type", "xxh64"],
+                    "%s: %s lists %r" % (label, name, files))
             try:
                 open(os.path.join(d, "f32"), "rb").close()
                 h.fail("%s: %s/f32 opens" % (label, name))
