@@ -10,7 +10,7 @@ size (--blocks, -o remote_block); against `curl -s -o /dev/null -r A-B URL`
 of the same bytes from the same server (one stream).  At each RTT of
 --rtt (ms): 0 is nginx on 127.0.0.1; any other is nginx in a network
 namespace reached through a veth pair whose two ends each delay by RTT/2
-(tc qdisc ... netem delay), addresses 10.213.77.1-2/30 that exist only on
+(tc qdisc ... netem delay), addresses of a 10.213.X.Y/30 that exist only on
 this host; a kernel without netem gets scripts/delay-proxy instead (a TCP
 proxy on 127.0.0.1 that delays each chunk by RTT/2 each way and moves at
 most --window bytes, default 4 MiB, per round trip and connection, as TCP
@@ -37,9 +37,14 @@ from common import GGUFFS, NULLFS, DelayProxy, FuseMount, counters, drop_caches,
 NAME = "remote"
 ALIASES = ()
 
-NETNS = "gguffs-bench-rtt"
-VETH = ("ggb-rtt0", "ggb-rtt1")
-VETH_ADDR = ("10.213.77.1", "10.213.77.2")
+# Named and addressed by our pid, so that two runs at once (the meson test
+# bench-quick of two checkouts) do not take each other's: one /30 of
+# 10.213.0.0/16 each.
+_K = os.getpid() % 16384
+NETNS = "gguffs-bench-rtt-%d" % os.getpid()
+VETH = ("ggb%da" % _K, "ggb%db" % _K)
+VETH_ADDR = tuple("10.213.%d.%d" % ((_K * 4 + i) >> 8, (_K * 4 + i) & 255) for i in (1, 2))
+
 
 def start_nginx(root, addr="127.0.0.1", netns=None):
     """remote.Nginx serving root under /files/ on addr (inside netns if
