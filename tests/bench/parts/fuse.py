@@ -27,8 +27,9 @@ server (same readahead, same size) and to its best over readahead settings.
 Repetitions after the first are run only while they fit in --budget
 seconds (default 540, from the start of the part): under 10 minutes on 2
 shared cores.
-  --quick: f32 and q4_K tensors of 2 MiB of float32 and big.q4_K of twice
-  that, readahead 1M, one repetition.
+  --quick: the first 8 of those types (enough for the 8 readers at once),
+  1 MiB of float32 each and big.q4_K of twice that, readahead 1M, one
+  repetition.
 """
 import contextlib
 import os
@@ -46,8 +47,7 @@ from f32 import make_types_file
 
 NAME = "fuse"
 ALIASES = ()
-QUICK_TYPES = ["f32", "q4_K"]
-QUICK_MIB = 2
+QUICK_MIB = 1
 
 # ------------------------------------------- part fuse: the FUSE ceiling (issue 12)
 
@@ -851,7 +851,7 @@ def run(work, args):
         types = [t for t in ggml.quantizable_types()
                  if t not in ("i8", "i16", "i32", "i64", "f64", "q8_1", "q8_K")]
     else:
-        types = QUICK_TYPES if args.quick else FUSE_TYPES
+        types = FUSE_TYPES[:N_READERS] if args.quick else FUSE_TYPES
     big = (BIG_TYPE, big_mib) if not args.no_big else None
     path = os.path.join(work, "fuse.gguf")
     t_start = t0 = time.perf_counter()
