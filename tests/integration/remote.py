@@ -332,7 +332,7 @@ class Nginx:
     def __init__(self, root_dir, https=False, lifetime=600.0, max_requests=20000, addr=LOOPBACK,
                  netns=None, access_log=True):
         """addr, netns: listen on addr inside the network namespace netns
-        (scripts/bench --part remote: 10.213.77.2 behind a delayed veth)
+        (scripts/bench --part remote: 10.213.X.Y behind a delayed veth)
         instead of 127.0.0.1 here; nginx itself runs here either way.
         access_log False: no log (scripts/bench's timed reads; requests()
         then sees nothing, max_requests does not apply)."""
