@@ -335,7 +335,7 @@ class Nginx:
         (scripts/bench --part remote: 10.213.X.Y behind a delayed veth)
         instead of 127.0.0.1 here; nginx itself runs here either way.
         access_log False: no log (scripts/bench's timed reads; requests()
-        then sees nothing, max_requests does not apply)."""
+        and mark() cannot be used then, max_requests does not apply)."""
         self.addr = addr
         self.netns = netns
         self.access_log = access_log
