@@ -3,7 +3,7 @@
  * and the workers that fill the chunks ahead of a sequential reader.
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"

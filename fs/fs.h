@@ -1,7 +1,12 @@
 /*
  * fs/fs.h — the gguffs FUSE driver: the context every handler works with.
  *
- * Rooms of fs/ (only this directory includes a FUSE header):
+ * Rooms of fs/ (only this directory includes a FUSE header; the caches it
+ * uses, with no FUSE in them, are in cache/: cache.h the bounded cache of
+ * fixed-size blocks that holds the dequantized chunks and the remote
+ * blocks, blocksrc.h the remote blocks' byte source with its fetch
+ * threads, diskcache.h the disk cache of remote blocks, thread.h helper
+ * threads that take no signal):
  *
  *   main.c      gguffs(1): options, mount point check, model open, session
  *   options.c   the command line: option table, sizes, --help
@@ -16,14 +21,6 @@
  *               (their NPY header, then raw's and f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
- *   cache.c     the bounded cache of fixed-size blocks that holds the
- *               dequantized chunks (no FUSE inside)
- *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
- *               each remote shard, with its fetch threads (no FUSE inside)
- *   diskcache.c the persistent cache of remote blocks on a local disk
- *               (-o cache_dir; no FUSE inside), with dcache_table.c,
- *               dcache_evict.c, dcache_check.c and dcache_open.c, one
- *               job each (listed in dcache_impl.h)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   overlay.c   a remote model's edits in a local file (-o overlay)
@@ -69,10 +66,10 @@
  *   pend_mu           the lists of created keys, live handles, snapshots,
  *                     f32 streams
  *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
- *   cache mu          (cache.c), under the state lock (read); held for
+ *   cache mu          (cache/cache.c), under the state lock (read); held for
  *                     bookkeeping only, never during a fill
  *   blocksrc locks    a remote source's streams, then its rcache's queue,
- *                     then that cache's mu (blocksrc.h); reached from reads
+ *                     then that cache's mu (cache/blocksrc.h); reached from reads
  *                     of a source, never held during a fetch
  *   states_mu         the counted list of live states (state.c)
  *   sig_mu            what gguffs knows of the model's files: each
@@ -102,7 +99,7 @@
 #include "gguf/split.h"
 #include "gguf/ntab.h"
 #include "gguf/value.h"
-#include "cache.h"
+#include "cache/cache.h"
 #include "list.h"
 
 enum {
@@ -312,7 +309,7 @@ struct ggfs {
     int in_stop[2];              /* a pipe that ends its thread */
     pthread_t in_thread;
 
-    /* The disk cache of a remote model (-o cache_dir, fs/diskcache.h): one
+    /* The disk cache of a remote model (-o cache_dir, cache/diskcache.h): one
      * per shard of the model (the model is fixed for a remote mount), NULL
      * for a shard without one (another process has it open, or it could
      * not be opened: said once on stderr).  Opened before the session,

@@ -1,9 +1,9 @@
 /* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
-#include "diskcache.h"
+#include "cache/diskcache.h"
 
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "remote/source.h"
 
 #include "gguf/types.h"

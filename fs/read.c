@@ -8,7 +8,7 @@
  */
 #include "fs.h"
 
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "gguf/types.h"
 #include "remote/source.h"
 

@@ -63,7 +63,7 @@
  * at locks).
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include <errno.h>
 #include <poll.h>
