@@ -287,7 +287,9 @@ struct ggfs {
     char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
     atomic_bool ra_pending;      /* readahead still to be written (ops.c) */
 
-    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    pthread_rwlock_t lock;       /* read: handlers that only look, and reads
+                                    while they take a reference to st;
+                                    write: swapping st (see the lock order) */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
     struct state *st;            /* the current version: under lock, or commit_mu */
     struct ntab ids;             /* key ids: a meta/ file name -> a number for
