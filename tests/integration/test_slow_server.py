@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# One slow server does not stall the mount (issue 22): while a read of a remote tensor's raw (then f32) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes and the edit is in the overlay.
+# One slow server does not stall the mount (issue 22): while a read of a remote tensor's raw (then f32, then model.gguf) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes (model.gguf: the version it opened) and the edit is in the overlay.
 """
     test_slow_server.py [--verbose]
 
@@ -8,7 +8,8 @@ its FaultProxy and mounted with -o overlay (edits of meta/ go to a local
 file) and -o timeout=600 (libcurl does not give up on the held request
 meanwhile).  Once the mount is up, a "park" rule holds the next request
 for the model: the first block of the tensor a reader child starts to
-read (raw, or f32 of a quantized tensor: a chunk fill).  The proxy holds
+read (raw; f32 of a quantized tensor: a chunk fill; model.gguf, past the
+header the mount holds in memory).  The proxy holds
 it until the test releases it, so the read is stalled for as long as the
 test wants, with no timing in it.  While it is held, children run
 
@@ -26,8 +27,9 @@ change that made reads drop the state lock, the read held it (read side)
 across the fetch; the commit's swap waited for it (write side), and every
 later handler queued behind the commit: the edit and ls hit the bound.
 Then the test releases the request: the read's bytes must be the model's
-(raw) or ggml's dequantization of them (f32), and the overlay must hold
-the new name.
+(raw), ggml's dequantization of them (f32) or the model file as it was
+(model.gguf: its handle was opened before the edit and keeps its
+version), and the overlay must hold the new name.
 """
 import argparse
 import json
@@ -115,9 +117,9 @@ def generated(root, ggml):
     return path, {name.decode(): (t, raw) for name, t, ne, raw, _ in made}
 
 
-def stalled(h, ng, ggml, path, tensors, tmp, view, tensor, verbose):
-    """One case: a read of tensors/TENSOR/VIEW held at the proxy while the
-    other handlers run."""
+def stalled(h, ng, path, tensors, tmp, view, rel, want, verbose):
+    """One case: a read of REL (its bytes: want) held at the proxy while
+    the other handlers run."""
     name = os.path.basename(path)
     ov = os.path.join(tmp, "%s.overlay" % view)
     out = os.path.join(tmp, "%s.bytes" % view)
@@ -127,15 +129,15 @@ def stalled(h, ng, ggml, path, tensors, tmp, view, tensor, verbose):
         mnt = g.mnt
         park = Rule("park", times=1, path=re.escape(name), method="GET")
         px.add(park)
-        reader = child("read", os.path.join(mnt, "tensors", tensor, view), out)
+        reader = child("read", os.path.join(mnt, rel), out)
         pending = [reader]
         try:
             if not h.check(px.wait_parked(park, LIVE), "%s: the read's request never reached the "
                            "proxy within %.0f s" % (view, LIVE)):
                 return
             held = [e for e in px.requests() if e["fault"] == "park"]
-            print("%s: read of tensors/%s/%s held at the proxy (Range %s)"
-                  % (view, tensor, view, held[0]["range"] if held else "?"), flush=True)
+            print("%s: read of %s held at the proxy (Range %s)"
+                  % (view, rel, held[0]["range"] if held else "?"), flush=True)
             meta = os.path.join(mnt, "meta")
             steps = [("cat meta/general.architecture",
                       lambda: child("cat", os.path.join(meta, "general.architecture")),
@@ -173,14 +175,8 @@ def stalled(h, ng, ggml, path, tensors, tmp, view, tensor, verbose):
             finish(reader)
             return
         got = open(out, "rb").read()
-        t, raw = tensors[tensor]
-        if view == "raw":
-            h.check(got == raw, "%s: the held read returned %d bytes, not the tensor's %d"
-                    % (view, len(got), len(raw)))
-        else:
-            want = ggml.dequant(t, raw).tobytes()
-            h.check(got == want, "%s: the held read's floats differ from ggml's (%d bytes, want %d)"
-                    % (view, len(got), len(want)))
+        h.check(got == want, "%s: the held read returned other bytes than %s's (%d bytes, want %d)"
+                % (view, rel, len(got), len(want)))
         print("%s: the held read ended %.3f s after it started (released by the test)"
               % (view, r["secs"]), flush=True)
         if verbose:
@@ -207,10 +203,16 @@ def main():
         path, tensors = generated(root, ggml)
         h = Harness("slow-server")
         with Nginx(root) as ng:
+            t, raw = tensors["w.q8"]
             with h.case("raw read held"):
-                stalled(h, ng, ggml, path, tensors, tmp, "raw", "w.q8", args.verbose)
+                stalled(h, ng, path, tensors, tmp, "raw", "tensors/w.q8/raw", raw, args.verbose)
+            t, raw = tensors["w.q4"]
             with h.case("f32 read held"):
-                stalled(h, ng, ggml, path, tensors, tmp, "f32", "w.q4", args.verbose)
+                stalled(h, ng, path, tensors, tmp, "f32", "tensors/w.q4/f32",
+                        ggml.dequant(t, raw).tobytes(), args.verbose)
+            with h.case("model.gguf read held"):
+                stalled(h, ng, path, tensors, tmp, "model.gguf", "model.gguf",
+                        open(path, "rb").read(), args.verbose)
         return h.finish()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
