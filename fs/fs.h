@@ -60,14 +60,28 @@
  *                     without the state lock
  *   whandle.mu        a write handle's text and flags (whandle.c)
  *   lock (write)      swapping fs->st in (commit.c), briefly
- *   lock (read)       every other handler, for its whole run: it sees one
- *                     version from start to end.  Writer-preferring, so
- *                     readers cannot starve a swap.
+ *   lock (read)       the handlers that only look (lookup, getattr,
+ *                     readdir, open, xattrs, statfs), for their whole
+ *                     run: each sees one version from start to end.
+ *                     Reads (ops.c's read handler, f32.c's workers) hold
+ *                     it only while they take a reference to fs->st
+ *                     (ggfs_state_current), then run with the reference
+ *                     alone: it keeps that version's memory (index,
+ *                     sources, shards) alive; info, info.json and
+ *                     model.gguf read the version their handle holds.
+ *                     Writer-preferring, so readers cannot starve a swap;
+ *                     and so no handler may wait on the network (a fetch,
+ *                     a fill, a splice of remote bytes) with it held: the
+ *                     swap would wait for that handler and every handler
+ *                     after it for the swap, and one slow server would
+ *                     stall the whole mount.
  *   pend_mu           the lists of created keys, live handles, snapshots,
  *                     f32 streams
- *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
- *   cache mu          (cache/cache.c), under the state lock (read); held for
- *                     bookkeeping only, never during a fill
+ *   workers.mu        the prefetch queue (f32.c); a worker takes its state
+ *                     reference with the queue's lock dropped, then takes
+ *                     it again
+ *   cache mu          (cache/cache.c); held for bookkeeping only, never during a
+ *                     fill
  *   blocksrc locks    a remote source's streams, then its rcache's queue,
  *                     then that cache's mu (cache/blocksrc.h); reached from reads
  *                     of a source, never held during a fetch
@@ -160,8 +174,10 @@ struct tref {
  * derived from it.  A state never changes once built; an edit builds a new
  * one and swaps it in (fs->lock held for writing), so a handler that holds
  * the lock for reading sees one consistent version from start to end.
- * States are counted: fs->st holds one reference, and every open info or
- * model.gguf holds one, so a version lives until its last reader is done.
+ * States are counted: fs->st holds one reference, every open info,
+ * info.json or model.gguf holds one, and so does every read while it runs
+ * (it holds no lock: ggfs_state_current), so a version lives until its
+ * last reader is done.
  * Metadata lives in the first shard: model->shards[0].
  */
 struct state {
@@ -268,7 +284,9 @@ struct ggfs {
     char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
     atomic_bool ra_pending;      /* readahead still to be written (ops.c) */
 
-    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    pthread_rwlock_t lock;       /* read: handlers that only look, and reads
+                                    while they take a reference to st;
+                                    write: swapping st (see the lock order) */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
     struct state *st;            /* the current version: under lock, or commit_mu */
     struct ntab ids;             /* key ids: a meta/ file name -> a number for
@@ -428,6 +446,11 @@ void ggfs_under_rewatch(struct ggfs *fs);
 int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out);
 struct state *ggfs_state_ref(struct state *st);
+/* fs->st with a reference, taken under the state lock (read) and nothing
+ * else: for a handler or thread that may wait (on a fetch, a fill, a
+ * splice) and so must not hold the lock meanwhile.  Drop it with
+ * ggfs_state_put. */
+struct state *ggfs_state_current(struct ggfs *fs);
 /* Drops a reference; the last one frees the state (on a notify thread
  * when they run: closing a replaced model file may take a while). */
 void ggfs_state_put(struct state *st);
@@ -516,8 +539,17 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 /* ---- f32.c ---- */
 
 /* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
- * tensor of the current state into dst (len bytes: 4 per float). */
+ * tensor into dst (len bytes: 4 per float), read from the state the
+ * calling thread fills for: the one named by ggfs_chunk_get, or a
+ * worker's (a fill runs on the thread that gets or claims the block,
+ * fs/cache.h; tensor data is the same in every version).  EINVAL on a
+ * thread that named none. */
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
+/* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
+ * is a reference the caller holds (not the state lock: a fill may wait on
+ * a remote server). */
+struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
+                                   size_t len, int *err);
 /* Workers that fill chunks ahead of sequential f32 readers (started after
  * daemonizing: threads do not survive fork). */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
@@ -525,7 +557,7 @@ void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):
  * learns the pattern, and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
- * pattern, those after it.  Under the state lock (read). */
+ * pattern, those after it.  st: a reference the caller holds. */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
                    uint64_t tensor, uint64_t first, uint64_t last);
 /* A reader is about to get chunk c of tensor: off the queue, if a worker

@@ -93,6 +93,15 @@ the next `times` (None: all).  Faults:
                 passed: a bounded check that a client asked for the next
                 range before this one ended (the log's fault is "hold", or
                 "hold-timeout" when the wait ran out)
+  park          holds the request before anything is forwarded (no headers,
+                no byte) until the test calls px.release(rule), or `wait`
+                seconds (default 300) passed, then forwards it as if no
+                rule applied: a stall the test ends, with no timing in it.
+                px.wait_parked(rule, timeout) waits until a request is
+                held (true) or the timeout (a liveness bound) passed;
+                rule.holding counts the requests held now, rule.parked
+                those held so far (the log's fault is "park", or
+                "park-timeout" when the wait ran out)
 
 Every request is logged in px.log (number, method, path, Range, If-Match,
 If-Range, auth yes/no, status sent, fault) and px.resolves counts the
@@ -576,7 +585,7 @@ class Rule:
     """One rule of a FaultProxy plan (see the module's doc)."""
 
     FAULTS = ("status", "reset", "short", "ignore_range", "content_range", "slow", "etag",
-              "expire", "redirect", "gate", "hold")
+              "expire", "redirect", "gate", "hold", "park")
 
     def __init__(self, fault, after=0, times=None, path=None, method=None, **params):
         if fault not in self.FAULTS:
@@ -593,6 +602,9 @@ class Rule:
         self.gate_paths = set()  # gate: the paths seen
         self.opened = 0        # gate: let through once all had come
         self.timeouts = 0      # gate: let through when the wait ran out
+        self.parked = 0        # park: requests held so far
+        self.holding = 0       # park: requests held now
+        self.released = False  # park: px.release(rule) was called
 
     def __repr__(self):
         return "Rule(%r, after=%d, times=%r, %r)" % (self.fault, self.after, self.times, self.params)
@@ -767,6 +779,19 @@ class FaultProxy:
         with self._lock:
             self.plan.append(rule)
 
+    def release(self, rule):
+        """Lets the requests a park rule holds (and will hold) go on."""
+        with self._gate_cv:
+            rule.released = True
+            self._gate_cv.notify_all()
+
+    def wait_parked(self, rule, timeout):
+        """Waits until park rule holds a request: true, or false once
+        timeout seconds passed (a liveness bound, not a timing)."""
+        with self._gate_cv:
+            return self._gate_cv.wait_for(lambda: rule.holding > 0 or self._stop.is_set(),
+                                          timeout=timeout) and rule.holding > 0
+
     # ---- addresses and results
     def url(self, path):
         return "%s/files/%s" % (self.base, urllib.parse.quote(path))
@@ -904,9 +929,28 @@ class FaultProxy:
                 rule.timeouts += 1
                 entry["fault"] = "gate-timeout"
 
+    def _park(self, rule, entry):
+        """Holds a request until px.release(rule) (or `wait` seconds)."""
+        with self._gate_cv:
+            rule.parked += 1
+            rule.holding += 1
+            self._gate_cv.notify_all()
+            try:
+                ok = self._gate_cv.wait_for(lambda: rule.released or self._stop.is_set(),
+                                            timeout=rule.params.get("wait", 300.0))
+            finally:
+                rule.holding -= 1
+            if self._stop.is_set():
+                raise _Gone()
+            if not ok:
+                entry["fault"] = "park-timeout"
+
     def _serve(self, hd, method, path, rule, entry):
-        if rule is not None and rule.fault == "gate":
-            self._gate(rule, entry)
+        if rule is not None and rule.fault in ("gate", "park"):
+            if rule.fault == "gate":
+                self._gate(rule, entry)
+            else:
+                self._park(rule, entry)
             rule = None
         p = rule.params if rule else {}
         f = rule.fault if rule else None
