@@ -91,7 +91,7 @@ static uint8_t *thread_buffer(size_t bytes)
 
 /* The state whose tensor a fill on this thread reads.  The cache runs its
  * fill callback on the thread that calls cache_get or cache_fill_claimed
- * (fs/cache.h), so ggfs_chunk_get and the workers name the state here
+ * (cache/cache.h), so ggfs_chunk_get and the workers name the state here
  * first, as blocksrc.c names its source; the caller's reference keeps it
  * alive through the fill, with no lock held. */
 static _Thread_local const struct state *tl_fill_st;

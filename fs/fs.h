@@ -542,7 +542,7 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
  * tensor into dst (len bytes: 4 per float), read from the state the
  * calling thread fills for: the one named by ggfs_chunk_get, or a
  * worker's (a fill runs on the thread that gets or claims the block,
- * fs/cache.h; tensor data is the same in every version).  EINVAL on a
+ * cache/cache.h; tensor data is the same in every version).  EINVAL on a
  * thread that named none. */
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
 /* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
