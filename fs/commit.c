@@ -6,9 +6,13 @@
  *
  * Every function here runs with commit_mu held: nobody else can swap the
  * state meanwhile, so fs->st is stable without the state lock; the swap
- * itself takes the lock for writing, which waits for readers of the old
- * state to finish.  Readers are never blocked by a commit in progress (a
- * rewrite of a big model can take a while), only by the swap.
+ * itself takes the lock for writing, which waits for the handlers that
+ * only look (lookup, readdir, ...: in memory, quick).  Reads hold a
+ * reference to their version instead of the lock, so the swap never waits
+ * for a read's fetch or fill (a slow server), and the old version lives
+ * until its last read drops it.  Handlers are never blocked by a commit in
+ * progress (a rewrite of a big model can take a while), only, briefly, by
+ * the swap.
  */
 #include "whandle.h"
 

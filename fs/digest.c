@@ -28,12 +28,13 @@
  * read computes them, and a stat (ls -l) reads nothing; a stats file's
  * size is its text's, computed on the first stat.
  *
- * Handlers call ggfs_digest_prepare before they take the state lock: a
- * computation may take a while (/hashes reads the whole model), and an
- * edit waiting for the lock, which prefers writers, would hold every
- * handler back meanwhile.  So stats take the state lock (read) for one
- * chunk at a time, and digests do not take it: they hold a reference to
- * the state, as reads of an open model.gguf do.
+ * Everything here runs with a reference to a state, not the state lock,
+ * as reads do (fs.h): a computation may take a while (/hashes reads the
+ * whole model, perhaps from a slow server), and an edit waiting for the
+ * lock, which prefers writers, would hold every handler back meanwhile.
+ * Reads hold a reference already; lookup and getattr, which hold the lock,
+ * call ggfs_digest_prepare before they take it, so that a stats file they
+ * need is computed first.
  */
 #include "fs.h"
 
@@ -132,10 +133,10 @@ static struct text *text_of(struct gguf_buf *b)
 
 /* ---- stats ---------------------------------------------------------------- */
 
-/* Tensor idx's stats.  locked: the caller holds the state lock (read) or
- * commit_mu for the whole computation; else it is taken for each chunk.
- * 0 or an errno. */
-static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text **out)
+/* Tensor idx's stats, read from st (a reference the caller holds, or the
+ * state lock).  0 or an errno. */
+static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
+                         struct text **out)
 {
     struct gguf_fstats acc;
     gguf_fstats_init(&acc);
@@ -147,22 +148,13 @@ static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text
      * f32 read; a larger one would only push out what other readers keep
      * (its first chunks are gone by its end): its chunks pass through, as
      * a long sequential read's do (cache_once). */
-    bool keep = true;
-    for (uint64_t c = 0; !err; c++) {
-        if (!locked)
-            pthread_rwlock_rdlock(&fs->lock);
-        const struct state *st = fs->st;
-        if (c >= ggfs_chunks(st, idx)) {
-            if (!locked)
-                pthread_rwlock_unlock(&fs->lock);
-            break;
-        }
+    uint64_t chunks = ggfs_chunks(st, idx);
+    bool keep = chunks <= cache_capacity_blocks(fs->cache) / 2;
+    const struct tref *r = &st->tens[idx];
+    const struct gguf_shard *sh = &st->model->shards[r->shard];
+    for (uint64_t c = 0; c < chunks && !err; c++) {
         size_t n = ggfs_chunk_len(st, idx, c);
-        if (c == 0)
-            keep = ggfs_chunks(st, idx) <= cache_capacity_blocks(fs->cache) / 2;
         if (ggfs_f32_is_raw(st, idx)) {
-            const struct tref *r = &st->tens[idx];
-            const struct gguf_shard *sh = &st->model->shards[r->shard];
             if (!raw && !(raw = malloc(fs->chunk_bytes)))
                 err = ENOMEM;
             else if (gguf_source_read_all(sh->src, raw, n * sizeof(float),
@@ -175,20 +167,18 @@ static int stats_compute(struct ggfs *fs, uint64_t idx, bool locked, struct text
             } else {
                 gguf_fstats_add(&acc, raw, n);
             }
-        } else {
-            ggfs_prefetch(fs, st, s, idx, c, c);
-            ggfs_unqueue(fs, idx, c);
-            struct cache_block *b = cache_get(fs->cache, idx, c, n * sizeof(float), &err);
-            if (b) {
-                gguf_fstats_add(&acc, cache_data(b), n);
-                /* kept: used 0 (nothing went to the kernel's page cache) */
-                if (!keep)
-                    cache_once(fs->cache, b);
-                cache_put(fs->cache, b, keep ? 0 : n * sizeof(float));
-            }
+            continue;
         }
-        if (!locked)
-            pthread_rwlock_unlock(&fs->lock);
+        ggfs_prefetch(fs, st, s, idx, c, c);
+        ggfs_unqueue(fs, idx, c);
+        struct cache_block *b = ggfs_chunk_get(st, idx, c, n * sizeof(float), &err);
+        if (b) {
+            gguf_fstats_add(&acc, cache_data(b), n);
+            /* kept: used 0 (nothing went to the kernel's page cache) */
+            if (!keep)
+                cache_once(fs->cache, b);
+            cache_put(fs->cache, b, keep ? 0 : n * sizeof(float));
+        }
     }
     if (s)
         ggfs_stream_free(fs, s);
@@ -443,7 +433,7 @@ const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tenso
         return t;
     if (tf == TF_STATS) {
         struct text *nt = NULL;
-        *err = stats_compute(fs, idx, true, &nt);
+        *err = stats_compute(fs, st, idx, &nt);
         return *err ? NULL : publish_text(&dg->stats[idx], nt);
     }
     *err = dig_compute(fs, st, idx);
@@ -456,56 +446,32 @@ const struct text *ggfs_hashes(struct state *st, int *err)
     struct text *t = atomic_load_explicit(&dg->hashes, memory_order_acquire);
     if (t)
         return t;
-    *err = hashes_compute(st->fs, st, &t);
-    return *err ? NULL : publish_text(&dg->hashes, t);
+    /* one computation at a time: a second reader waits for the first's */
+    pthread_mutex_lock(&dg->hashes_mu);
+    *err = 0;
+    if (!(t = atomic_load(&dg->hashes)) && !(*err = hashes_compute(st->fs, st, &t)))
+        t = publish_text(&dg->hashes, t);
+    pthread_mutex_unlock(&dg->hashes_mu);
+    return *err ? NULL : t;
 }
 
-/* Whether ino may be one of the files computed here, and (read) one a
- * read needs or else one a stat needs (no lock needed). */
-static bool maybe_digest(fuse_ino_t ino, bool read)
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino)
 {
-    if (ino >= TENSOR_BASE) {
-        uint64_t tf = (ino - TENSOR_BASE) % TENSOR_STRIDE;
-        return tf == TF_STATS || (read && (tf == TF_XXH64 || tf == TF_SHA256));
-    }
-    return read && ino >= VERSION_BASE && VERSION_SLOT(ino) == 3;
-}
-
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino, bool read)
-{
-    if (!maybe_digest(ino, read))
+    if (ino < TENSOR_BASE || (ino - TENSOR_BASE) % TENSOR_STRIDE != TF_STATS)
         return 0;
     struct digests *dg = fs->digests;
     pthread_rwlock_rdlock(&fs->lock);
-    struct state *st = fs->st;
-    struct node n = ggfs_classify(st, ino);
-    bool hashes = n.kind == K_HASHES;
-    if (hashes ? atomic_load(&dg->hashes) != NULL
-               : n.kind != K_TENSOR || known(dg, n.idx, n.tf)) {
+    struct node n = ggfs_classify(fs->st, ino);
+    if (n.kind != K_TENSOR || known(dg, n.idx, n.tf)) {
         pthread_rwlock_unlock(&fs->lock);
-        return 0;                /* known, or not such a file: the handler says */
+        return 0;                /* known, or no such file: the handler says */
     }
-    if (n.tf == TF_STATS) {
-        pthread_rwlock_unlock(&fs->lock);
-        struct text *t = NULL;
-        int e = stats_compute(fs, n.idx, false, &t);
-        if (!e)
-            publish_text(&dg->stats[n.idx], t);
-        return e;
-    }
-    /* digests: the state's sources, through a reference */
-    st = ggfs_state_ref(st);
+    struct state *st = ggfs_state_ref(fs->st);
     pthread_rwlock_unlock(&fs->lock);
-    int e = 0;
-    if (hashes) {
-        pthread_mutex_lock(&dg->hashes_mu);
-        struct text *t = NULL;
-        if (!atomic_load(&dg->hashes) && !(e = hashes_compute(fs, st, &t)))
-            publish_text(&dg->hashes, t);
-        pthread_mutex_unlock(&dg->hashes_mu);
-    } else {
-        e = dig_compute(fs, st, n.idx);
-    }
+    struct text *t = NULL;
+    int e = stats_compute(fs, st, n.idx, &t);
+    if (!e)
+        publish_text(&dg->stats[n.idx], t);
     ggfs_state_put(st);
     return e;
 }
@@ -515,5 +481,5 @@ int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *nam
     if (parent < TENSOR_BASE || (parent - TENSOR_BASE) % TENSOR_STRIDE != TF_DIR ||
         strcmp(name, ggfs_tensor_files[TF_STATS]) != 0)
         return 0;
-    return ggfs_digest_prepare(fs, parent + TF_STATS, false);
+    return ggfs_digest_prepare(fs, parent + TF_STATS);
 }

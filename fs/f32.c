@@ -3,7 +3,7 @@
  * and the workers that fill the chunks ahead of a sequential reader.
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"
@@ -89,6 +89,22 @@ static uint8_t *thread_buffer(size_t bytes)
     return b->p;
 }
 
+/* The state whose tensor a fill on this thread reads.  The cache runs its
+ * fill callback on the thread that calls cache_get or cache_fill_claimed
+ * (cache/cache.h), so ggfs_chunk_get and the workers name the state here
+ * first, as blocksrc.c names its source; the caller's reference keeps it
+ * alive through the fill, with no lock held. */
+static _Thread_local const struct state *tl_fill_st;
+
+struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
+                                   size_t len, int *err)
+{
+    tl_fill_st = st;
+    struct cache_block *blk = cache_get(st->fs->cache, tensor, chunk, len, err);
+    tl_fill_st = NULL;
+    return blk;
+}
+
 /*
  * Fills one chunk.  The source bytes are read into the chunk's own block,
  * at its end, and dequantized forward from there: block k's floats end
@@ -105,7 +121,9 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
 {
     struct ggfs *fs = ctx;
     size_t n = len / sizeof(float);
-    const struct state *st = fs->st;       /* under the state lock (read) */
+    const struct state *st = tl_fill_st;   /* the caller holds a reference */
+    if (!st || tensor >= st->n_tensors)
+        return EINVAL;
     const struct tref *r = &st->tens[tensor];
     const struct ggml_type_info *ti = ggml_type_get(r->t->type);
     size_t room = fs->chunk_bytes + F32_CHUNK_SLACK;
@@ -212,28 +230,32 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&wk->cv, &wk->mu);
         if (wk->stop)
             break;
-        /* The state lock first (the lock order), then the queue's again:
-         * a chunk leaves the queue and is claimed in the cache at once, so
-         * a reader either takes it off the queue first (and fills it) or
-         * finds it being filled (and waits), never fills it a second time
-         * after this worker took it.  The fill runs under the state lock,
-         * as every fill does, and not under the queue's. */
+        /* A reference to the current state first (it takes the state
+         * lock for a moment: above the queue's in the lock order), then
+         * the queue's lock again: a chunk leaves the queue and is claimed
+         * in the cache at once, so a reader either takes it off the queue
+         * first (and fills it) or finds it being filled (and waits), never
+         * fills it a second time after this worker took it.  The fill runs
+         * with the reference alone: no lock, since it may wait on a remote
+         * server and a commit's swap must not wait for it. */
         pthread_mutex_unlock(&wk->mu);
-        pthread_rwlock_rdlock(&fs->lock);
+        struct state *st = ggfs_state_current(fs);
         pthread_mutex_lock(&wk->mu);
         struct cache_block *blk = NULL;
         if (wk->len && !wk->stop) {
             uint64_t t = wk->q_tensor[wk->head], c = wk->q_chunk[wk->head];
             wk->head = (wk->head + 1) % QUEUE_CAP;
             wk->len--;
-            const struct state *st = fs->st;
             if (t < st->n_tensors && c < ggfs_chunks(st, t))
                 blk = cache_claim(fs->cache, t, c, ggfs_chunk_len(st, t, c) * sizeof(float));
         }
         pthread_mutex_unlock(&wk->mu);
-        if (blk)
+        if (blk) {
+            tl_fill_st = st;
             cache_fill_claimed(fs->cache, blk);
-        pthread_rwlock_unlock(&fs->lock);
+            tl_fill_st = NULL;
+        }
+        ggfs_state_put(st);
         pthread_mutex_lock(&wk->mu);
     }
     pthread_mutex_unlock(&wk->mu);

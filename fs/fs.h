@@ -1,7 +1,12 @@
 /*
  * fs/fs.h — the gguffs FUSE driver: the context every handler works with.
  *
- * Rooms of fs/ (only this directory includes a FUSE header):
+ * Rooms of fs/ (only this directory includes a FUSE header; the caches it
+ * uses, with no FUSE in them, are in cache/: cache.h the bounded cache of
+ * fixed-size blocks that holds the dequantized chunks and the remote
+ * blocks, blocksrc.h the remote blocks' byte source with its fetch
+ * threads, diskcache.h the disk cache of remote blocks, thread.h helper
+ * threads that take no signal):
  *
  *   main.c      gguffs(1): options, mount point check, model open, session
  *   options.c   the command line: option table, sizes, --help
@@ -19,14 +24,6 @@
  *   digest.c    what is computed on first use and kept for the mount: a
  *               tensor's stats (over f32, through the cache), its xxh64
  *               and sha256 (over raw), and /hashes
- *   cache.c     the bounded cache of fixed-size blocks that holds the
- *               dequantized chunks (no FUSE inside)
- *   blocksrc.c  the cache of remote blocks: a byte source wrapped around
- *               each remote shard, with its fetch threads (no FUSE inside)
- *   diskcache.c the persistent cache of remote blocks on a local disk
- *               (-o cache_dir; no FUSE inside), with dcache_table.c,
- *               dcache_evict.c, dcache_check.c and dcache_open.c, one
- *               job each (listed in dcache_impl.h)
  *   whandle.c   meta/ files open for writing, created keys, scratch files
  *   commit.c    applying an edit: new header, commit, new state, swap
  *   overlay.c   a remote model's edits in a local file (-o overlay)
@@ -65,7 +62,7 @@
  * those below it):
  *
  *   hashes_mu         one /hashes computation at a time (digest.c), taken
- *                     before the state lock, with no other lock held
+ *                     by a read holding a state reference and no lock
  *   commit_mu         one edit at a time: handlers that may commit (open
  *                     for writing, create, write handles' flush and
  *                     release, unlink, rename, setxattr, setattr); while it
@@ -73,16 +70,30 @@
  *                     without the state lock
  *   whandle.mu        a write handle's text and flags (whandle.c)
  *   lock (write)      swapping fs->st in (commit.c), briefly
- *   lock (read)       every other handler, for its whole run: it sees one
- *                     version from start to end.  Writer-preferring, so
- *                     readers cannot starve a swap.
+ *   lock (read)       the handlers that only look (lookup, getattr,
+ *                     readdir, open, xattrs, statfs), for their whole
+ *                     run: each sees one version from start to end.
+ *                     Reads (ops.c's read handler, f32.c's workers) hold
+ *                     it only while they take a reference to fs->st
+ *                     (ggfs_state_current), then run with the reference
+ *                     alone: it keeps that version's memory (index,
+ *                     sources, shards) alive; info, info.json and
+ *                     model.gguf read the version their handle holds.
+ *                     Writer-preferring, so readers cannot starve a swap;
+ *                     and so no handler may wait on the network (a fetch,
+ *                     a fill, a splice of remote bytes) with it held: the
+ *                     swap would wait for that handler and every handler
+ *                     after it for the swap, and one slow server would
+ *                     stall the whole mount.
  *   pend_mu           the lists of created keys, live handles, snapshots,
  *                     f32 streams
- *   workers.mu        the prefetch queue (f32.c), under the state lock (read)
- *   cache mu          (cache.c), under the state lock (read); held for
- *                     bookkeeping only, never during a fill
+ *   workers.mu        the prefetch queue (f32.c); a worker takes its state
+ *                     reference with the queue's lock dropped, then takes
+ *                     it again
+ *   cache mu          (cache/cache.c); held for bookkeeping only, never during a
+ *                     fill
  *   blocksrc locks    a remote source's streams, then its rcache's queue,
- *                     then that cache's mu (blocksrc.h); reached from reads
+ *                     then that cache's mu (cache/blocksrc.h); reached from reads
  *                     of a source, never held during a fetch
  *   states_mu         the counted list of live states (state.c)
  *   sig_mu            what gguffs knows of the model's files: each
@@ -112,7 +123,7 @@
 #include "gguf/split.h"
 #include "gguf/ntab.h"
 #include "gguf/value.h"
-#include "cache.h"
+#include "cache/cache.h"
 #include "list.h"
 
 enum {
@@ -178,8 +189,10 @@ struct tref {
  * derived from it.  A state never changes once built; an edit builds a new
  * one and swaps it in (fs->lock held for writing), so a handler that holds
  * the lock for reading sees one consistent version from start to end.
- * States are counted: fs->st holds one reference, and every open info or
- * model.gguf holds one, so a version lives until its last reader is done.
+ * States are counted: fs->st holds one reference, every open info,
+ * info.json or model.gguf holds one, and so does every read while it runs
+ * (it holds no lock: ggfs_state_current), so a version lives until its
+ * last reader is done.
  * Metadata lives in the first shard: model->shards[0].
  */
 struct state {
@@ -288,7 +301,9 @@ struct ggfs {
     char bdi[32];                /* the mount's bdi ("0:NN"), "" if unknown */
     atomic_bool ra_pending;      /* readahead still to be written (ops.c) */
 
-    pthread_rwlock_t lock;       /* read: any handler; write: swapping st */
+    pthread_rwlock_t lock;       /* read: handlers that only look, and reads
+                                    while they take a reference to st;
+                                    write: swapping st (see the lock order) */
     pthread_mutex_t commit_mu;   /* one edit at a time (commit.c) */
     struct state *st;            /* the current version: under lock, or commit_mu */
     struct ntab ids;             /* key ids: a meta/ file name -> a number for
@@ -332,7 +347,7 @@ struct ggfs {
     int in_stop[2];              /* a pipe that ends its thread */
     pthread_t in_thread;
 
-    /* The disk cache of a remote model (-o cache_dir, fs/diskcache.h): one
+    /* The disk cache of a remote model (-o cache_dir, cache/diskcache.h): one
      * per shard of the model (the model is fixed for a remote mount), NULL
      * for a shard without one (another process has it open, or it could
      * not be opened: said once on stderr).  Opened before the session,
@@ -451,6 +466,11 @@ void ggfs_under_rewatch(struct ggfs *fs);
 int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out);
 struct state *ggfs_state_ref(struct state *st);
+/* fs->st with a reference, taken under the state lock (read) and nothing
+ * else: for a handler or thread that may wait (on a fetch, a fill, a
+ * splice) and so must not hold the lock meanwhile.  Drop it with
+ * ggfs_state_put. */
+struct state *ggfs_state_current(struct ggfs *fs);
 /* Drops a reference; the last one frees the state (on a notify thread
  * when they run: closing a replaced model file may take a while). */
 void ggfs_state_put(struct state *st);
@@ -542,8 +562,17 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 /* ---- f32.c ---- */
 
 /* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
- * tensor of the current state into dst (len bytes: 4 per float). */
+ * tensor into dst (len bytes: 4 per float), read from the state the
+ * calling thread fills for: the one named by ggfs_chunk_get, or a
+ * worker's (a fill runs on the thread that gets or claims the block,
+ * cache/cache.h; tensor data is the same in every version).  EINVAL on a
+ * thread that named none. */
 int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
+/* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
+ * is a reference the caller holds (not the state lock: a fill may wait on
+ * a remote server). */
+struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
+                                   size_t len, int *err);
 /* Workers that fill chunks ahead of sequential f32 readers (started after
  * daemonizing: threads do not survive fork). */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
@@ -551,7 +580,7 @@ void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):
  * learns the pattern, and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
- * pattern, those after it.  Under the state lock (read). */
+ * pattern, those after it.  st: a reference the caller holds. */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
                    uint64_t tensor, uint64_t first, uint64_t last);
 /* A reader is about to get chunk c of tensor: off the queue, if a worker
@@ -574,23 +603,23 @@ void ggfs_streams_free(struct ggfs *fs);
 int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors);
 void ggfs_digests_free(struct ggfs *fs);
 /* The text of tensor idx's stats, xxh64 or sha256 file (tf), computed on
- * first use and kept for the mount; NULL with *err set (EIO, ENOMEM).
- * Under the state lock (read) or commit_mu: a computation runs under it
- * (handlers call ggfs_digest_prepare first, so it rarely does). */
+ * first use and kept for the mount; NULL with *err set (EIO, ENOMEM).  st:
+ * a reference the caller holds (a read), or the state lock or commit_mu
+ * (a computation then runs under it: lookup and getattr call
+ * ggfs_digest_prepare first, so that it does not). */
 const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
                                       int *err);
-/* /hashes likewise (the same text in every version). */
+/* /hashes likewise (the same text in every version); with a reference
+ * and no lock held (a read): it takes hashes_mu. */
 const struct text *ggfs_hashes(struct state *st, int *err);
 /* /hashes' size, known without the digests (as xxh64's, 17, and
  * sha256's, 65): a stat computes nothing but a stats file. */
 uint64_t ggfs_hashes_size(const struct state *st);
-/* Called by handlers before they take the state lock: computes what ino
- * shows when it is one of those files and not known yet, without holding
- * the state lock for the whole computation (a stats file takes it for one
- * chunk at a time, digests hold a reference to the state instead): for a
- * read (read), else what a stat needs (a stats file's size).  0, or the
- * errno the handler replies with. */
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino, bool read);
+/* Called by lookup and getattr before they take the state lock: computes
+ * the stats file ino when it is one and not known yet (its size is its
+ * text's), with a reference to the current state, not the lock.  0, or
+ * the errno the handler replies with. */
+int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino);
 /* What a lookup of entry name of directory parent needs (a stats file). */
 int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name);
 

@@ -9,14 +9,14 @@
  * the mount is in place.
  */
 #include "fs.h"
-#include "thread.h"
-#include "diskcache.h"
+#include "cache/thread.h"
+#include "cache/diskcache.h"
 #include "log.h"
 #include "options.h"
 #include "signals.h"
 
 #include "gguf/info.h"
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "gguf/commit.h"
 #include "gguf/overlay.h"
 #include "remote/http.h"

@@ -23,10 +23,10 @@
  * shard header longer than REMOTE_PREFIX_SIZE streams the rest then).
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include "gguf/commit.h"
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "gguf/overlay.h"
 #include "remote/source.h"
 

@@ -1,9 +1,9 @@
 /* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
-#include "diskcache.h"
+#include "cache/diskcache.h"
 
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "remote/source.h"
 
 #include "gguf/types.h"
@@ -187,10 +187,12 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
         n = m < 0 ? m : n + m;
     }
     if (n >= 0 && (size_t)n < cap && fs->remote) {
-        /* every shard's HTTP counters, summed (the model is fixed for a
-         * remote mount: no edit swaps the shards) */
+        /* every shard's HTTP counters, summed: the shards as opened at
+         * mount (an overlay's base; without one, no edit swaps fs->st, so
+         * it is read without the state lock: a read of stats holds a
+         * reference only) */
         struct remote_stats sum = { 0 }, rs;
-        const struct gguf_split *m = fs->st->model;
+        const struct gguf_split *m = fs->base ? fs->base : fs->st->model;
         for (unsigned i = 0; i < m->n; i++) {
             struct remote *r = ggfs_remote(m->shards[i].src);
             if (!r)

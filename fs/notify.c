@@ -25,7 +25,7 @@
  * been sent, at most a second (then it goes on: a cache may be stale).
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include <errno.h>
 #include <signal.h>

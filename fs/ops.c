@@ -1,8 +1,11 @@
 /*
  * fs/ops.c — the FUSE low-level handlers.  Every handler ends in exactly one
- * fuse_reply_*.  Handlers that only read run with the state lock held for
- * reading (READ_LOCKED below); those that may edit take the commit lock
- * instead (see the lock order in fs.h).
+ * fuse_reply_*.  Handlers that only look (lookup, getattr, readdir, open,
+ * xattrs, statfs) run with the state lock held for reading (READ_LOCKED
+ * below); reads hold a reference to the version they read instead (the
+ * handle's, or the current one's), never the lock, since their bytes may
+ * wait on a server; those that may edit take the commit lock (see the lock
+ * order in fs.h).
  */
 #include "fs.h"
 
@@ -223,7 +226,7 @@ static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct ggfs *fs = req_fs(req);
     set_readahead(fs);
-    int e = ggfs_digest_prepare(fs, ino, false);     /* see lookup */
+    int e = ggfs_digest_prepare(fs, ino);       /* see lookup */
     if (e)
         return (void)fuse_reply_err(req, e);
     pthread_rwlock_rdlock(&fs->lock);
@@ -559,12 +562,15 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     } else if (IS_WHANDLE(fi)) {          /* a meta/ file open for writing */
         ggfs_edit_read(fi, req, size, off);
     } else {
-        int e = ggfs_digest_prepare(fs, ino, true);     /* see lookup */
-        if (e)
-            return (void)fuse_reply_err(req, e);
-        pthread_rwlock_rdlock(&fs->lock);
-        do_read(req, fs, fs->st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
-        pthread_rwlock_unlock(&fs->lock);
+        /* raw, f32 and their .npy views, a tensor's stats and digests,
+         * hashes, the stats file, meta/ of a read-only
+         * mount: the current version, held by a reference, not the state
+         * lock.  A fill, fetch or splice may wait (on a slow server); the
+         * lock held meanwhile would make a commit's swap wait, and every
+         * handler after it (the lock prefers writers): see fs.h. */
+        struct state *st = ggfs_state_current(fs);
+        do_read(req, fs, st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
+        ggfs_state_put(st);
     }
 }
 

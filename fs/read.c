@@ -8,7 +8,7 @@
  */
 #include "fs.h"
 
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 #include "gguf/types.h"
 #include "remote/source.h"
 
@@ -189,7 +189,7 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
         uint64_t c_start = c * cb;
         size_t c_len = ggfs_chunk_len(st, idx, c) * sizeof(float);
         ggfs_unqueue(fs, idx, c);
-        pinned[k] = cache_get(fs->cache, idx, c, c_len, &err);
+        pinned[k] = ggfs_chunk_get(st, idx, c, c_len, &err);
         if (!pinned[k])
             break;
         uint64_t c_end = c_start + c_len;

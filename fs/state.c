@@ -143,6 +143,14 @@ struct state *ggfs_state_ref(struct state *st)
     return st;
 }
 
+struct state *ggfs_state_current(struct ggfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    struct state *st = ggfs_state_ref(fs->st);
+    pthread_rwlock_unlock(&fs->lock);
+    return st;
+}
+
 struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
 {
     struct state *found = NULL;

@@ -63,7 +63,7 @@
  * at locks).
  */
 #include "fs.h"
-#include "thread.h"
+#include "cache/thread.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -291,9 +291,7 @@ static void *watch_main(void *arg)
         if (n <= 0 || atomic_load(&fs->under) == (UNDER_CHANGED | UNDER_REPLACED))
             continue;
         /* whatever the events, the check decides */
-        pthread_rwlock_rdlock(&fs->lock);
-        struct state *st = ggfs_state_ref(fs->st);
-        pthread_rwlock_unlock(&fs->lock);
+        struct state *st = ggfs_state_current(fs);
         ggfs_under_check(fs, st);
         ggfs_state_put(st);
     }

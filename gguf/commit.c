@@ -12,12 +12,23 @@
  * a crash while it was written reads as incomplete, and an incomplete
  * journal proves that its fsync had not returned, hence that the model had
  * not been touched: gguf_recover just removes it.  A complete journal may
- * guard a model that is old, torn or new: gguf_recover writes the old bytes
- * back, fsyncs the model (even when the bytes already match: they may be
- * in the page cache only), and only then removes the journal.  The new
- * header is fsync'd before the journal is unlinked, so the journal's
- * removal (made durable by a directory fsync before gguf_commit returns)
- * can never be seen with a model that is not fully new.
+ * guard a model that is old, torn or new.  The journal also carries the
+ * checksum of the new bytes: when the model's range has exactly the new
+ * bytes, the edit was written completely, and gguf_recover keeps it
+ * (fdatasync of the model, then the journal is removed); otherwise it
+ * writes the old bytes back, fdatasyncs the model (even when the bytes
+ * already match: they may be in the page cache only), and only then
+ * removes the journal.  gguf_commit returns once the new bytes are durable
+ * (fdatasync of the model: the write changes neither the file's size nor
+ * its blocks, so only its times are left to the file system's next
+ * commit); the journal's unlink is left to the file system's next commit
+ * too, with no fsync of the directory: a journal that survives a power
+ * loss finds the model's range complete and new, and recovery keeps the
+ * new version.  So a returned gguf_commit is never rolled back, with two
+ * waits on the disk instead of four.  (A journal left that way and a model
+ * overwritten in place by another program before the file system's
+ * commit, a few seconds, would be rolled back over that program's bytes,
+ * unless its size differs: the price of the two waits.)
  *
  * Rewrite.  The model is not written at all: the new file is written and
  * fsync'd (data, mode, owner) before rename() atomically replaces the
@@ -363,7 +374,7 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
         hi--;
     size_t len = hi - lo;
 
-    uint8_t *j = gguf_journal_make(f->file_size, lo, old + lo, len);
+    uint8_t *j = gguf_journal_make(f->file_size, lo, old + lo, hdr + lo, len);
     if (!j)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     enum gguf_err err = write_journal(p, &s, j, GGUF_JREC + len, d);
@@ -375,18 +386,21 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
     const char *what;
     if (!gguf_write_step(&s, what = "writing the header in place", fd, hdr + lo, len, lo))
         goto undo;
-    gguf_step(&s, what = "fsync of the model");
-    if (fsync(fd) != 0)
+    gguf_step(&s, what = "fdatasync of the model");
+    if (fdatasync(fd) != 0)
         goto undo;
+    /* The new bytes are durable: the edit is committed (see the top). */
     gguf_step(&s, what = "removing the journal");
     if (unlink(p->journal) != 0)
-        goto undo;
-    return sync_dir_last(p, &s, "it may be rolled back after a power loss", d);
+        return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "new version in place, but "
+                             "removing %s failed (%s): the next mount removes it",
+                             p->journal, strerror(errno));
+    return GGUF_OK;
 
 undo: {
         /* write the old bytes back; if that is durable the journal can go */
         int er = errno;
-        if (gguf_pwrite_all(fd, old + lo, len, lo) && fsync(fd) == 0) {
+        if (gguf_pwrite_all(fd, old + lo, len, lo) && fdatasync(fd) == 0) {
             if (unlink(p->journal) == 0)
                 gguf_fsync_dir(p->dir);
             return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s (the old header "

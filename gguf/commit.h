@@ -55,11 +55,14 @@
  * size): only the range [lo, hi) where the new header differs from the old
  * is written.
  *   1. MODEL.gguffs-journal is created (O_EXCL) and written: a 64-byte
- *      record (magic, model size, lo, hi - lo, checksum of the payload,
- *      checksum of the record) and the old bytes [lo, hi) as payload;
+ *      record (magic, model size, lo, hi - lo, checksums of the payload
+ *      and of the new bytes, checksum of the record) and the old bytes
+ *      [lo, hi) as payload;
  *   2. fsync(journal), fsync(directory): the journal is durable;
- *   3. pwrite of the new bytes [lo, hi) into the model, fsync(model);
- *   4. unlink(journal), fsync(directory): the edit is committed.
+ *   3. pwrite of the new bytes [lo, hi) into the model, fdatasync(model):
+ *      the edit is committed (a journal found later with the model's
+ *      range complete and new is kept: gguf_recover finishes the edit);
+ *   4. unlink(journal), made durable by the file system's next commit.
  *   An identical header writes nothing.  The model is opened O_RDWR here
  *   only; its inode, mode, owner and links stay as they are.
  *
@@ -157,11 +160,14 @@ enum gguf_recover_mode {
  * Run before opening the model at path, never while an edit of it is
  * running.  In GGUF_RECOVER_FIX mode (a writable mount):
  *   - MODEL.gguffs-journal complete (record and payload checksums match,
- *     its length is exact): the edit it guards may have been partly
- *     written, so the old bytes are written back, fsync, then the journal
- *     is removed (+ directory fsync): the model is the old version.  If the
- *     model's size is not the one the journal records, the journal belongs
- *     to another file: nothing is done, GGUF_E_INVAL.
+ *     its length is exact): if the model's range holds exactly the new
+ *     bytes (their checksum is in the journal), the edit was written
+ *     completely: fdatasync, then the journal is removed (+ directory
+ *     fsync): the model is the new version.  Otherwise the edit may have
+ *     been partly written, so the old bytes are written back, fdatasync,
+ *     then the journal is removed (+ directory fsync): the model is the old
+ *     version.  If the model's size is not the one the journal records, the
+ *     journal belongs to another file: nothing is done, GGUF_E_INVAL.
  *   - journal incomplete: it was never made durable, so the model was not
  *     touched: it is removed.
  *   - MODEL.gguffs-new: a rewrite that did not reach its rename; the model
@@ -171,7 +177,9 @@ enum gguf_recover_mode {
  * In GGUF_RECOVER_CHECK mode (a read-only mount) nothing is written,
  * created or removed.  The answer says whether the model can be read as
  * it is: GGUF_E_INTERRUPTED (diag says why) when a complete journal is
- * there (the model may be partly written until a FIX run rolls it back);
+ * there and the model's range is not the new bytes (the model may be
+ * partly written until a FIX run rolls it back); GGUF_OK when it is (the
+ * edit is complete, only its journal is left);
  * GGUF_E_INVAL when that journal belongs to another file, as FIX would
  * answer; otherwise GGUF_OK — an incomplete journal or a leftover new
  * file do not affect the model.

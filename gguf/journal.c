@@ -89,7 +89,7 @@ uint64_t gguf_cksum(const uint8_t *p, size_t n)
 }
 
 uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
-                           size_t len)
+                           const uint8_t *nw, size_t len)
 {
     if (len > SIZE_MAX - GGUF_JREC)
         return NULL;
@@ -102,6 +102,8 @@ uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
     gguf_wr64(&jenc, j + 24, len);
     memcpy(j + GGUF_JREC, old, len);
     gguf_wr64(&jenc, j + 32, gguf_cksum(j + GGUF_JREC, len));
+    gguf_wr64(&jenc, j + 40, gguf_cksum(nw, len));
+    gguf_wr64(&jenc, j + 48, 1);
     gguf_wr64(&jenc, j + 56, gguf_cksum(j, 56));
     return j;
 }
@@ -127,6 +129,8 @@ int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload)
     r->model_size = gguf_rd64(&jenc, rec + 8);
     r->lo = gguf_rd64(&jenc, rec + 16);
     r->len = gguf_rd64(&jenc, rec + 24);
+    r->new_ck = gguf_rd64(&jenc, rec + 40);
+    r->has_new = gguf_rd64(&jenc, rec + 48) & 1;
     if (memcmp(rec, jmagic, 8) != 0 || gguf_rd64(&jenc, rec + 56) != gguf_cksum(rec, 56) ||
         r->len != (uint64_t)st.st_size - GGUF_JREC)
         goto out;     /* incomplete */

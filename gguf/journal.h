@@ -7,7 +7,8 @@
  * Journal format (all integers little-endian):
  *
  *   0  "GGUFFSJ1"        8  model size       16 lo (offset in the model)
- *   24 len (= hi - lo)   32 payload checksum  40..55 zero
+ *   24 len (= hi - lo)   32 payload checksum  40 checksum of the new bytes
+ *   48 flags (bit 0: the new bytes' checksum is there; older journals: 0)
  *   56 checksum of bytes [0, 56)
  *   64 payload: the model's old bytes [lo, lo + len)
  *
@@ -36,9 +37,10 @@ enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
 void gguf_jpaths_free(struct gguf_jpaths *p);
 
 /* The journal of an edit of the model's bytes [lo, lo + len) whose old
- * value is old: GGUF_JREC + len bytes, or NULL when out of memory. */
+ * value is old and new value nw: GGUF_JREC + len bytes, or NULL when out
+ * of memory. */
 uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
-                           size_t len);
+                           const uint8_t *nw, size_t len);
 
 /* The checksum of the journal (and of gguf/overlay.h's files). */
 uint64_t gguf_cksum(const uint8_t *p, size_t n);
@@ -46,6 +48,8 @@ uint64_t gguf_cksum(const uint8_t *p, size_t n);
 /* A complete journal's record. */
 struct gguf_jrec {
     uint64_t model_size, lo, len;
+    bool has_new;           /* new_ck is there (journals of this version) */
+    uint64_t new_ck;        /* gguf_cksum of the new bytes [lo, lo + len) */
 };
 
 /* Reads the journal at path: 1 if complete (record in *r, the payload in

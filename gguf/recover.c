@@ -3,9 +3,11 @@
  * each case is safe is argued at the top of commit.c).
  *
  * Each removal is followed by an fsync of the directory, and the journal
- * is removed only after the model's old bytes are durable, so a crash
- * during recovery leaves a state that the next gguf_recover handles the
- * same way.
+ * is removed only after the model's bytes (old, or complete and new) are
+ * durable, so a crash during recovery leaves a state that the next
+ * gguf_recover handles the same way: a range that is not the new one stays
+ * so while its old bytes are written back (each of its bytes is old or new,
+ * and one that differs from the new byte is old, and stays old).
  */
 #include "journal.h"
 
@@ -60,29 +62,49 @@ static enum gguf_err open_for(const struct gguf_jpaths *p, const struct gguf_jre
     return GGUF_OK;
 }
 
-/* A complete journal r with payload pl: the old bytes go back (unless
- * they are there), the model is fsync'd (even so: they may be cached
- * only), then the journal is removed. */
-static enum gguf_err roll_back(const struct gguf_jpaths *p, struct gguf_steps *s,
-                               int fd, const struct gguf_jrec *r, const uint8_t *pl,
-                               char *what, size_t cap, struct gguf_diag *d)
+/* What the model's range of the complete journal r (payload pl) holds. */
+enum range { R_OLD, R_NEW, R_OTHER };
+
+static enum gguf_err read_range(int fd, const struct gguf_jrec *r, const uint8_t *pl,
+                                enum range *out, struct gguf_diag *d)
 {
     size_t len = (size_t)r->len;
     uint8_t *cur = malloc(len ? len : 1);
     if (!cur)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-    bool same = gguf_pread_all(fd, cur, len, r->lo) && memcmp(cur, pl, len) == 0;
+    if (!gguf_pread_all(fd, cur, len, r->lo)) {
+        int er = errno;
+        free(cur);
+        return gguf_io_fail(d, "reading the model's header", er);
+    }
+    *out = memcmp(cur, pl, len) == 0 ? R_OLD
+         : r->has_new && gguf_cksum(cur, len) == r->new_ck ? R_NEW : R_OTHER;
     free(cur);
-    if (!same && !gguf_write_step(s, "restoring the old header", fd, pl, len, r->lo))
+    return GGUF_OK;
+}
+
+/* A complete journal r with payload pl, the model's range holding rg: a
+ * complete new range is kept; otherwise the old bytes go back (unless
+ * they are there).  The model is fdatasync'd either way (its bytes may be
+ * cached only: the range is written in place, so only the data matters),
+ * then the journal is removed. */
+static enum gguf_err finish(const struct gguf_jpaths *p, struct gguf_steps *s,
+                            int fd, const struct gguf_jrec *r, const uint8_t *pl,
+                            enum range rg, char *what, size_t cap, struct gguf_diag *d)
+{
+    if (rg == R_OTHER &&
+        !gguf_write_step(s, "restoring the old header", fd, pl, (size_t)r->len, r->lo))
         return gguf_io_fail(d, "restoring the old header", errno);
-    gguf_step(s, "fsync of the model");
-    if (fsync(fd) != 0)
-        return gguf_io_fail(d, "fsync of the model", errno);
+    gguf_step(s, "fdatasync of the model");
+    if (fdatasync(fd) != 0)
+        return gguf_io_fail(d, "fdatasync of the model", errno);
     enum gguf_err err = remove_durably(p, s, p->journal, "removing the journal", d);
     if (!err)
-        say(what, cap, same ? "removed the journal of an interrupted edit (the "
-            "model had not been modified)" : "rolled back an interrupted edit "
-            "(the old header was restored from the journal)");
+        say(what, cap, rg == R_OLD ? "removed the journal of an interrupted edit (the "
+            "model had not been modified)" : rg == R_NEW ? "finished an interrupted "
+            "edit (the new header was written completely; its journal was removed)"
+            : "rolled back an interrupted edit (the old header was restored from "
+            "the journal)");
     return err;
 }
 
@@ -113,9 +135,15 @@ static enum gguf_err journal(const struct gguf_jpaths *p, struct gguf_steps *s,
         return err;
     }
     int fd;
+    enum range rg = R_OTHER;
     enum gguf_err err = open_for(p, &r, fix, &fd, d);
+    if (!err)
+        err = read_range(fd, &r, pl, &rg, d);
     if (!err && fix) {
-        err = roll_back(p, s, fd, &r, pl, what, cap, d);
+        err = finish(p, s, fd, &r, pl, rg, what, cap, d);
+    } else if (!err && rg == R_NEW) {
+        say(what, cap, "an edit was finished but its journal is left (the model "
+            "is the new version)");
     } else if (!err) {
         say(what, cap, "an edit was interrupted: the journal holds the old header "
             "(the model may be partly written until it is rolled back)");

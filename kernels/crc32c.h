@@ -1,7 +1,7 @@
 /*
  * kernels/crc32c.h — CRC32C (Castagnoli, the polynomial 0x1EDC6F41,
  * bit-reflected), the checksum of the disk cache's blocks and map
- * (fs/diskcache.h).
+ * (cache/diskcache.h).
  *
  * Pure functions over memory, like the rest of kernels/: nothing here
  * knows about files or FUSE.

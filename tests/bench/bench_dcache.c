@@ -1,5 +1,5 @@
 /*
- * tests/bench/bench_dcache.c — the disk cache's (fs/diskcache.h) streaming
+ * tests/bench/bench_dcache.c — the disk cache's (cache/diskcache.h) streaming
  * cost: writes an object of MB MiB in blocks of BLOCK KiB (default 4096)
  * into a new cache in DIR with THREADS writer threads, as a remote fill
  * would, then flushes; then reads every block back (CRC checked).
@@ -15,7 +15,7 @@
  *
  *   bench_dcache DIR MB [BATCH...] [--block KIB] [--threads N]
  */
-#include "diskcache.h"
+#include "cache/diskcache.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -397,13 +397,13 @@ def sanitizer_report(text):
     return text[start:]
 
 
-def run_gguffs(args, timeout=60):
+def run_gguffs(args, timeout=60, env=None):
     """Runs gguffs; returns (returncode, stdout bytes, stderr bytes).
     Output goes to files, not pipes, so a daemon keeping a descriptor open
-    cannot hang the test."""
+    cannot hang the test.  env: its environment (default: ours)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         r = subprocess.run([gguffs_bin()] + list(args), stdout=out, stderr=err,
-                           stdin=subprocess.DEVNULL, timeout=timeout)
+                           stdin=subprocess.DEVNULL, timeout=timeout, env=env)
         out.seek(0)
         err.seek(0)
         return r.returncode, out.read(), err.read()
@@ -435,7 +435,11 @@ class Gguffs:
     (crash tests): then only stderr is checked.  Problems go to h (one
     failure each) or, without h, raise DaemonError."""
 
-    def __init__(self, model, opts=(), mnt=None, env=None):
+    def __init__(self, model, opts=(), mnt=None, env=None, argv=None):
+        """argv: the whole command line instead of `gguffs -f OPTS MODEL
+        MNT`, for another foreground FUSE server run and checked the same
+        way (scripts/bench: the null server, another build); it must name
+        mnt, which must then be given."""
         self.made = mnt is None
         self.mnt = tempfile.mkdtemp(prefix="gguffs-mnt-") if mnt is None else mnt
         self.model = model
@@ -443,8 +447,9 @@ class Gguffs:
         self.closed = False
         fd, self.errpath = tempfile.mkstemp(prefix="gguffs-stderr-")
         try:
-            self.proc = subprocess.Popen([gguffs_bin(), "-f"] + list(opts) + [model, self.mnt],
-                                         stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env)
+            if argv is None:
+                argv = [gguffs_bin(), "-f"] + list(opts) + [model, self.mnt]
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env)
         except BaseException:
             os.close(fd)
             self._remove()
@@ -597,16 +602,18 @@ def mount(model, options=(), mnt=None):
 
 
 @contextlib.contextmanager
-def mount_daemon(model, options=(), mnt=None):
+def mount_daemon(model, options=(), mnt=None, env=None):
     """Mounts model with the daemonizing gguffs (returns when the mount is
     ready; its stderr is /dev/null afterwards), yields the mount point, and
     always unmounts and removes it afterwards.  Only for tests of the
-    daemon mode itself (test_cli, test_mount); the others use mount()."""
+    daemon mode itself (test_cli, test_mount) and scripts/bench's
+    mount-to-ready timings; the others use mount().  env: gguffs'
+    environment (default: ours)."""
     made = mnt is None
     if made:
         mnt = tempfile.mkdtemp(prefix="gguffs-mnt-")
     try:
-        rc, out, err = run_gguffs(list(options) + [model, mnt])
+        rc, out, err = run_gguffs(list(options) + [model, mnt], env=env)
         if rc != 0:
             raise MountError("gguffs %s exited %d: %s" % (
                 os.path.basename(model), rc, err.decode(errors="replace").strip()))

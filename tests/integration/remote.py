@@ -93,6 +93,15 @@ the next `times` (None: all).  Faults:
                 passed: a bounded check that a client asked for the next
                 range before this one ended (the log's fault is "hold", or
                 "hold-timeout" when the wait ran out)
+  park          holds the request before anything is forwarded (no headers,
+                no byte) until the test calls px.release(rule), or `wait`
+                seconds (default 300) passed, then forwards it as if no
+                rule applied: a stall the test ends, with no timing in it.
+                px.wait_parked(rule, timeout) waits until a request is
+                held (true) or the timeout (a liveness bound) passed;
+                rule.holding counts the requests held now, rule.parked
+                those held so far (the log's fault is "park", or
+                "park-timeout" when the wait ran out)
 
 Every request is logged in px.log (number, method, path, Range, If-Match,
 If-Range, auth yes/no, status sent, fault) and px.resolves counts the
@@ -238,12 +247,45 @@ def _openssl(args):
 
 # ---------------------------------------------------------------- nginx
 
-def _listener():
+def _listener(addr=LOOPBACK):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((LOOPBACK, 0))
+    s.bind((addr, 0))
     s.listen(128)
     return s
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def _listeners_in(netns, addr, n):
+    """n listening sockets bound to addr inside the network namespace
+    netns (/run/netns/NETNS, made by `ip netns add`): a thread enters it
+    (setns applies to the calling thread only), makes them and ends.  The
+    sockets stay in that namespace whoever holds them (scripts/bench's
+    part remote: nginx, started here, serves through a delayed veth)."""
+    out, err = [], []
+
+    def run():
+        try:
+            fd = os.open("/run/netns/" + netns, os.O_RDONLY)
+            try:
+                if _lib().setns(fd, _CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns %s" % netns)
+            finally:
+                os.close(fd)
+            for _ in range(n):
+                out.append(_listener(addr))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            err.append(e)
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    if err:
+        for s in out:
+            s.close()
+        raise err[0]
+    return out
 
 
 _NGINX_CONF = """\
@@ -270,18 +312,18 @@ http {{
         '"range":"$http_range","if_match":"$http_if_match","if_range":"$http_if_range",'
         '"auth":"$gguffs_auth","proto":"$server_protocol","conn":"$connection",'
         '"conn_requests":"$connection_requests","pid":"$pid"}}';
-    access_log {d}/access.log gguffs;
+    access_log {access_log};
 {ssl}
     server {{
-        listen 127.0.0.1:{port}{listen_opts};
+        listen {addr}:{port}{listen_opts};
         location /files/ {{ alias {root}/; }}
         location ~ ^/hf/[^/]+/[^/]+/resolve/[^/]+/(.+)$ {{
-            return 302 {scheme}://127.0.0.1:{cdn_port}/files/$1?expires=4102444800&signature={sig};
+            return 302 {scheme}://{addr}:{cdn_port}/files/$1?expires=4102444800&signature={sig};
         }}
         location = /__sync {{ return 204; }}
     }}
     server {{
-        listen 127.0.0.1:{cdn_port}{listen_opts};
+        listen {addr}:{cdn_port}{listen_opts};
         location /files/ {{ alias {root}/; }}
         location = /__sync {{ return 204; }}
     }}
@@ -296,7 +338,16 @@ class Nginx:
     # which must never appear in a message
     SIGNATURE = "gguffs-test-signature-0f3a9c"
 
-    def __init__(self, root_dir, https=False, lifetime=600.0, max_requests=20000):
+    def __init__(self, root_dir, https=False, lifetime=600.0, max_requests=20000, addr=LOOPBACK,
+                 netns=None, access_log=True):
+        """addr, netns: listen on addr inside the network namespace netns
+        (scripts/bench --part remote: 10.213.X.Y behind a delayed veth)
+        instead of 127.0.0.1 here; nginx itself runs here either way.
+        access_log False: no log (scripts/bench's timed reads; requests()
+        and mark() cannot be used then, max_requests does not apply)."""
+        self.addr = addr
+        self.netns = netns
+        self.access_log = access_log
         self.root = os.path.abspath(root_dir)
         self.https = https
         self.scheme = "https" if https else "http"
@@ -335,14 +386,18 @@ class Nginx:
             ssl_conf = ("    ssl_certificate %s;\n    ssl_certificate_key %s;\n"
                         "    ssl_protocols TLSv1.2 TLSv1.3;\n" % (cert, key))
             listen_opts = " ssl http2"
-        hub, cdn = _listener(), _listener()
+        if self.netns:
+            hub, cdn = _listeners_in(self.netns, self.addr, 2)
+        else:
+            hub, cdn = _listener(self.addr), _listener(self.addr)
         try:
             self.port = hub.getsockname()[1]
             self.cdn_port = cdn.getsockname()[1]
             conf = os.path.join(self.dir, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(_NGINX_CONF.format(
-                    d=self.dir, root=self.root, port=self.port, cdn_port=self.cdn_port,
+                    d=self.dir, root=self.root, addr=self.addr, port=self.port, cdn_port=self.cdn_port,
+                    access_log="%s/access.log gguffs" % self.dir if self.access_log else "off",
                     scheme=self.scheme, ssl=ssl_conf, listen_opts=listen_opts, sig=self.SIGNATURE,
                     # workers would be "nobody", who cannot read a test's 0700 temp dirs
                     user="user root;" if os.geteuid() == 0 else ""))
@@ -359,8 +414,8 @@ class Nginx:
             # nginx has its copies: once it exits, connections are refused
             hub.close()
             cdn.close()
-        self.base = "%s://%s:%d" % (self.scheme, LOOPBACK, self.port)
-        self.cdn_base = "%s://%s:%d" % (self.scheme, LOOPBACK, self.cdn_port)
+        self.base = "%s://%s:%d" % (self.scheme, self.addr, self.port)
+        self.cdn_base = "%s://%s:%d" % (self.scheme, self.addr, self.cdn_port)
         self._stop_r, self._stop_w = os.pipe()
         self._watchdog = threading.Thread(target=self._watch, name="nginx-watchdog", daemon=True)
         self._watchdog.start()
@@ -398,6 +453,10 @@ class Nginx:
 
     def _stopping(self):
         return bool(select.select([self._stop_r], [], [], 0)[0])
+
+    def pids(self):
+        """nginx's master and its worker (for their CPU time)."""
+        return [self.proc.pid] + self._workers() if self.proc is not None else []
 
     def _workers(self):
         pids = []
@@ -469,9 +528,9 @@ class Nginx:
     def _get(self, path, timeout=SYNC_WAIT):
         if self.https:
             ctx = ssl.create_default_context(cafile=self.ca_file)
-            c = http.client.HTTPSConnection(LOOPBACK, self.port, timeout=timeout, context=ctx)
+            c = http.client.HTTPSConnection(self.addr, self.port, timeout=timeout, context=ctx)
         else:
-            c = http.client.HTTPConnection(LOOPBACK, self.port, timeout=timeout)
+            c = http.client.HTTPConnection(self.addr, self.port, timeout=timeout)
         try:
             c.request("GET", path)
             r = c.getresponse()
@@ -526,7 +585,7 @@ class Rule:
     """One rule of a FaultProxy plan (see the module's doc)."""
 
     FAULTS = ("status", "reset", "short", "ignore_range", "content_range", "slow", "etag",
-              "expire", "redirect", "gate", "hold")
+              "expire", "redirect", "gate", "hold", "park")
 
     def __init__(self, fault, after=0, times=None, path=None, method=None, **params):
         if fault not in self.FAULTS:
@@ -543,6 +602,9 @@ class Rule:
         self.gate_paths = set()  # gate: the paths seen
         self.opened = 0        # gate: let through once all had come
         self.timeouts = 0      # gate: let through when the wait ran out
+        self.parked = 0        # park: requests held so far
+        self.holding = 0       # park: requests held now
+        self.released = False  # park: px.release(rule) was called
 
     def __repr__(self):
         return "Rule(%r, after=%d, times=%r, %r)" % (self.fault, self.after, self.times, self.params)
@@ -717,6 +779,19 @@ class FaultProxy:
         with self._lock:
             self.plan.append(rule)
 
+    def release(self, rule):
+        """Lets the requests a park rule holds (and will hold) go on."""
+        with self._gate_cv:
+            rule.released = True
+            self._gate_cv.notify_all()
+
+    def wait_parked(self, rule, timeout):
+        """Waits until park rule holds a request: true, or false once
+        timeout seconds passed (a liveness bound, not a timing)."""
+        with self._gate_cv:
+            return self._gate_cv.wait_for(lambda: rule.holding > 0 or self._stop.is_set(),
+                                          timeout=timeout) and rule.holding > 0
+
     # ---- addresses and results
     def url(self, path):
         return "%s/files/%s" % (self.base, urllib.parse.quote(path))
@@ -854,9 +929,28 @@ class FaultProxy:
                 rule.timeouts += 1
                 entry["fault"] = "gate-timeout"
 
+    def _park(self, rule, entry):
+        """Holds a request until px.release(rule) (or `wait` seconds)."""
+        with self._gate_cv:
+            rule.parked += 1
+            rule.holding += 1
+            self._gate_cv.notify_all()
+            try:
+                ok = self._gate_cv.wait_for(lambda: rule.released or self._stop.is_set(),
+                                            timeout=rule.params.get("wait", 300.0))
+            finally:
+                rule.holding -= 1
+            if self._stop.is_set():
+                raise _Gone()
+            if not ok:
+                entry["fault"] = "park-timeout"
+
     def _serve(self, hd, method, path, rule, entry):
-        if rule is not None and rule.fault == "gate":
-            self._gate(rule, entry)
+        if rule is not None and rule.fault in ("gate", "park"):
+            if rule.fault == "gate":
+                self._gate(rule, entry)
+            else:
+                self._park(rule, entry)
             rule = None
         p = rule.params if rule else {}
         f = rule.fault if rule else None

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# SIGKILL of a process writing the disk cache (fs/diskcache.c) at random points; after each kill a reopen finds only blocks with exactly their bytes, none rejected, within the bound.
+# SIGKILL of a process writing the disk cache (cache/diskcache.c) at random points; after each kill a reopen finds only blocks with exactly their bytes, none rejected, within the bound.
 """
 Each trial runs tests/tools/dcache_crash (GGUFFS_DCACHE_CRASH) as
 

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -271,6 +272,25 @@ def proxy_checks(h, ng, data):
     with FaultProxy(ng.base, [Rule("redirect", to="http://127.0.0.1:1/x")]) as px:
         st, hd, _, _ = request(url(px))
         h.check(st == 302 and hd.get("location") == "http://127.0.0.1:1/x", "redirect")
+
+    # park: held, no byte sent, until the test releases it; the next passes
+    park = Rule("park", times=1)
+    with FaultProxy(ng.base, [park]) as px:
+        got = []
+        t = threading.Thread(target=lambda: got.append(request(url(px), rng)))
+        t.start()
+        try:
+            h.check(px.wait_parked(park, 30) and park.holding == 1 and not got,
+                    "park: the request is held (holding %d, answered %r)" % (park.holding, len(got)))
+            st, _, body, _ = request(url(px), {"Range": "bytes=5-6"})
+            h.check(st == 206 and body == data[5:7] and park.holding == 1 and not got,
+                    "park: a second request passes while the first is held: %d" % st)
+        finally:
+            px.release(park)
+            t.join(60)
+        h.check(len(got) == 1 and got[0][0] == 206 and got[0][2] == want and park.parked == 1,
+                "park: after the release the held request is answered: %r" % [g[0] for g in got])
+        h.check([e["fault"] for e in px.requests()] == ["park", ""], "park logged: %r" % px.requests())
 
     # the request bound: past max_requests connections are closed at once
     with FaultProxy(ng.base, max_requests=2) as px:

@@ -1,5 +1,5 @@
 /*
- * tests/tools/dcache_crash.c — the disk cache (fs/diskcache.h) killed at
+ * tests/tools/dcache_crash.c — the disk cache (cache/diskcache.h) killed at
  * random points, for tests/integration/test_dcache_crash.py
  * (scripts/dcache-crash-test runs many trials by hand).
  *
@@ -32,7 +32,7 @@
  * A block's bytes depend on its number only, so every process agrees on
  * what is right.
  */
-#include "diskcache.h"
+#include "cache/diskcache.h"
 
 #include <errno.h>
 #include <fcntl.h>

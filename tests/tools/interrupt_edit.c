@@ -2,9 +2,10 @@
  * tests/tools/interrupt_edit.c — leaves an edit interrupted, as a crash
  * would: sets KEY of MODEL to VALUE as a mount does (gguf_commit_edit:
  * padded where that keeps the edit in place or lets it clone) and exits at
- * the commit step named STEP (default "fsync of the model": with a
- * same-size value, the new header is written in place and the undo
- * journal is still there), or, when STEP is "#N", before the step
+ * the commit step named STEP, or at its K-th occurrence with "STEP@K"
+ * (default "writing the header in place@2": with a same-size value, the
+ * new header is written in place up to its half, a torn write, and the
+ * undo journal is still there), or, when STEP is "#N", before the step
  * numbered N (0, 1, ...: every step in turn, torn writes included, as the
  * test hooks split them).
  *
@@ -20,6 +21,7 @@
 #include "gguf/kvedit.h"
 #include "gguf/source.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +31,13 @@ static struct gguf_edit_hooks hooks;
 
 static void stop_at(unsigned n, const char *what, void *arg)
 {
-    const char *step = arg;
-    char *end;
-    if (step[0] == '#' ? strtoul(step + 1, &end, 10) == n : strcmp(what, step) == 0) {
+    static unsigned seen;
+    const char *step = arg, *at = strrchr(step, '@');
+    size_t len = at ? (size_t)(at - step) : strlen(step);
+    unsigned long k = at ? strtoul(at + 1, NULL, 10) : 1;
+    bool hit = step[0] == '#' ? strtoul(step + 1, NULL, 10) == n
+             : strlen(what) == len && memcmp(what, step, len) == 0 && ++seen == k;
+    if (hit) {
         printf("stopped before step %u: %s\n", n, what);
         fflush(stdout);
         _exit(0);
@@ -44,7 +50,7 @@ int main(int argc, char *argv[])
         fprintf(stderr, "usage: interrupt_edit MODEL KEY VALUE [STEP]\n");
         return 1;
     }
-    const char *step = argc == 5 ? argv[4] : "fsync of the model";
+    const char *step = argc == 5 ? argv[4] : "writing the header in place@2";
     struct gguf_source *src = NULL;
     struct gguf_file *f = NULL;
     struct gguf_diag d;

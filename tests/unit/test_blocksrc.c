@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_blocksrc.c — the block cache of remote bytes
- * (fs/blocksrc.h) over a fake in-memory source that counts its reads:
+ * (cache/blocksrc.h) over a fake in-memory source that counts its reads:
  * bytes at every alignment and straddle (with and without fetch threads,
  * with a directly served prefix), a multi-block read filled in parallel,
  * sequential reads prefetching a window that ramps 1, 2, 4, ..., random
@@ -32,7 +32,7 @@
 
 #include <cmocka.h>
 
-#include "blocksrc.h"
+#include "cache/blocksrc.h"
 
 #define BLK (64u << 10)            /* block bytes */
 #define HANG_GUARD 60
@@ -153,7 +153,7 @@ static unsigned wait_inside(struct fake *f, unsigned n)
 
 static struct rcache *new_rc(uint64_t capacity_blocks, unsigned fetchers)
 {
-    /* a block costs its room and some bookkeeping (fs/cache.h) */
+    /* a block costs its room and some bookkeeping (cache/cache.h) */
     struct rcache_opts o = { .block_bytes = BLK, .capacity = capacity_blocks * (BLK + 1024),
                              .fetchers = fetchers };
     struct rcache *rc = rcache_new(&o);

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_cache.c — the block cache (fs/cache.h), without FUSE:
+ * tests/unit/test_cache.c — the block cache (cache/cache.h), without FUSE:
  * CLOCK eviction and the byte bound, pinning, used-up blocks reused first
  * (and blocks marked cache_once before the cache grows under keep_used),
  * buffers reused rather than allocated, reserved buffers, buffers sharing huge pages,
@@ -32,7 +32,7 @@
 
 #include <cmocka.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 /* ---- the fill callback and its gate --------------------------------------- */
 

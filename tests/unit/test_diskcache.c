@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_diskcache.c — the persistent disk cache (fs/diskcache.h),
+ * tests/unit/test_diskcache.c — the persistent disk cache (cache/diskcache.h),
  * without FUSE: CRC32C (known value, the SSE4.2 code against the portable
  * one), round trips, a reopen that finds the blocks, a foreign or damaged
  * file rebuilt (another identity, another block size, a flipped header
@@ -34,7 +34,7 @@
 
 #include <cmocka.h>
 
-#include "diskcache.h"
+#include "cache/diskcache.h"
 
 #define BS (64u << 10)               /* block size of the tests */
 #define NB 21u                       /* blocks: 20 full and a short one */

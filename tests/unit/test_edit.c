@@ -1608,9 +1608,12 @@ static void test_recover_check(void **state)
     assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
     assert_false(exists(jr) || exists(nw));
 
-    /* a complete journal: after a crash before the in-place write, and
-     * after it (the new bytes written, not yet fsync'd) */
-    for (int written = 0; written <= 1; written++) {
+    /* a complete journal: after a crash before the in-place write (0),
+     * after it (1: the new bytes written, not yet fdatasync'd), and with the
+     * write torn (2: the first half of the changed range old again) */
+    size_t n0;
+    uint8_t *orig = slurp(path, &n0);
+    for (int written = 0; written <= 2; written++) {
         struct gguf_file *f = open_ok(path);
         struct kvl l;
         kvl_of_file(&l, f);
@@ -1619,18 +1622,37 @@ static void test_recover_check(void **state)
         struct gguf_buf h = { 0 };
         assert_int_equal(gguf_header_build(f, v, l.n, &h, &d), GGUF_OK);
         assert_int_equal(h.len, f->data_off);
-        crash_before(path, f, &h, written ? "fsync of the model"
+        crash_before(path, f, &h, written ? "fdatasync of the model"
                                           : "writing the header in place");
         assert_true(exists(jr));
+        if (written == 2) {
+            size_t n, lo = 0, hi;
+            uint8_t *now = slurp(path, &n);
+            assert_int_equal(n, n0);
+            while (now[lo] == orig[lo])
+                lo++;
+            for (hi = h.len; now[hi - 1] == orig[hi - 1];)
+                hi--;
+            memcpy(now + lo, orig + lo, (hi - lo + 1) / 2);
+            spit(path, now, n);
+            free(now);
+        }
         uint64_t h1 = hash_file(path, 0);
-        assert_int_equal(h1 == h0, !written);
+        assert_int_equal(h1 == h0, written == 0);
         for (int again = 0; again < 2; again++) {
             what[0] = 'x';
-            assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d),
-                             GGUF_E_INTERRUPTED);
-            assert_non_null(strstr(d.msg, "interrupted"));
-            assert_non_null(strstr(d.msg, jr));
-            assert_non_null(strstr(what, "interrupted"));
+            if (written == 1) {
+                /* the edit is complete: the model can be read as it is */
+                assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what,
+                                              &d), GGUF_OK);
+                assert_non_null(strstr(what, "the model is the new version"));
+            } else {
+                assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what,
+                                              &d), GGUF_E_INTERRUPTED);
+                assert_non_null(strstr(d.msg, "interrupted"));
+                assert_non_null(strstr(d.msg, jr));
+                assert_non_null(strstr(what, "interrupted"));
+            }
             assert_true(exists(jr));
             assert_true(hash_file(path, 0) == h1);
         }
@@ -1643,17 +1665,25 @@ static void test_recover_check(void **state)
         assert_non_null(strstr(d.msg, "does not belong to the model"));
         spit(path, now, n);
         free(now);
-        /* FIX rolls it back; then CHECK finds nothing */
+        /* FIX finishes a complete edit, rolls the others back; then CHECK
+         * finds nothing */
         assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
-        assert_true(hash_file(path, 0) == h0);
+        assert_non_null(strstr(what, written == 0 ? "had not been modified"
+                                     : written == 1 ? "finished an interrupted edit"
+                                     : "rolled back"));
+        assert_true(hash_file(path, 0) == (written == 1 ? h1 : h0));
+        assert_false(exists(jr));
         assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d),
                          GGUF_OK);
         assert_string_equal(what, "");
+        if (written == 1)
+            spit(path, orig, n0);       /* the old model again */
         free(v);
         gguf_buf_free(&h);
         kvl_free(&l);
         gguf_close(f);
     }
+    free(orig);
     assert_int_equal(gguf_recover(tpath("missing.gguf"), GGUF_RECOVER_CHECK, what,
                                   sizeof what, &d), GGUF_OK);
     assert_string_equal(what, "");

@@ -1,5 +1,5 @@
 /*
- * fs/thread.c — helper threads that take no signal (thread.h).
+ * cache/thread.c — helper threads that take no signal (thread.h).
  */
 #include "thread.h"
 

@@ -1,4 +1,4 @@
-/* fs/dcache_table.c — the disk cache's block table (fs/dcache_impl.h):
+/* cache/dcache_table.c — the disk cache's block table (cache/dcache_impl.h):
  * the entries on disk, dcache_read and dcache_write, and the batched flush
  * with its thread (see diskcache.h, "Crash-safe" and "Batched"). */
 #include "dcache_impl.h"

@@ -1,13 +1,13 @@
 /*
- * fs/blocksrc.h — a block cache for slow byte sources (remote models).
+ * cache/blocksrc.h — a block cache for slow byte sources (remote models).
  *
  * A struct rcache is a bounded in-memory cache of blocks of block_bytes
- * bytes (fs/cache.h) shared by any number of wrapped sources, with a few
+ * bytes (cache/cache.h) shared by any number of wrapped sources, with a few
  * fetch threads of its own.  blocksrc_wrap() makes a gguf_source that has
  * the size, identity and name of the source it wraps (no descriptor: fd
  * -1) and serves its reads from that cache, so that raw reads, f32 fills
  * and model.gguf of a remote mount all go through it unchanged.  No FUSE
- * header: built as a library of its own (fs/meson.build), tested by
+ * header: built as a library of its own (cache/meson.build), tested by
  * tests/unit/test_blocksrc.c over a fake source.
  *
  * Promises:
@@ -37,7 +37,7 @@
  *     block read once may be read again, from another file or after the
  *     kernel dropped its pages); once it is full, a block whose bytes have
  *     all been read (cache_put's used) is the first to be reused
- *     (fs/cache.h), so blocks fetched ahead and not read yet stay while a
+ *     (cache/cache.h), so blocks fetched ahead and not read yet stay while a
  *     stream consumes the blocks before them.  A long stream (one that has
  *     read more than its full window of blocks since it started) does not
  *     keep what it reads past that: those blocks are reused as soon as
@@ -60,7 +60,7 @@
  *     come from any number of threads at once.
  *
  * Lock order: a source's stream lock, then the rcache's lock, then the
- * cache's (fs/cache.h); the disk hooks has and check_ahead are called
+ * cache's (cache/cache.h); the disk hooks has and check_ahead are called
  * with the first two held (they must not call back into blocksrc); fills
  * run without any of them.
  */
@@ -80,7 +80,7 @@ struct rcache;
 
 struct rcache_opts {
     size_t block_bytes;      /* B (at least 4096) */
-    uint64_t capacity;       /* bytes of blocks held (fs/cache.h) */
+    uint64_t capacity;       /* bytes of blocks held (cache/cache.h) */
     unsigned fetchers;       /* fetch threads: the connections (1 to 64) */
 };
 
@@ -112,7 +112,7 @@ struct rcache_stats {
 void rcache_get_stats(struct rcache *rc, struct rcache_stats *out);
 
 /*
- * The hook for a persistent disk cache (fs/diskcache.h, another module):
+ * The hook for a persistent disk cache (cache/diskcache.h, another module):
  * a fill asks read first (true: dst holds the block's len bytes), then the
  * wrapped source, then hands the bytes to write.  Both are called from any
  * thread, without locks held, for blocks of one source (block: the block

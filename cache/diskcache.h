@@ -1,7 +1,7 @@
 /*
- * fs/diskcache.h — a persistent cache of the blocks of a remote model on a
+ * cache/diskcache.h — a persistent cache of the blocks of a remote model on a
  * local disk (-o cache_dir=DIR, -o cache_max=SIZE).  No FUSE inside: built
- * as a library of its own (fs/meson.build), tested by
+ * as a library of its own (cache/meson.build), tested by
  * tests/unit/test_diskcache.c and, for crashes, tests/tools/dcache_crash.c
  * driven by tests/integration/test_dcache_crash.py.
  *

@@ -1,4 +1,4 @@
-/* fs/cache.c — a bounded cache of fixed-size blocks (see cache.h).
+/* cache/cache.c — a bounded cache of fixed-size blocks (see cache.h).
  *
  * Every block (struct cache_block and its buffer of block_bytes) is on one
  * of four lists, or on none while a failed fill's waiters still hold it:

@@ -1,7 +1,7 @@
-/* fs/diskcache.c — the persistent disk cache of remote blocks (see
+/* cache/diskcache.c — the persistent disk cache of remote blocks (see
  * diskcache.h for what it promises): the public glue — CRC32C, groups, the
  * files' names, sizes, the batch setting, stats and close.  The other jobs
- * are in fs/dcache_*.c (fs/dcache_impl.h lists them). */
+ * are in cache/dcache_*.c (cache/dcache_impl.h lists them). */
 #include "dcache_impl.h"
 #include "kernels/crc32c.h"
 

@@ -1,4 +1,4 @@
-/* fs/dcache_check.c — replies spliced from the data file: dcache_hold and
+/* cache/dcache_check.c — replies spliced from the data file: dcache_hold and
  * dcache_release, the check of a block's bytes on disk at its first hold,
  * and the checks ahead with their thread (see diskcache.h, dcache_hold and
  * dcache_check_ahead). */

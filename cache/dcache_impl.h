@@ -1,8 +1,8 @@
 /*
- * fs/dcache_impl.h — what the files of the disk cache share: the struct, the
+ * cache/dcache_impl.h — what the files of the disk cache share: the struct, the
  * block table's states, the map's layout and the internal functions.  Not
- * part of the API (fs/diskcache.h, whose promises these files keep): only
- * fs/diskcache.c and fs/dcache_*.c include it.
+ * part of the API (cache/diskcache.h, whose promises these files keep): only
+ * cache/diskcache.c and cache/dcache_*.c include it.
  *
  * The files, by job:
  *   diskcache.c     the public glue: groups, file names, sizes, the batch

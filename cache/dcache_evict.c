@@ -1,4 +1,4 @@
-/* fs/dcache_evict.c — the disk cache's bound (see diskcache.h, "Bounded"):
+/* cache/dcache_evict.c — the disk cache's bound (see diskcache.h, "Bounded"):
  * the bytes counted, with the group's; other models in the directory,
  * measured and removed; this model's blocks evicted by CLOCK; and a
  * writer's claim of room. */

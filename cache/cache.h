@@ -1,6 +1,6 @@
 /*
- * fs/cache.h — a bounded cache of fixed-size blocks of bytes.  No FUSE
- * inside: built as a library of its own (fs/meson.build), tested by
+ * cache/cache.h — a bounded cache of fixed-size blocks of bytes.  No FUSE
+ * inside: built as a library of its own (cache/meson.build), tested by
  * tests/unit/test_cache.c.
  *
  * A block is identified by two numbers (a, b) chosen by the user (the f32

@@ -1,5 +1,5 @@
 /*
- * fs/thread.h — starting a helper thread that takes no signal.
+ * cache/thread.h — starting a helper thread that takes no signal.
  *
  * Promises:
  *   - ggfs_thread_start(th, fn, arg) is pthread_create(th, NULL, fn, arg)

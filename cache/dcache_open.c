@@ -1,4 +1,4 @@
-/* fs/dcache_open.c — the disk cache's directory (dcache_check_dir) and
+/* cache/dcache_open.c — the disk cache's directory (dcache_check_dir) and
  * open: the arguments, the map's lock, the data file, the header checked
  * (or both files rebuilt) and the entries loaded (see diskcache.h,
  * "Never trusted", "Crash-safe" and "One process per model"). */

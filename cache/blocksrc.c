@@ -1,4 +1,4 @@
-/* fs/blocksrc.c — a block cache for slow byte sources (see blocksrc.h).
+/* cache/blocksrc.c — a block cache for slow byte sources (see blocksrc.h).
  *
  * The fetch threads take claimed blocks (cache_claim: in the table as
  * being filled, so a reader of the same block waits for them) from a FIFO
