@@ -195,7 +195,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
 }
 /* A stats file (digest.c) is computed before the state lock is taken: its
  * size is in the reply.  (The digests' sizes are known without them; a
- * read computes them, before the lock too.) */
+ * read computes them, holding a reference to its state and no lock.) */
 static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ggfs *fs = req_fs(req);
