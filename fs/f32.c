@@ -89,20 +89,13 @@ static uint8_t *thread_buffer(size_t bytes)
     return b->p;
 }
 
-/* The state whose tensor a fill on this thread reads.  The cache runs its
- * fill callback on the thread that calls cache_get or cache_fill_claimed
- * (cache/cache.h), so ggfs_chunk_get and the workers name the state here
- * first, as blocksrc.c names its source; the caller's reference keeps it
- * alive through the fill, with no lock held. */
-static _Thread_local const struct state *tl_fill_st;
-
+/* The state a fill reads is the call's (cache/cache.h: the caller of
+ * cache_get or cache_fill_claimed passes it); the caller's reference keeps
+ * it alive through the fill, with no lock held. */
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err)
 {
-    tl_fill_st = st;
-    struct cache_block *blk = cache_get(st->fs->cache, tensor, chunk, len, err);
-    tl_fill_st = NULL;
-    return blk;
+    return cache_get(st->fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
 /*
@@ -117,11 +110,12 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
  * whose source is larger than their floats (f64, i64) go through a
  * per-thread buffer.
  */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len)
+int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+                    size_t len)
 {
     struct ggfs *fs = ctx;
     size_t n = len / sizeof(float);
-    const struct state *st = tl_fill_st;   /* the caller holds a reference */
+    const struct state *st = call;         /* the caller holds a reference */
     if (!st || tensor >= st->n_tensors)
         return EINVAL;
     const struct tref *r = &st->tens[tensor];
@@ -250,11 +244,8 @@ static void *worker_main(void *arg)
                 blk = cache_claim(fs->cache, t, c, ggfs_chunk_len(st, t, c) * sizeof(float));
         }
         pthread_mutex_unlock(&wk->mu);
-        if (blk) {
-            tl_fill_st = st;
-            cache_fill_claimed(fs->cache, blk);
-            tl_fill_st = NULL;
-        }
+        if (blk)
+            cache_fill_claimed(fs->cache, blk, st);
         ggfs_state_put(st);
         pthread_mutex_lock(&wk->mu);
     }

@@ -538,13 +538,13 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 
 /* ---- f32.c ---- */
 
-/* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
- * tensor into dst (len bytes: 4 per float), read from the state the
- * calling thread fills for: the one named by ggfs_chunk_get, or a
- * worker's (a fill runs on the thread that gets or claims the block,
- * cache/cache.h; tensor data is the same in every version).  EINVAL on a
- * thread that named none. */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
+/* The cache's fill callback (ctx: the struct ggfs; call: the state the
+ * caller of cache_get or cache_fill_claimed holds a reference to —
+ * ggfs_chunk_get's, or a worker's): dequantizes chunk of tensor into dst
+ * (len bytes: 4 per float), read from that state (tensor data is the same
+ * in every version).  EINVAL without a state. */
+int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+                    size_t len);
 /* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
  * is a reference the caller holds (not the state lock: a fill may wait on
  * a remote server). */
