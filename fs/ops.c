@@ -317,11 +317,13 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
-        n.kind != K_INFO_JSON && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_INFO_JSON && n.kind != K_SAFETENSORS &&
+        !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
-    } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON) {
+    } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
+               n.kind == K_SAFETENSORS) {
         /* The handle reads the version it was opened on (see fs.h). */
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
@@ -494,13 +496,22 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct ggfs *fs = req_fs(req);
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
-    if (IS_STATE(fi)) {                   /* info, info.json or model.gguf: its version */
+    if (IS_STATE(fi)) {                   /* a version's file: its version */
         /* held across the reply, like a snapshot (a release may race it) */
         struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
-        if ((ino - VERSION_BASE) % 3 == 1) {
+        uint64_t slot = (ino - VERSION_BASE) % VERSION_STRIDE;
+        if (slot == VS_MODEL) {
             ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
-        } else if ((ino - VERSION_BASE) % 3 == 2) {
+        } else if (slot == VS_SAFETENSORS) {
+            ggfs_count_read(fs, RK_SAFETENSORS, size);
+            /* f32 pieces fill chunks of the current state's tensors:
+             * tensor data never changes, the tensors of every version are
+             * the same (fs.h) */
+            pthread_rwlock_rdlock(&fs->lock);
+            ggfs_read_safetensors(req, v, size, off);
+            pthread_rwlock_unlock(&fs->lock);
+        } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
             const struct text *j = ggfs_info_json(v);
             if (j)
@@ -729,7 +740,8 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     } else if (to_set & FUSE_SET_ATTR_SIZE) {
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
-                n.kind == K_MODEL || n.kind == K_INFO_JSON ? EACCES : EISDIR;
+                n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_SAFETENSORS ?
+                EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,
                                    n.kind == K_KV, attr->st_size);
