@@ -47,20 +47,6 @@ fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf)
     return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
 }
 
-/* Types whose elements are plain numbers: in a big-endian file they can be
- * byte-swapped element by element before conversion.  Quantized blocks of
- * a big-endian file have no agreed layout, so they get no f32 view. */
-static bool plain_type(uint32_t type)
-{
-    switch (type) {
-    case GGML_T_F32: case GGML_T_I32: case GGML_T_F16: case GGML_T_BF16:
-    case GGML_T_I16: case GGML_T_I64: case GGML_T_F64: case GGML_T_I8:
-        return true;
-    default:
-        return false;
-    }
-}
-
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 {
     if (tf == TF_RAW_NPY)
@@ -70,7 +56,9 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
     const struct tref *r = &st->tens[idx];
     if (!ggfs_dequant_supported(r->t->type))
         return false;
-    return !st->model->shards[r->shard].gf->enc.big_endian || plain_type(r->t->type);
+    /* a big-endian file: the types whose big-endian layout is defined */
+    return !st->model->shards[r->shard].gf->enc.big_endian ||
+           ggfs_dequant_be_supported(r->t->type);
 }
 
 struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
