@@ -137,13 +137,14 @@ def boundary_reads(h, lab, path, whole, starts, rng, n=12):
         os.close(fd)
 
 
-def check_model(h, model, label, rng, full=True, options=()):
+def check_model(h, model, label, rng, full=True, options=(), url=None):
+    """url: mount that (the same file served over HTTP) instead."""
     try:
         pr = pyreader.read(model)
     except pyreader.GGUFError as e:
         h.note("%s: not checked (pyreader: %s)" % (label, e))
         return
-    with h.case("%s: mount" % label), mount(model, options) as mnt:
+    with h.case("%s: mount" % label), mount(url or model, options) as mnt:
         check_mounted(h, mnt, pr, label, rng, full)
 
 
@@ -285,6 +286,21 @@ def versions(h, tmp):
             os.close(fd)
 
 
+def remote_models(h, files, rng):
+    """The same files over HTTP (nginx): raw spans come from the remote
+    block cache, and the reads over many spans are copied from it."""
+    import remote
+    missing = remote.have_nginx()
+    if missing:
+        h.note("remote models not checked: %s" % missing)
+        return
+    with remote.Nginx(os.path.dirname(files[0])) as ng:
+        for f in files:
+            label = "remote " + os.path.basename(f)
+            print("-- %s" % label, flush=True)
+            check_model(h, f, label, rng, full=False, url=ng.url(os.path.basename(f)))
+
+
 def main():
     h = harness.start("safetensors")
     ggml = harness.require_oracle()
@@ -304,7 +320,9 @@ def main():
         versions(h, tmp)
         n = 2000 if QUICK else 8000
         print("-- %d tensors" % n, flush=True)
-        check_model(h, make_many(tmp, n), "many", rng, full=False)
+        many = make_many(tmp, n)
+        check_model(h, many, "many", rng, full=False)
+        remote_models(h, [files[0], many], rng)
     return h.finish()
 
 
