@@ -162,6 +162,7 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
 struct f32_stream {
     struct glist link;              /* in fs->streams, under pend_mu */
     /* under the workers' mu (requests of one file may run at once) */
+    uint64_t tensor;                /* the tensor it follows (0 at first) */
     uint64_t next;                  /* the chunk after the furthest one read */
     unsigned depth;                 /* chunks to queue ahead; 0: random */
     bool seq;                       /* counted in the workers' n_seq */
@@ -354,6 +355,10 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
      * another read went further would queue chunks that one has read. */
     pthread_mutex_lock(&wk->mu);
     uint64_t from = 1, to = 0;
+    if (s && s->tensor != tensor) {
+        s->tensor = tensor;            /* another tensor: from its start */
+        s->next = 0;
+    }
     if (s)
         stream_ahead(wk, s, first, last, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */

@@ -521,8 +521,11 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
 /* model.safetensors of version st: the header from memory, then each
  * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
- * block cache), piece by piece. */
-void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off);
+ * block cache, prefetched as f32 files are by the open file's stream s,
+ * which follows the tensor being read), piece by piece.  Under the state
+ * lock (read). */
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
  * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
  * multiple of 64; 0 if the tensor has no such file. */
@@ -547,7 +550,8 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):
- * learns the pattern, and queues for the workers the chunks the read needs
+ * learns the pattern (a stream that moves to another tensor starts over
+ * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
  * pattern, those after it.  Under the state lock (read). */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,

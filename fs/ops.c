@@ -21,7 +21,8 @@
 /* fi->fh of an open file, told apart by its low bits (allocations are
  * aligned): 0 nothing (raw, type, shape, stats), a write handle
  * (whandle.c) with tag 0, a snapshot of a meta/ value with tag 1, a state
- * (the version an open info, info.json or model.gguf reads) with tag 2, an f32 file's
+ * (the version an open info, info.json or model.gguf reads) with tag 2
+ * (model.safetensors, told by its inode: a struct st_open), an f32 file's
  * stream (f32.c) with tag 3. */
 #define FH_TAG 3u
 #define FH_SNAPSHOT 1u
@@ -34,6 +35,16 @@
 #define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STATE_OF(fi) ((struct state *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STREAM(fi) ((struct f32_stream *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define FH_ST_OPEN(fi) ((struct st_open *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define IS_SAFETENSORS(ino) ((ino) >= VERSION_BASE && (ino) < TENSOR_BASE && \
+                             ((ino) - VERSION_BASE) % VERSION_STRIDE == VS_SAFETENSORS)
+
+/* An open model.safetensors: its version, and the reading pattern of its
+ * f32 pieces, for prefetching (NULL: none). */
+struct st_open {
+    struct state *v;
+    struct f32_stream *s;
+};
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
  * committed text taken at open (see do_open).  Reads hold a reference while
@@ -329,6 +340,16 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
         fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
+        if (n.kind == K_SAFETENSORS) {
+            struct st_open *so = malloc(sizeof *so);
+            if (!so) {
+                ggfs_state_put(v);
+                return (void)fuse_reply_err(req, ENOMEM);
+            }
+            so->v = v;
+            so->s = ggfs_stream_new(fs);      /* NULL: no prefetching */
+            fi->fh = (uint64_t)(uintptr_t)so | FH_STATE;
+        }
         /* info of a model changed underneath says so first (a line that
          * its size as the kernel cached it does not count): read past the
          * page cache */
@@ -497,8 +518,11 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
     if (IS_STATE(fi)) {                   /* a version's file: its version */
-        /* held across the reply, like a snapshot (a release may race it) */
-        struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
+        /* held across the reply, like a snapshot (a release may race it:
+         * an st_open's stream is used before the reply only) */
+        bool safetensors = IS_SAFETENSORS(ino);
+        struct st_open *so = safetensors ? FH_ST_OPEN(fi) : NULL;
+        struct state *v = ggfs_state_ref(so ? so->v : FH_STATE_OF(fi));
         uint64_t slot = (ino - VERSION_BASE) % VERSION_STRIDE;
         if (slot == VS_MODEL) {
             ggfs_count_read(fs, RK_MODEL, size);
@@ -509,7 +533,7 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
              * tensor data never changes, the tensors of every version are
              * the same (fs.h) */
             pthread_rwlock_rdlock(&fs->lock);
-            ggfs_read_safetensors(req, v, size, off);
+            ggfs_read_safetensors(req, v, size, off, so->s);
             pthread_rwlock_unlock(&fs->lock);
         } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
@@ -657,10 +681,15 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     struct ggfs *fs = req_fs(req);
     if (IS_SNAPSHOT(fi)) {
         snap_put(SNAPSHOT(fi));
+    } else if (IS_STATE(fi) && IS_SAFETENSORS(ino)) {
+        struct st_open *so = FH_ST_OPEN(fi);
+        if (so->s)
+            ggfs_stream_free(fs, so->s);
+        ggfs_state_put(so->v);
+        free(so);
     } else if (IS_STATE(fi)) {
         ggfs_state_put(FH_STATE_OF(fi));
     } else if (IS_F32(fi)) {

@@ -496,13 +496,14 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 /* Bytes [in, in+n) of span sp's f32 view, chunk by chunk: each chunk
  * pinned and handed to use(); 0 or an errno. */
 static int span_f32(struct state *st, const struct gguf_st_span *sp, uint64_t in, uint64_t n,
+                    struct f32_stream *s,
                     void (*use)(void *ctx, struct cache_block *b, const char *src, size_t len),
                     void *ctx)
 {
     struct ggfs *fs = st->fs;
     uint64_t cb = fs->chunk_bytes;
     uint64_t first = in / cb, last = (in + n - 1) / cb;
-    ggfs_prefetch(fs, st, NULL, sp->tensor, first, last);
+    ggfs_prefetch(fs, st, s, sp->tensor, first, last);
     for (uint64_t c = first; c <= last; c++) {
         uint64_t c_start = c * cb;
         size_t c_len = ggfs_chunk_len(st, sp->tensor, c) * sizeof(float);
@@ -568,7 +569,7 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
         int e;
         if (sp->f32) {
             struct copy_to c = { st->fs->cache, dst };
-            e = span_f32(st, sp, in, n, use_copy, &c);
+            e = span_f32(st, sp, in, n, NULL, use_copy, &c);
         } else {
             const struct tref *r = &st->tens[sp->tensor];
             const struct gguf_shard *sh = &st->model->shards[r->shard];
@@ -586,7 +587,8 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
     return 0;
 }
 
-void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off)
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s)
 {
     const struct gguf_st_layout *l = NULL;
     int e = ggfs_safetensors(st, &l);
@@ -624,7 +626,7 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
         uint64_t in = a - sp->start;
         uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
         if (sp->f32) {
-            int err = span_f32(st, sp, in, n, use_piece, &p);
+            int err = span_f32(st, sp, in, n, s, use_piece, &p);
             if (err && !p.err)
                 p.err = err;
         } else {
