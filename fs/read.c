@@ -595,7 +595,7 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
     if (e)
         return (void)fuse_reply_err(req, e);
     uint64_t a = (uint64_t)off;
-    if (a >= l->size)
+    if (a >= l->size || !size)
         return (void)fuse_reply_buf(req, NULL, 0);
     uint64_t end = size < l->size - a ? a + size : l->size;
     struct pieces p = { 0 };
