@@ -40,11 +40,24 @@
                              ((ino) - VERSION_BASE) % VERSION_STRIDE == VS_SAFETENSORS)
 
 /* An open model.safetensors: its version, and the reading pattern of its
- * f32 pieces, for prefetching (NULL: none). */
+ * f32 pieces, for prefetching (s NULL: none).  Counted, as a snapshot is:
+ * a read holds a reference while it replies (a release may race it). */
 struct st_open {
+    _Atomic unsigned refs;
+    struct ggfs *fs;
     struct state *v;
     struct f32_stream *s;
 };
+
+static void st_open_put(struct st_open *so)
+{
+    if (atomic_fetch_sub(&so->refs, 1) != 1)
+        return;
+    if (so->s)
+        ggfs_stream_free(so->fs, so->s);
+    ggfs_state_put(so->v);
+    free(so);
+}
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
  * committed text taken at open (see do_open).  Reads hold a reference while
@@ -346,6 +359,8 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
                 ggfs_state_put(v);
                 return (void)fuse_reply_err(req, ENOMEM);
             }
+            atomic_init(&so->refs, 1);
+            so->fs = fs;
             so->v = v;
             so->s = ggfs_stream_new(fs);      /* NULL: no prefetching */
             fi->fh = (uint64_t)(uintptr_t)so | FH_STATE;
@@ -518,10 +533,10 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
     if (IS_STATE(fi)) {                   /* a version's file: its version */
-        /* held across the reply, like a snapshot (a release may race it:
-         * an st_open's stream is used before the reply only) */
-        bool safetensors = IS_SAFETENSORS(ino);
-        struct st_open *so = safetensors ? FH_ST_OPEN(fi) : NULL;
+        /* held across the reply, like a snapshot (a release may race it) */
+        struct st_open *so = IS_SAFETENSORS(ino) ? FH_ST_OPEN(fi) : NULL;
+        if (so)
+            atomic_fetch_add(&so->refs, 1);
         struct state *v = ggfs_state_ref(so ? so->v : FH_STATE_OF(fi));
         uint64_t slot = (ino - VERSION_BASE) % VERSION_STRIDE;
         if (slot == VS_MODEL) {
@@ -546,6 +561,8 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             reply_info(req, fs, v, size, off);
         }
         ggfs_state_put(v);
+        if (so)
+            st_open_put(so);
     } else if (IS_SNAPSHOT(fi)) {         /* meta/ open for reading */
         struct snap *sn = SNAPSHOT(fi);
         atomic_fetch_add(&sn->refs, 1);
@@ -685,11 +702,7 @@ static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     if (IS_SNAPSHOT(fi)) {
         snap_put(SNAPSHOT(fi));
     } else if (IS_STATE(fi) && IS_SAFETENSORS(ino)) {
-        struct st_open *so = FH_ST_OPEN(fi);
-        if (so->s)
-            ggfs_stream_free(fs, so->s);
-        ggfs_state_put(so->v);
-        free(so);
+        st_open_put(FH_ST_OPEN(fi));
     } else if (IS_STATE(fi)) {
         ggfs_state_put(FH_STATE_OF(fi));
     } else if (IS_F32(fi)) {
