@@ -27,28 +27,6 @@ uint64_t ggfs_chunks(const struct state *st, uint64_t tensor)
     return (st->tens[tensor].t->n_elems + per - 1) / per;
 }
 
-/* Element size of the plain types a big-endian file may hold (the only
- * types of such a file with an f32 view, see nodes.c). */
-static unsigned plain_elem_size(uint32_t type)
-{
-    switch (type) {
-    case GGML_T_F32: case GGML_T_I32: return 4;
-    case GGML_T_F16: case GGML_T_BF16: case GGML_T_I16: return 2;
-    case GGML_T_I64: case GGML_T_F64: return 8;
-    default: return 1;
-    }
-}
-
-static void swap_elems(uint8_t *p, size_t bytes, unsigned size)
-{
-    for (size_t i = 0; i + size <= bytes; i += size)
-        for (unsigned a = 0, b = size - 1; a < b; a++, b--) {
-            uint8_t x = p[i + a];
-            p[i + a] = p[i + b];
-            p[i + b] = x;
-        }
-}
-
 /* Per-thread buffer for the source bytes of one chunk.  libfuse starts and
  * ends worker threads as load changes, so the buffer is freed by a
  * thread-exit destructor rather than left behind. */
@@ -141,8 +119,8 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
      * not (a write's mtime is updated before its bytes land) */
     if (ggfs_under_check_shard(fs, st, r->shard))
         return EIO;
-    if (sh->gf->enc.big_endian)
-        swap_elems(buf, bytes, plain_elem_size(r->t->type));
+    if (sh->gf->enc.big_endian)       /* a type with a defined layout (nodes.c) */
+        ggfs_dequant_be_swap(r->t->type, buf, n_blocks);
     if (!in_place) {
         ggfs_dequant(r->t->type, buf, dst, n_blocks);
         return 0;
@@ -196,6 +174,7 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
 struct f32_stream {
     struct glist link;              /* in fs->streams, under pend_mu */
     /* under the workers' mu (requests of one file may run at once) */
+    uint64_t tensor;                /* the tensor it follows (0 at first) */
     uint64_t next;                  /* the chunk after the furthest one read */
     unsigned depth;                 /* chunks to queue ahead; 0: random */
     bool seq;                       /* counted in the workers' n_seq */
@@ -389,6 +368,10 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
      * another read went further would queue chunks that one has read. */
     pthread_mutex_lock(&wk->mu);
     uint64_t from = 1, to = 0;
+    if (s && s->tensor != tensor) {
+        s->tensor = tensor;            /* another tensor: from its start */
+        s->next = 0;
+    }
     if (s)
         stream_ahead(wk, s, first, last, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */

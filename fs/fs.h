@@ -17,8 +17,9 @@
  *   nodes.c     the inode layout: what an inode is, its attributes, the
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
- *   read.c      reads of raw, f32 and model.gguf; raw.npy and f32.npy
- *               (their NPY header, then raw's and f32's paths)
+ *   read.c      reads of raw, f32, model.gguf and model.safetensors;
+ *               raw.npy and f32.npy (their NPY header, then raw's and
+ *               f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
  *   whandle.c   meta/ files open for writing, created keys, scratch files
@@ -33,16 +34,18 @@
  *   1 (FUSE_ROOT_ID)  /                 3  /meta
  *   4                 /tensors          5  /stats (block cache counters)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
- *   VERSION_BASE + 3g     /info of version g of the model
- *   VERSION_BASE + 3g + 1 /model.gguf of version g
- *   VERSION_BASE + 3g + 2 /info.json of version g
+ *   VERSION_BASE + 5g     /info of version g of the model
+ *   VERSION_BASE + 5g + 1 /model.gguf of version g
+ *   VERSION_BASE + 5g + 2 /info.json of version g
+ *   VERSION_BASE + 5g + 3 (/hashes of version g)
+ *   VERSION_BASE + 5g + 4 /model.safetensors of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape,
  *                                                       5 raw.npy, 6 f32.npy}
  *
  * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
- * when keys are added or removed.  An edit changes the bytes of info, info.json and
- * model.gguf, so each version of the model (each state, below) has inodes
+ * when keys are added or removed.  An edit changes the bytes of info,
+ * info.json, model.gguf and model.safetensors (its __metadata__), so each version of the model (each state, below) has inodes
  * of its own for them: a descriptor or a mapping opened before an edit
  * keeps the inode, the page cache and the state of its version until it is
  * closed, as a file replaced by rename does; the next lookup finds the new
@@ -110,6 +113,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/source.h"
+#include "gguf/safetensors.h"
 #include "gguf/split.h"
 #include "gguf/ntab.h"
 #include "gguf/value.h"
@@ -126,9 +130,14 @@ enum {
 };
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
-#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen)))
-#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 1))
-#define INO_INFO_JSON(gen) ((fuse_ino_t)(VERSION_BASE + 3 * (gen) + 2))
+/* a version's files: slot s of version g is VERSION_BASE + VERSION_STRIDE*g + s */
+enum version_slot { VS_INFO = 0, VS_MODEL, VS_INFO_JSON, VS_HASHES, VS_SAFETENSORS,
+                    VERSION_STRIDE };
+#define INO_VERSION(gen, slot) ((fuse_ino_t)(VERSION_BASE + VERSION_STRIDE * (gen) + (slot)))
+#define INO_INFO(gen) INO_VERSION(gen, VS_INFO)
+#define INO_MODEL(gen) INO_VERSION(gen, VS_MODEL)
+#define INO_INFO_JSON(gen) INO_VERSION(gen, VS_INFO_JSON)
+#define INO_SAFETENSORS(gen) INO_VERSION(gen, VS_SAFETENSORS)
 
 /* raw.npy and f32.npy: raw and f32 behind an NPY header (read.c) */
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_RAW_NPY, TF_F32_NPY,
@@ -208,6 +217,8 @@ struct state {
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
     struct text info;            /* /info, rendered when built */
     _Atomic(struct text *) info_json;  /* /info.json, rendered on first use */
+    /* /model.safetensors: its header and spans, laid out on first use */
+    _Atomic(struct gguf_st_layout *) safetensors;
     uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
     int64_t *id_kv;              /* id -> key index, -1: no such key now */
     uint64_t n_ids;
@@ -233,7 +244,8 @@ struct fsig {
 enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
 
 /* Read requests are counted per kind of file (the stats file). */
-enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON, RK_COUNT };
+enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON,
+                 RK_SAFETENSORS, RK_COUNT };
 
 struct workers;                  /* f32.c */
 struct notify;                   /* notify.c */
@@ -465,13 +477,14 @@ void ggfs_key_ids_free(struct ntab *ids);
 /* ---- nodes.c: the inode layout ---- */
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON };
+            K_INFO_JSON, K_SAFETENSORS };
 
 struct node {
     enum kind kind;
     uint64_t idx;            /* key or tensor index */
     enum tensor_file tf;     /* for K_TENSOR */
-    uint64_t gen;            /* for K_INFO, K_INFO_JSON and K_MODEL: the version */
+    uint64_t gen;            /* for a version's files (K_INFO, K_MODEL, K_INFO_JSON,
+                                K_SAFETENSORS): the version */
 };
 
 /* What inode ino is in state st (any version's info and model.gguf). */
@@ -503,6 +516,10 @@ void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
                        struct stat *out);
 /* info.json of st (rendered on first use, kept); NULL when out of memory. */
 const struct text *ggfs_info_json(struct state *st);
+/* model.safetensors' layout of st (laid out on first use, kept; see
+ * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
+ * safetensors file would be too large (logged). */
+int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
 /* The rendered value of key i (kept in st); NULL when out of memory. */
 const struct text *ggfs_kv_text(struct state *st, uint64_t i);
 /* type or shape of tensor idx into buf; its length. */
@@ -522,6 +539,13 @@ struct f32_stream;
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+/* model.safetensors of version st: the header from memory, then each
+ * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
+ * block cache, prefetched as f32 files are by the open file's stream s,
+ * which follows the tensor being read), piece by piece.  Under the state
+ * lock (read). */
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
  * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
  * multiple of 64; 0 if the tensor has no such file. */
@@ -555,7 +579,8 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):
- * learns the pattern, and queues for the workers the chunks the read needs
+ * learns the pattern (a stream that moves to another tensor starts over
+ * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
  * pattern, those after it.  st: a reference the caller holds. */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
