@@ -2,12 +2,12 @@
  *
  * The fetch threads take claimed blocks (cache_claim: in the table as
  * being filled, so a reader of the same block waits for them) from a FIFO
- * and fill them (cache_fill_claimed).  The cache's fill callback needs to
- * know which wrapped source a block is of: a fill always runs on the
- * thread that asked for it (the reader in cache_get, or the fetch thread
- * in cache_fill_claimed), which names the source in a thread-local
- * variable first.  Block keys are (source id, block number); ids are
- * never reused, so a closed source's blocks are never found by another.
+ * and fill them (cache_fill_claimed).  The cache's fill callback learns
+ * which wrapped source a block is of from the call that fills it (a
+ * struct fill_call: the reader's in cache_get, the fetch thread's in
+ * cache_fill_claimed; a source NULL drops the block).  Block keys are
+ * (source id, block number); ids are never reused, so a closed source's
+ * blocks are never found by another.
  */
 #include "blocksrc.h"
 #include "thread.h"
@@ -75,10 +75,12 @@ struct blocksrc {
     unsigned busy;                  /* fills on the fetch threads, under rc->mu */
 };
 
-/* The source whose block this thread is about to fill (NULL: drop it),
- * whether a reader fills it, and whether it did (a miss). */
-static _Thread_local struct blocksrc *tl_src;
-static _Thread_local bool tl_reader, tl_filled;
+/* What a fill is for: the source whose block it fills (NULL: drop it);
+ * set by the fill: whether it ran (for a reader: a miss). */
+struct fill_call {
+    struct blocksrc *src;
+    bool filled;
+};
 
 static const struct gguf_source_ops blocksrc_ops;
 
@@ -90,14 +92,14 @@ static size_t block_len(const struct blocksrc *b, uint64_t k)
 }
 
 /* The cache's fill callback. */
-static int fill_block(void *ctx, uint64_t id, uint64_t k, void *dst, size_t len)
+static int fill_block(void *ctx, void *call, uint64_t id, uint64_t k, void *dst, size_t len)
 {
     struct rcache *rc = ctx;
-    struct blocksrc *b = tl_src;
+    struct fill_call *fc = call;
+    struct blocksrc *b = fc->src;
     if (!b || b->id != id)
         return ECANCELED;           /* dropped: a closing source, or stopping */
-    if (tl_reader)
-        tl_filled = true;
+    fc->filled = true;
     /* The persistent disk cache goes here: a block it holds costs no
      * request; a block fetched is handed to it. */
     if (b->disk.read && b->disk.read(b->disk.ctx, k, dst, len)) {
@@ -158,11 +160,8 @@ static bool take_out(struct rcache *rc, bool (*keep)(const struct qitem *, const
  * counts it done. */
 static void run_item(struct rcache *rc, struct qitem *it, struct blocksrc *src, bool reader)
 {
-    tl_src = src;
-    tl_reader = reader;
-    cache_fill_claimed(rc->cache, it->blk);
-    tl_src = NULL;
-    tl_reader = false;
+    struct fill_call fc = { .src = src };
+    cache_fill_claimed(rc->cache, it->blk, &fc);
     pthread_mutex_lock(&rc->mu);
     rc->inflight--;
     if (!reader)
@@ -445,16 +444,12 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
     struct rcache *rc = b->rc;
     steal(b, k);
     *err = 0;
-    tl_src = b;
-    tl_reader = true;
-    tl_filled = false;
-    struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), err);
-    tl_src = NULL;
-    tl_reader = false;
+    struct fill_call fc = { .src = b };
+    struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &fc, err);
     if (!blk)
         *err = *err == ENOMEM ? ENOMEM : EIO;
     else
-        atomic_fetch_add(tl_filled ? &rc->misses : &rc->hits, 1);
+        atomic_fetch_add(fc.filled ? &rc->misses : &rc->hits, 1);
     return blk;
 }
 

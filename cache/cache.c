@@ -489,10 +489,10 @@ static struct cache_block *insert(struct cache *c, uint64_t a, uint64_t b, size_
 /* Fills placeholder x (pinned once by the caller), unlocked; then wakes its
  * waiters.  0, or the fill's error: the block has left the table and the
  * caller's pin is gone. */
-static int fill(struct cache *c, struct cache_block *x)
+static int fill(struct cache *c, struct cache_block *x, void *call)
 {
     /* Fill outside the lock: producing the bytes is the slow part. */
-    int e = c->fill(c->ctx, x->a, x->b, x->data, x->len);
+    int e = c->fill(c->ctx, call, x->a, x->b, x->data, x->len);
     pthread_mutex_lock(&c->mu);
     x->filling = false;
     pthread_cond_broadcast(&c->filled);
@@ -513,7 +513,8 @@ static int fill(struct cache *c, struct cache_block *x)
  * getter of the same block waits for the first one's fill instead of doing
  * it again; the fill itself runs unlocked.
  */
-struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, int *err)
+struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, void *call,
+                              int *err)
 {
     if (len > c->block_bytes) {     /* never sized by an unchecked number */
         *err = EINVAL;
@@ -554,7 +555,7 @@ struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t le
         *err = ENOMEM;
         return NULL;
     }
-    int e = fill(c, x);
+    int e = fill(c, x, call);
     if (e) {
         *err = e;
         return NULL;
@@ -572,18 +573,18 @@ struct cache_block *cache_claim(struct cache *c, uint64_t a, uint64_t b, size_t 
     return x;
 }
 
-bool cache_fill_claimed(struct cache *c, struct cache_block *blk)
+bool cache_fill_claimed(struct cache *c, struct cache_block *blk, void *call)
 {
-    if (fill(c, blk) != 0)
+    if (fill(c, blk, call) != 0)
         return false;
     cache_put(c, blk, 0);
     return true;
 }
 
-bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len)
+bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len, void *call)
 {
     struct cache_block *x = cache_claim(c, a, b, len);
-    return x && cache_fill_claimed(c, x);
+    return x && cache_fill_claimed(c, x, call);
 }
 
 bool cache_contains(struct cache *c, uint64_t a, uint64_t b)

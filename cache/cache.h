@@ -54,8 +54,13 @@ struct cache_block;
 /* Fills dst with the len bytes of block (a, b); returns 0 or an errno.
  * dst has room for the cache's block_bytes: the fill may use the bytes past
  * len as scratch.  Runs without the cache's lock, on the thread that missed
- * the block (or that prefetches it). */
-typedef int (*cache_fill_fn)(void *ctx, uint64_t a, uint64_t b, void *dst, size_t len);
+ * the block (or that prefetches it).  ctx is the cache's (cache_new); call
+ * is the context of the call that fills (cache_get, cache_prefetch,
+ * cache_fill_claimed: what that caller passed, may be NULL), so that a
+ * fill knows who asked without a lock or a thread-local: the state a
+ * reader holds, the source a fetch is for. */
+typedef int (*cache_fill_fn)(void *ctx, void *call, uint64_t a, uint64_t b, void *dst,
+                             size_t len);
 
 struct cache_stats {
     uint64_t hits, misses, evictions, fill_errors;
@@ -73,9 +78,10 @@ struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fil
 void cache_free(struct cache *c);
 
 /* Returns block (a, b) pinned, filling it on a miss with len bytes (its
- * length: at most block_bytes).  NULL with *err set: the fill's error,
- * ENOMEM, or EINVAL for len above block_bytes. */
-struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, int *err);
+ * length: at most block_bytes), the fill given call.  NULL with *err set:
+ * the fill's error, ENOMEM, or EINVAL for len above block_bytes. */
+struct cache_block *cache_get(struct cache *c, uint64_t a, uint64_t b, size_t len, void *call,
+                              int *err);
 const void *cache_data(const struct cache_block *blk);
 size_t cache_len(const struct cache_block *blk);
 
@@ -101,7 +107,7 @@ void cache_put(struct cache *c, struct cache_block *blk, size_t used);
 
 /* Fills block (a, b) if it is neither cached nor being filled (for
  * prefetch workers); does not pin it.  true if this call filled it. */
-bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len);
+bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len, void *call);
 /* cache_prefetch in two steps, for a caller that must decide under a lock
  * of its own that it fills a block, and fill it after releasing that lock:
  * cache_claim inserts block (a, b) as being filled (a getter waits for it)
@@ -110,7 +116,7 @@ bool cache_prefetch(struct cache *c, uint64_t a, uint64_t b, size_t len);
  * to cache_fill_claimed, which fills it and releases it (true if the fill
  * succeeded). */
 struct cache_block *cache_claim(struct cache *c, uint64_t a, uint64_t b, size_t len);
-bool cache_fill_claimed(struct cache *c, struct cache_block *blk);
+bool cache_fill_claimed(struct cache *c, struct cache_block *blk, void *call);
 /* true if block (a, b) is cached or being filled. */
 bool cache_contains(struct cache *c, uint64_t a, uint64_t b);
 /* Blocks that fit in the capacity. */

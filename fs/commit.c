@@ -189,14 +189,15 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
     if (!fs->overlay)
         ggfs_under_rewatch(fs);     /* a rewrite put a new file at the path */
 
-    /* Tell the kernel (notify.c): info, info.json and model.gguf of the new version
-     * are new inodes, found by the next lookup while open ones keep theirs
+    /* Tell the kernel (notify.c): info, info.json, model.gguf and
+     * model.safetensors of the new version are new inodes, found by the next lookup while open ones keep theirs
      * (see fs.h); every name and file of the old meta/ may have changed
      * (values, sizes, which names exist).  The commit returns once the root
      * names are invalidated; flush also waits for meta/'s. */
     ggfs_notify_root_entry(fs, "info");
     ggfs_notify_root_entry(fs, "model.gguf");
     ggfs_notify_root_entry(fs, "info.json");
+    ggfs_notify_root_entry(fs, "model.safetensors");
     for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
         ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
         ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);

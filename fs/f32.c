@@ -27,28 +27,6 @@ uint64_t ggfs_chunks(const struct state *st, uint64_t tensor)
     return (st->tens[tensor].t->n_elems + per - 1) / per;
 }
 
-/* Element size of the plain types a big-endian file may hold (the only
- * types of such a file with an f32 view, see nodes.c). */
-static unsigned plain_elem_size(uint32_t type)
-{
-    switch (type) {
-    case GGML_T_F32: case GGML_T_I32: return 4;
-    case GGML_T_F16: case GGML_T_BF16: case GGML_T_I16: return 2;
-    case GGML_T_I64: case GGML_T_F64: return 8;
-    default: return 1;
-    }
-}
-
-static void swap_elems(uint8_t *p, size_t bytes, unsigned size)
-{
-    for (size_t i = 0; i + size <= bytes; i += size)
-        for (unsigned a = 0, b = size - 1; a < b; a++, b--) {
-            uint8_t x = p[i + a];
-            p[i + a] = p[i + b];
-            p[i + b] = x;
-        }
-}
-
 /* Per-thread buffer for the source bytes of one chunk.  libfuse starts and
  * ends worker threads as load changes, so the buffer is freed by a
  * thread-exit destructor rather than left behind. */
@@ -89,20 +67,13 @@ static uint8_t *thread_buffer(size_t bytes)
     return b->p;
 }
 
-/* The state whose tensor a fill on this thread reads.  The cache runs its
- * fill callback on the thread that calls cache_get or cache_fill_claimed
- * (cache/cache.h), so ggfs_chunk_get and the workers name the state here
- * first, as blocksrc.c names its source; the caller's reference keeps it
- * alive through the fill, with no lock held. */
-static _Thread_local const struct state *tl_fill_st;
-
+/* The state a fill reads is the call's (cache/cache.h: the caller of
+ * cache_get or cache_fill_claimed passes it); the caller's reference keeps
+ * it alive through the fill, with no lock held. */
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err)
 {
-    tl_fill_st = st;
-    struct cache_block *blk = cache_get(st->fs->cache, tensor, chunk, len, err);
-    tl_fill_st = NULL;
-    return blk;
+    return cache_get(st->fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
 /*
@@ -117,11 +88,12 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
  * whose source is larger than their floats (f64, i64) go through a
  * per-thread buffer.
  */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len)
+int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+                    size_t len)
 {
     struct ggfs *fs = ctx;
     size_t n = len / sizeof(float);
-    const struct state *st = tl_fill_st;   /* the caller holds a reference */
+    const struct state *st = call;         /* the caller holds a reference */
     if (!st || tensor >= st->n_tensors)
         return EINVAL;
     const struct tref *r = &st->tens[tensor];
@@ -147,8 +119,8 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
      * not (a write's mtime is updated before its bytes land) */
     if (ggfs_under_check_shard(fs, st, r->shard))
         return EIO;
-    if (sh->gf->enc.big_endian)
-        swap_elems(buf, bytes, plain_elem_size(r->t->type));
+    if (sh->gf->enc.big_endian)       /* a type with a defined layout (nodes.c) */
+        ggfs_dequant_be_swap(r->t->type, buf, n_blocks);
     if (!in_place) {
         ggfs_dequant(r->t->type, buf, dst, n_blocks);
         return 0;
@@ -202,6 +174,7 @@ int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_
 struct f32_stream {
     struct glist link;              /* in fs->streams, under pend_mu */
     /* under the workers' mu (requests of one file may run at once) */
+    uint64_t tensor;                /* the tensor it follows (0 at first) */
     uint64_t next;                  /* the chunk after the furthest one read */
     unsigned depth;                 /* chunks to queue ahead; 0: random */
     bool seq;                       /* counted in the workers' n_seq */
@@ -250,11 +223,8 @@ static void *worker_main(void *arg)
                 blk = cache_claim(fs->cache, t, c, ggfs_chunk_len(st, t, c) * sizeof(float));
         }
         pthread_mutex_unlock(&wk->mu);
-        if (blk) {
-            tl_fill_st = st;
-            cache_fill_claimed(fs->cache, blk);
-            tl_fill_st = NULL;
-        }
+        if (blk)
+            cache_fill_claimed(fs->cache, blk, st);
         ggfs_state_put(st);
         pthread_mutex_lock(&wk->mu);
     }
@@ -398,6 +368,10 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
      * another read went further would queue chunks that one has read. */
     pthread_mutex_lock(&wk->mu);
     uint64_t from = 1, to = 0;
+    if (s && s->tensor != tensor) {
+        s->tensor = tensor;            /* another tensor: from its start */
+        s->next = 0;
+    }
     if (s)
         stream_ahead(wk, s, first, last, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */

@@ -17,8 +17,9 @@
  *   nodes.c     the inode layout: what an inode is, its attributes, the
  *               small texts (type, shape, stats, meta/ values)
  *   ops.c       the FUSE handlers and the operations table
- *   read.c      reads of raw, f32 and model.gguf; raw.npy and f32.npy
- *               (their NPY header, then raw's and f32's paths)
+ *   read.c      reads of raw, f32, model.gguf and model.safetensors;
+ *               raw.npy and f32.npy (their NPY header, then raw's and
+ *               f32's paths)
  *   f32.c       dequantizing chunks, the workers that fill them ahead, and
  *               each open f32 file's reading pattern
  *   digest.c    what is computed on first use and kept for the mount: a
@@ -41,7 +42,7 @@
  *   VERSION_BASE + 5g + 2 /info.json of version g
  *   VERSION_BASE + 5g + 3 /hashes (the same bytes in every version:
  *                         tensor names and data never change)
- *   VERSION_BASE + 5g + 4 (reserved: /model.safetensors)
+ *   VERSION_BASE + 5g + 4 /model.safetensors of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape,
  *                                                       5 raw.npy, 6 f32.npy,
@@ -49,8 +50,8 @@
  *                                                       9 sha256}
  *
  * TENSOR_BASE is fixed (not after the keys), so tensor inodes do not move
- * when keys are added or removed.  An edit changes the bytes of info, info.json and
- * model.gguf, so each version of the model (each state, below) has inodes
+ * when keys are added or removed.  An edit changes the bytes of info,
+ * info.json, model.gguf and model.safetensors (its __metadata__), so each version of the model (each state, below) has inodes
  * of its own for them: a descriptor or a mapping opened before an edit
  * keeps the inode, the page cache and the state of its version until it is
  * closed, as a file replaced by rename does; the next lookup finds the new
@@ -120,6 +121,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/source.h"
+#include "gguf/safetensors.h"
 #include "gguf/split.h"
 #include "gguf/ntab.h"
 #include "gguf/value.h"
@@ -133,16 +135,20 @@ enum {
     INO_STATS = 5,
     KV_BASE = 16,
     TENSOR_STRIDE = 16,
-    VERSION_SLOTS = 5,           /* inodes per version: see above */
 };
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
-#define INO_INFO(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen)))
-#define INO_MODEL(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 1))
-#define INO_INFO_JSON(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 2))
-#define INO_HASHES(gen) ((fuse_ino_t)(VERSION_BASE + VERSION_SLOTS * (gen) + 3))
-/* which of a version's inodes ino is (0 info, 1 model.gguf, ...) */
-#define VERSION_SLOT(ino) (((ino) - VERSION_BASE) % VERSION_SLOTS)
+/* a version's files: slot s of version g is VERSION_BASE + VERSION_STRIDE*g + s */
+enum version_slot { VS_INFO = 0, VS_MODEL, VS_INFO_JSON, VS_HASHES, VS_SAFETENSORS,
+                    VERSION_STRIDE };
+#define INO_VERSION(gen, slot) ((fuse_ino_t)(VERSION_BASE + VERSION_STRIDE * (gen) + (slot)))
+#define INO_INFO(gen) INO_VERSION(gen, VS_INFO)
+#define INO_MODEL(gen) INO_VERSION(gen, VS_MODEL)
+#define INO_INFO_JSON(gen) INO_VERSION(gen, VS_INFO_JSON)
+#define INO_SAFETENSORS(gen) INO_VERSION(gen, VS_SAFETENSORS)
+#define INO_HASHES(gen) INO_VERSION(gen, VS_HASHES)
+/* which of a version's files ino is (enum version_slot) */
+#define VERSION_SLOT(ino) (((ino) - VERSION_BASE) % VERSION_STRIDE)
 
 /* raw.npy and f32.npy: raw and f32 behind an NPY header (read.c); stats,
  * xxh64 and sha256: computed on first use (digest.c) */
@@ -223,6 +229,8 @@ struct state {
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
     struct text info;            /* /info, rendered when built */
     _Atomic(struct text *) info_json;  /* /info.json, rendered on first use */
+    /* /model.safetensors: its header and spans, laid out on first use */
+    _Atomic(struct gguf_st_layout *) safetensors;
     uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
     int64_t *id_kv;              /* id -> key index, -1: no such key now */
     uint64_t n_ids;
@@ -249,7 +257,8 @@ enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
 
 /* Read requests are counted per kind of file (the stats file). */
 enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON,
-                 RK_TENSOR_STATS, RK_XXH64, RK_SHA256, RK_HASHES, RK_COUNT };
+                 RK_SAFETENSORS, RK_TENSOR_STATS, RK_XXH64, RK_SHA256, RK_HASHES,
+                 RK_COUNT };
 
 struct workers;                  /* f32.c */
 struct digests;                  /* digest.c */
@@ -485,13 +494,14 @@ void ggfs_key_ids_free(struct ntab *ids);
 /* ---- nodes.c: the inode layout ---- */
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON, K_HASHES };
+            K_INFO_JSON, K_SAFETENSORS, K_HASHES };
 
 struct node {
     enum kind kind;
     uint64_t idx;            /* key or tensor index */
     enum tensor_file tf;     /* for K_TENSOR */
-    uint64_t gen;            /* for K_INFO, K_INFO_JSON and K_MODEL: the version */
+    uint64_t gen;            /* for a version's files (K_INFO, K_MODEL, K_INFO_JSON,
+                                K_SAFETENSORS): the version */
 };
 
 /* What inode ino is in state st (any version's info and model.gguf). */
@@ -523,6 +533,10 @@ void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
                        struct stat *out);
 /* info.json of st (rendered on first use, kept); NULL when out of memory. */
 const struct text *ggfs_info_json(struct state *st);
+/* model.safetensors' layout of st (laid out on first use, kept; see
+ * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
+ * safetensors file would be too large (logged). */
+int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
 /* The rendered value of key i (kept in st); NULL when out of memory. */
 const struct text *ggfs_kv_text(struct state *st, uint64_t i);
 /* type or shape of tensor idx into buf; its length. */
@@ -545,6 +559,13 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 /* true if tensor idx's f32 view is its raw bytes (little-endian float32):
  * served as raw, never through the cache. */
 bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
+/* model.safetensors of version st: the header from memory, then each
+ * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
+ * block cache, prefetched as f32 files are by the open file's stream s,
+ * which follows the tensor being read), piece by piece.  Under the state
+ * lock (read). */
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
  * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
  * multiple of 64; 0 if the tensor has no such file. */
@@ -561,13 +582,13 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 
 /* ---- f32.c ---- */
 
-/* The cache's fill callback (ctx: the struct ggfs): dequantizes chunk of
- * tensor into dst (len bytes: 4 per float), read from the state the
- * calling thread fills for: the one named by ggfs_chunk_get, or a
- * worker's (a fill runs on the thread that gets or claims the block,
- * cache/cache.h; tensor data is the same in every version).  EINVAL on a
- * thread that named none. */
-int ggfs_fill_chunk(void *ctx, uint64_t tensor, uint64_t chunk, void *dst, size_t len);
+/* The cache's fill callback (ctx: the struct ggfs; call: the state the
+ * caller of cache_get or cache_fill_claimed holds a reference to —
+ * ggfs_chunk_get's, or a worker's): dequantizes chunk of tensor into dst
+ * (len bytes: 4 per float), read from that state (tensor data is the same
+ * in every version).  EINVAL without a state. */
+int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+                    size_t len);
 /* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
  * is a reference the caller holds (not the state lock: a fill may wait on
  * a remote server). */
@@ -578,7 +599,8 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):
- * learns the pattern, and queues for the workers the chunks the read needs
+ * learns the pattern (a stream that moves to another tensor starts over
+ * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
  * pattern, those after it.  st: a reference the caller holds. */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,

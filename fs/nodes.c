@@ -22,6 +22,7 @@ const struct root_entry ggfs_root[] = {
     { "stats", K_STATS },
     { "model.gguf", K_MODEL },
     { "info.json", K_INFO_JSON },
+    { "model.safetensors", K_SAFETENSORS },
     { "hashes", K_HASHES },
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
@@ -36,6 +37,7 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
     case K_INFO: return INO_INFO(st->gen);
     case K_MODEL: return INO_MODEL(st->gen);
     case K_INFO_JSON: return INO_INFO_JSON(st->gen);
+    case K_SAFETENSORS: return INO_SAFETENSORS(st->gen);
     case K_HASHES: return INO_HASHES(st->gen);
     case K_META: return INO_META;
     case K_TENSORS: return INO_TENSORS;
@@ -48,20 +50,6 @@ fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf)
     return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
 }
 
-/* Types whose elements are plain numbers: in a big-endian file they can be
- * byte-swapped element by element before conversion.  Quantized blocks of
- * a big-endian file have no agreed layout, so they get no f32 view. */
-static bool plain_type(uint32_t type)
-{
-    switch (type) {
-    case GGML_T_F32: case GGML_T_I32: case GGML_T_F16: case GGML_T_BF16:
-    case GGML_T_I16: case GGML_T_I64: case GGML_T_F64: case GGML_T_I8:
-        return true;
-    default:
-        return false;
-    }
-}
-
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 {
     if (tf == TF_RAW_NPY)
@@ -71,7 +59,9 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
     const struct tref *r = &st->tens[idx];
     if (!ggfs_dequant_supported(r->t->type))
         return false;
-    return !st->model->shards[r->shard].gf->enc.big_endian || plain_type(r->t->type);
+    /* a big-endian file: the types whose big-endian layout is defined */
+    return !st->model->shards[r->shard].gf->enc.big_endian ||
+           ggfs_dequant_be_supported(r->t->type);
 }
 
 struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
@@ -85,10 +75,10 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
         /* hashes: the same bytes in every version, so any version's */
-        static const enum kind k[VERSION_SLOTS] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
-                                                    K_NONE };
+        static const enum kind k[VERSION_STRIDE] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
+                                                     K_SAFETENSORS };
         n.kind = k[VERSION_SLOT(ino)];
-        n.gen = (ino - VERSION_BASE) / VERSION_SLOTS;
+        n.gen = (ino - VERSION_BASE) / VERSION_STRIDE;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
         if (id < st->n_ids && st->id_kv[id] >= 0) {
@@ -176,8 +166,8 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      !!(atomic_load(&fs->under) & UNDER_REPLACED),
                      (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused));
     static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
-                                                "info_json", "tensor_stats", "xxh64",
-                                                "sha256", "hashes" };
+                                                "info_json", "safetensors", "tensor_stats",
+                                                "xxh64", "sha256", "hashes" };
     for (int k = 0; k < RK_COUNT && n >= 0 && (size_t)n < cap; k++) {
         int m = snprintf(buf + n, cap - (size_t)n,
                          "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
@@ -345,6 +335,19 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         }
         stat_file(out, ro, n.kind == K_INFO ? v->info.len : j ? j->len : v->model_size);
         ggfs_state_put(v);
+        break;
+    }
+    case K_SAFETENSORS: {
+        struct state *v = ggfs_version(st, n.gen);
+        if (!v)
+            return ESTALE;
+        const struct gguf_st_layout *l = NULL;
+        int e = ggfs_safetensors(v, &l);
+        if (!e)
+            stat_file(out, ro, l->size);
+        ggfs_state_put(v);
+        if (e)
+            return e;
         break;
     }
     case K_STATS:

@@ -24,7 +24,8 @@
 /* fi->fh of an open file, told apart by its low bits (allocations are
  * aligned): 0 nothing (raw, type, shape, stats), a write handle
  * (whandle.c) with tag 0, a snapshot of a meta/ value with tag 1, a state
- * (the version an open info, info.json or model.gguf reads) with tag 2, an f32 file's
+ * (the version an open info, info.json or model.gguf reads) with tag 2
+ * (model.safetensors, told by its inode: a struct st_open), an f32 file's
  * stream (f32.c) with tag 3. */
 #define FH_TAG 3u
 #define FH_SNAPSHOT 1u
@@ -37,6 +38,29 @@
 #define SNAPSHOT(fi) ((struct snap *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STATE_OF(fi) ((struct state *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_STREAM(fi) ((struct f32_stream *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define FH_ST_OPEN(fi) ((struct st_open *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
+#define IS_SAFETENSORS(ino) ((ino) >= VERSION_BASE && (ino) < TENSOR_BASE && \
+                             ((ino) - VERSION_BASE) % VERSION_STRIDE == VS_SAFETENSORS)
+
+/* An open model.safetensors: its version, and the reading pattern of its
+ * f32 pieces, for prefetching (s NULL: none).  Counted, as a snapshot is:
+ * a read holds a reference while it replies (a release may race it). */
+struct st_open {
+    _Atomic unsigned refs;
+    struct ggfs *fs;
+    struct state *v;
+    struct f32_stream *s;
+};
+
+static void st_open_put(struct st_open *so)
+{
+    if (atomic_fetch_sub(&so->refs, 1) != 1)
+        return;
+    if (so->s)
+        ggfs_stream_free(so->fs, so->s);
+    ggfs_state_put(so->v);
+    free(so);
+}
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
  * committed text taken at open (see do_open).  Reads hold a reference while
@@ -343,16 +367,30 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
-        n.kind != K_INFO_JSON && n.kind != K_HASHES && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_INFO_JSON && n.kind != K_SAFETENSORS && n.kind != K_HASHES &&
+        !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
-    } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON) {
+    } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
+               n.kind == K_SAFETENSORS) {
         /* The handle reads the version it was opened on (see fs.h). */
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
         fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
+        if (n.kind == K_SAFETENSORS) {
+            struct st_open *so = malloc(sizeof *so);
+            if (!so) {
+                ggfs_state_put(v);
+                return (void)fuse_reply_err(req, ENOMEM);
+            }
+            atomic_init(&so->refs, 1);
+            so->fs = fs;
+            so->v = v;
+            so->s = ggfs_stream_new(fs);      /* NULL: no prefetching */
+            fi->fh = (uint64_t)(uintptr_t)so | FH_STATE;
+        }
         /* info of a model changed underneath says so first (a line that
          * its size as the kernel cached it does not count): read past the
          * page cache */
@@ -537,13 +575,22 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct ggfs *fs = req_fs(req);
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
-    if (IS_STATE(fi)) {                   /* info, info.json or model.gguf: its version */
+    if (IS_STATE(fi)) {                   /* a version's file: its version */
         /* held across the reply, like a snapshot (a release may race it) */
-        struct state *v = ggfs_state_ref(FH_STATE_OF(fi));
-        if (VERSION_SLOT(ino) == 1) {
+        struct st_open *so = IS_SAFETENSORS(ino) ? FH_ST_OPEN(fi) : NULL;
+        if (so)
+            atomic_fetch_add(&so->refs, 1);
+        struct state *v = ggfs_state_ref(so ? so->v : FH_STATE_OF(fi));
+        uint64_t slot = (ino - VERSION_BASE) % VERSION_STRIDE;
+        if (slot == VS_MODEL) {
             ggfs_count_read(fs, RK_MODEL, size);
             ggfs_read_model(req, v, size, off);
-        } else if (VERSION_SLOT(ino) == 2) {
+        } else if (slot == VS_SAFETENSORS) {
+            ggfs_count_read(fs, RK_SAFETENSORS, size);
+            /* f32 pieces are filled from v, whose reference this read
+             * holds (no lock: a fill may wait on a remote server) */
+            ggfs_read_safetensors(req, v, size, off, so->s);
+        } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
             const struct text *j = ggfs_info_json(v);
             if (j)
@@ -554,6 +601,8 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             reply_info(req, fs, v, size, off);
         }
         ggfs_state_put(v);
+        if (so)
+            st_open_put(so);
     } else if (IS_SNAPSHOT(fi)) {         /* meta/ open for reading */
         struct snap *sn = SNAPSHOT(fi);
         atomic_fetch_add(&sn->refs, 1);
@@ -695,10 +744,11 @@ static void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     struct ggfs *fs = req_fs(req);
     if (IS_SNAPSHOT(fi)) {
         snap_put(SNAPSHOT(fi));
+    } else if (IS_STATE(fi) && IS_SAFETENSORS(ino)) {
+        st_open_put(FH_ST_OPEN(fi));
     } else if (IS_STATE(fi)) {
         ggfs_state_put(FH_STATE_OF(fi));
     } else if (IS_F32(fi)) {
@@ -778,7 +828,8 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     } else if (to_set & FUSE_SET_ATTR_SIZE) {
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
-                n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_HASHES ?
+                n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_SAFETENSORS ||
+                n.kind == K_HASHES ?
                 EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,

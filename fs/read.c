@@ -1,4 +1,4 @@
-/* fs/read.c — reads of raw, f32 and model.gguf.
+/* fs/read.c — reads of raw, f32, model.gguf and model.safetensors.
  *
  * Bytes that exist in a file (raw tensor bytes, model.gguf's data) are
  * spliced from the source's descriptor when it has one: the kernel moves
@@ -242,6 +242,12 @@ struct pieces {
         struct blocksrc_span sp[REPLY_PINS];
     } *held;
     size_t n_held, cap_held;
+    /* chunks of the block cache pinned for the reply (model.safetensors'
+     * f32 pieces), released after it with the bytes served */
+    struct cache *cache;
+    struct cache_block *pins[MAX_REQ_CHUNKS];
+    size_t pin_used[MAX_REQ_CHUNKS];
+    size_t n_pins;
     int err;
 };
 
@@ -376,6 +382,8 @@ static void pieces_reply(fuse_req_t req, struct pieces *p)
     } else {        /* no page gifting: memory pieces are the state's */
         r = fuse_reply_data(req, p->bv, 0);
     }
+    for (size_t i = 0; i < p->n_pins; i++)
+        cache_put(p->cache, p->pins[i], r == 0 ? p->pin_used[i] : 0);
     for (size_t i = 0; i < p->n_held; i++) {
         struct held *h = &p->held[i];
         if (h->disk)
@@ -474,6 +482,160 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
         model_merged(&p, st, a, end);
     else
         model_single(&p, st, a, end);
+    pieces_reply(req, &p);
+}
+
+/* ---- model.safetensors ------------------------------------------------------ */
+
+/* The most pieces one reply of model.safetensors is made of; the rest of a
+ * read over many small tensors is copied into one buffer (gguf/safetensors.h
+ * allows a tensor per byte: a request of 1 MiB could otherwise be a
+ * million pieces). */
+#define ST_PIECES 64
+
+/* Bytes [in, in+n) of span sp's f32 view, chunk by chunk: each chunk
+ * pinned and handed to use(); 0 or an errno. */
+static int span_f32(struct state *st, const struct gguf_st_span *sp, uint64_t in, uint64_t n,
+                    struct f32_stream *s,
+                    void (*use)(void *ctx, struct cache_block *b, const char *src, size_t len),
+                    void *ctx)
+{
+    struct ggfs *fs = st->fs;
+    uint64_t cb = fs->chunk_bytes;
+    uint64_t first = in / cb, last = (in + n - 1) / cb;
+    ggfs_prefetch(fs, st, s, sp->tensor, first, last);
+    for (uint64_t c = first; c <= last; c++) {
+        uint64_t c_start = c * cb;
+        size_t c_len = ggfs_chunk_len(st, sp->tensor, c) * sizeof(float);
+        ggfs_unqueue(fs, sp->tensor, c);
+        int err = 0;
+        struct cache_block *b = ggfs_chunk_get(st, sp->tensor, c, c_len, &err);
+        if (!b)
+            return err ? err : EIO;
+        uint64_t from = in > c_start ? in : c_start;
+        uint64_t to = in + n < c_start + c_len ? in + n : c_start + c_len;
+        use(ctx, b, (const char *)cache_data(b) + (from - c_start), (size_t)(to - from));
+    }
+    return 0;
+}
+
+/* a chunk's bytes as a piece of the reply: pinned until it is sent (at
+ * most MAX_REQ_CHUNKS), else copied into a buffer of the pieces' */
+static void use_piece(void *ctx, struct cache_block *b, const char *src, size_t len)
+{
+    struct pieces *p = ctx;
+    if (p->n_pins < MAX_REQ_CHUNKS) {
+        p->pins[p->n_pins] = b;
+        p->pin_used[p->n_pins++] = len;
+        piece_mem(p, src, len);
+        return;
+    }
+    struct fuse_buf *fb = piece(p);
+    char *buf = fb ? malloc(len ? len : 1) : NULL;
+    if (fb && buf) {
+        p->owned[p->n_owned++] = buf;
+        memcpy(buf, src, len);
+        fb->mem = buf;
+        fb->size = len;
+    } else if (!p->err) {
+        p->err = ENOMEM;
+    }
+    cache_put(p->cache, b, len);
+}
+
+struct copy_to {
+    struct cache *cache;
+    char *dst;
+};
+
+static void use_copy(void *ctx, struct cache_block *b, const char *src, size_t len)
+{
+    struct copy_to *c = ctx;
+    memcpy(c->dst, src, len);
+    c->dst += len;
+    cache_put(c->cache, b, len);
+}
+
+/* The rest of a read, [a, end), copied into one buffer: 0 or an errno. */
+static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, uint64_t j,
+                            uint64_t a, uint64_t end, char *dst)
+{
+    for (; a < end && j < l->n_span; j++) {
+        const struct gguf_st_span *sp = &l->span[j];
+        if (sp->start + sp->len <= a)
+            continue;
+        uint64_t in = a - sp->start;
+        uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
+        int e;
+        if (sp->f32) {
+            struct copy_to c = { st->fs->cache, dst };
+            e = span_f32(st, sp, in, n, NULL, use_copy, &c);
+        } else {
+            const struct tref *r = &st->tens[sp->tensor];
+            const struct gguf_shard *sh = &st->model->shards[r->shard];
+            e = sh->src->fd >= 0 && file_changed(st, r->shard) ? EIO :
+                gguf_source_read_all(sh->src, dst, (size_t)n,
+                                     sh->gf->data_off + r->t->offset + in);
+            if (e == EIO)
+                ggfs_source_failed(st->fs, sh->src);
+        }
+        if (e)
+            return e;
+        dst += n;
+        a += n;
+    }
+    return 0;
+}
+
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s)
+{
+    const struct gguf_st_layout *l = NULL;
+    int e = ggfs_safetensors(st, &l);
+    if (e)
+        return (void)fuse_reply_err(req, e);
+    uint64_t a = (uint64_t)off;
+    if (a >= l->size || !size)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    uint64_t end = size < l->size - a ? a + size : l->size;
+    struct pieces p = { 0 };
+    p.cache = st->fs->cache;
+    uint64_t hl = l->hdr.len;
+    if (a < hl) {
+        uint64_t to = end < hl ? end : hl;
+        piece_mem(&p, l->hdr.data + a, (size_t)(to - a));
+        a = to;
+    }
+    for (uint64_t j = gguf_st_find(l, a); a < end && !p.err && j < l->n_span; j++) {
+        const struct gguf_st_span *sp = &l->span[j];
+        if (sp->start + sp->len <= a)
+            continue;                   /* an empty span */
+        if (p.bv && p.bv->count >= ST_PIECES) {
+            struct fuse_buf *fb = piece(&p);
+            char *buf = fb ? malloc((size_t)(end - a)) : NULL;
+            if (!buf) {
+                p.err = ENOMEM;
+                break;
+            }
+            p.owned[p.n_owned++] = buf;
+            fb->mem = buf;
+            fb->size = (size_t)(end - a);
+            p.err = safetensors_copy(st, l, j, a, end, buf);
+            break;
+        }
+        uint64_t in = a - sp->start;
+        uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
+        if (sp->f32) {
+            int err = span_f32(st, sp, in, n, s, use_piece, &p);
+            if (err && !p.err)
+                p.err = err;
+        } else {
+            const struct tref *r = &st->tens[sp->tensor];
+            const struct gguf_shard *sh = &st->model->shards[r->shard];
+            piece_source(&p, st, r->shard, sh->gf->data_off + r->t->offset + in, (size_t)n);
+        }
+        a += n;
+    }
     pieces_reply(req, &p);
 }
 

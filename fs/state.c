@@ -254,6 +254,11 @@ void ggfs_state_free(struct state *st)
         free(j->data);
         free(j);
     }
+    struct gguf_st_layout *sl = atomic_load(&st->safetensors);
+    if (sl) {
+        gguf_st_free(sl);
+        free(sl);
+    }
     free(st->kv_id);
     free(st->id_kv);
     free(st->tens);
@@ -403,6 +408,50 @@ const struct text *ggfs_info_json(struct state *st)
         t = expected;
     }
     return t;
+}
+
+/* Tensor i of st as model.safetensors' layout wants it. */
+static void st_tensor(void *ctx, uint64_t i, struct gguf_st_in *out)
+{
+    const struct state *st = ctx;
+    const struct tref *r = &st->tens[i];
+    const struct gguf_file *gf = st->model->shards[r->shard].gf;
+    out->name = (const char *)gf->hdr + r->t->name_off;
+    out->name_len = r->t->name_len;
+    out->t = r->t;
+    out->big_endian = gf->enc.big_endian;
+    out->has_f32 = ggfs_tensor_has(st, i, TF_F32);
+}
+
+/* model.safetensors: laid out on first use (a stat or a read), like
+ * info.json; its header has the version's string keys. */
+int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
+{
+    struct gguf_st_layout *l = atomic_load_explicit(&st->safetensors, memory_order_acquire);
+    if (l) {
+        *out = l;
+        return 0;
+    }
+    if (!(l = malloc(sizeof *l)))
+        return ENOMEM;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_safetensors(st_meta(st), st->n_tensors, st_tensor, st, l, &d);
+    if (e != GGUF_OK) {
+        gguf_st_free(l);
+        free(l);
+        if (e == GGUF_E_NOMEM)
+            return ENOMEM;
+        fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
+        return EFBIG;
+    }
+    struct gguf_st_layout *expected = NULL;
+    if (!atomic_compare_exchange_strong(&st->safetensors, &expected, l)) {
+        gguf_st_free(l);     /* another thread won the race: use its copy */
+        free(l);
+        l = expected;
+    }
+    *out = l;
+    return 0;
 }
 
 int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,

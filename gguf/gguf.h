@@ -46,6 +46,7 @@
  *             (model.gguf's header)                   change), header.h (a new
  *                                                     header), commit.h (into
  *                                                     the file, crash-safely)
+ *   safetensors.h  the model as a safetensors file (model.safetensors)
  *
  * This library includes no FUSE header and performs no printing.
  */

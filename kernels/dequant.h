@@ -54,6 +54,21 @@ bool ggfs_dequant_supported(uint32_t type);
  */
 void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
 
+/*
+ * Big-endian files (kernels/byteorder.c).  A type has an f32 view in a
+ * big-endian file only where its big-endian layout is defined: the plain
+ * types (f32, f16, bf16, f64, i8, i16, i32, i64) element by element, and
+ * the quantized types gguf-py's gguf_convert_endian.py converts (its
+ * byteswap_tensors, newest version: q4_0 and q8_0 swap their f16 scale d,
+ * q4_K its f16 d and dmin, q6_K its f16 d, the block's last two bytes;
+ * mxfp4 has only bytes).  Every other quantized type has no agreed
+ * big-endian layout: false.
+ */
+bool ggfs_dequant_be_supported(uint32_t type);
+/* Makes n_blocks blocks (elements, for a plain type) of type, which must
+ * satisfy ggfs_dequant_be_supported, little-endian in place. */
+void ggfs_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks);
+
 /* The portable scalar reference, under the same contract. */
 void ggfs_dequant_ref(uint32_t type, const void *src, float *dst,
                       size_t n_blocks);

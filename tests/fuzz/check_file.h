@@ -23,7 +23,11 @@
  *       occurrences of a key;
  *     and everything a mount shows renders: every kv (gguf_render_kv), its
  *     type (gguf_kv_typedesc / gguf_typedesc_format), every key and
- *     tensor file name (encode, then decode gives the name back), info.
+ *     tensor file name (encode, then decode gives the name back), info,
+ *     info.json, and model.safetensors' layout (gguf/safetensors.h: GGUF_OK,
+ *     or GGUF_E_RANGE for sizes past 2^63; a header of valid UTF-8 without
+ *     control characters, its length prefix right, padded to 8; spans in
+ *     order, contiguous, aligned, every tensor in one or left out).
  *     Each kv's text parsed back with its type gives the same bytes (the
  *     contract's "reading a value and writing it back changes nothing"),
  *     except where the text cannot be written back at all (a string that
@@ -41,6 +45,7 @@
 #include "gguf/gguf.h"
 #include "gguf/info.h"
 #include "gguf/names.h"
+#include "gguf/safetensors.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
 
@@ -321,6 +326,53 @@ static inline void cf_check_name(const uint8_t *name, uint32_t len, unsigned dup
     gguf_buf_free(&dec);
 }
 
+static inline void cf_st_get(void *ctx, uint64_t i, struct gguf_st_in *out)
+{
+    const struct gguf_file *f = ctx;
+    const struct gguf_tensor *t = &f->tensors[i];
+    out->name = (const char *)f->hdr + t->name_off;
+    out->name_len = t->name_len;
+    out->t = t;
+    out->big_endian = f->enc.big_endian;
+    out->has_f32 = ggml_type_get(t->type) != NULL && i % 3 != 0;   /* some without */
+}
+
+static inline void cf_check_safetensors(const struct gguf_file *f)
+{
+    struct gguf_st_layout l;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_safetensors(f, f->n_tensors, cf_st_get, (void *)f, &l, &d);
+    CHECK(e == GGUF_OK || e == GGUF_E_NOMEM || e == GGUF_E_RANGE, "safetensors: error %d", e);
+    if (e == GGUF_OK) {
+        const struct gguf_buf *h = &l.hdr;
+        CHECK(h->len >= 16 && h->len % 8 == 0, "safetensors: header of %zu bytes", h->len);
+        uint64_t n = 0;
+        for (unsigned b = 0; b < 8; b++)
+            n |= (uint64_t)(unsigned char)h->data[b] << (8 * b);
+        CHECK(n == h->len - 8, "safetensors: length %llu, header %zu", (unsigned long long)n,
+              h->len);
+        CHECK(h->data[8] == '{', "safetensors: the JSON does not start with {");
+        CHECK(gguf_utf8_valid(h->data + 8, h->len - 8, NULL) == h->len - 8,
+              "safetensors: header not UTF-8");
+        for (size_t k = 8; k < h->len; k++)
+            CHECK((unsigned char)h->data[k] >= 0x20, "safetensors: control character at %zu", k);
+        CHECK(l.n_span + l.n_omitted == f->n_tensors, "safetensors: %llu spans, %llu left out",
+              (unsigned long long)l.n_span, (unsigned long long)l.n_omitted);
+        uint64_t at = h->len;
+        for (uint64_t i = 0; i < l.n_span; i++) {
+            const struct gguf_st_span *s = &l.span[i];
+            CHECK(s->start == at && s->start % s->esize == 0 && s->len % s->esize == 0,
+                  "safetensors: span %llu at %llu (%llu expected), %llu bytes, esize %u",
+                  (unsigned long long)i, (unsigned long long)s->start, (unsigned long long)at,
+                  (unsigned long long)s->len, s->esize);
+            at += s->len;
+        }
+        CHECK(l.size == at, "safetensors: size %llu, spans end at %llu",
+              (unsigned long long)l.size, (unsigned long long)at);
+    }
+    gguf_st_free(&l);
+}
+
 static inline void cf_render_all(const struct gguf_file *f)
 {
     struct gguf_buf txt = { 0 }, ty = { 0 };
@@ -359,6 +411,7 @@ static inline void cf_render_all(const struct gguf_file *f)
     }
     gguf_buf_free(&txt);
     gguf_buf_free(&ty);
+    cf_check_safetensors(f);
 }
 
 static inline void cf_check_refusal(enum gguf_err e, const struct gguf_diag *d,

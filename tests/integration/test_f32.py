@@ -412,12 +412,23 @@ def check_stream(h, path, tens):
             st = harness.read_stats(mnt)
             print("  %s: %d chunks; bdi read_ahead_kb %s; stats %s" % (label, chunks, ra, st), flush=True)
             h.check(not bad, "%s: wrong data: %s" % (label, bad))
-            h.check(st.get("misses") == chunks and st.get("fill_errors") == 0,
-                    "%s: %d chunks read, %r fills (misses), %r fill errors"
-                    % (label, chunks, st.get("misses"), st.get("fill_errors")))
-            h.check(st.get("prefetched", 0) > 0, "%s: the workers prefetched nothing" % label)
-            h.check(st.get("read_bytes_f32") == total,
+            # The kernel asks for each page once, unless memory pressure
+            # drops pages read ahead before the reader gets them (a loaded
+            # machine): it then asks for them again, and such a page's chunk,
+            # used up and reused meanwhile, is filled again.  Those requests
+            # are counted (read_bytes_f32 past what was read), and each page
+            # asked for again may cost one fill more, no other.
+            again = st.get("read_bytes_f32", 0) - total
+            h.check(0 <= again <= total // 100,
                     "%s: read_bytes_f32 %r, %d bytes read" % (label, st.get("read_bytes_f32"), total))
+            if again:
+                print("  %s: the kernel asked for %d bytes again (pages dropped under memory "
+                      "pressure)" % (label, again), flush=True)
+            h.check(chunks <= st.get("misses", 0) <= chunks + max(0, again) // 4096
+                    and st.get("fill_errors") == 0,
+                    "%s: %d chunks read, %r fills (misses), %r fill errors; %d bytes asked again"
+                    % (label, chunks, st.get("misses"), st.get("fill_errors"), again))
+            h.check(st.get("prefetched", 0) > 0, "%s: the workers prefetched nothing" % label)
             if os.geteuid() == 0 and ra == want_ra:
                 h.check(st.get("read_max_f32", 0) == CHUNK,
                         "%s: the largest f32 request is %r bytes, want %d (the request size)"

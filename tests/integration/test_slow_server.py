@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# One slow server does not stall the mount (issue 22): while a read of a remote tensor's raw (then f32, then model.gguf) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes (model.gguf: the version it opened) and the edit is in the overlay.
+# One slow server does not stall the mount (issue 22): while a read of a remote tensor's raw (then f32, model.gguf, model.safetensors) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes (model.gguf: the version it opened) and the edit is in the overlay.
 """
     test_slow_server.py [--verbose]
 
@@ -213,6 +213,14 @@ def main():
             with h.case("model.gguf read held"):
                 stalled(h, ng, path, tensors, tmp, "model.gguf", "model.gguf",
                         open(path, "rb").read(), args.verbose)
+            # model.safetensors: its quantized tensors' spans are f32
+            # chunk fills of the version the handle opened (before the edit)
+            with mounted(ng.url(os.path.basename(path)), []) as g:
+                with open(os.path.join(g.mnt, "model.safetensors"), "rb") as f:
+                    st_bytes = f.read()
+            with h.case("model.safetensors read held"):
+                stalled(h, ng, path, tensors, tmp, "model.safetensors", "model.safetensors",
+                        st_bytes, args.verbose)
         return h.finish()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

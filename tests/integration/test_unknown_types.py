@@ -82,10 +82,12 @@ def make_model(path, version, big_endian, ggml, rng):
     e = ">" if big_endian else "<"
     f16 = rng.standard_normal(33).astype(e + "f2").tobytes()
     f32 = rng.standard_normal(8).astype(e + "f4").tobytes()
-    # ggml quantizes into little-endian blocks; big-endian files get no f32
-    # view for quantized types, but the raw bytes are still checked
+    # ggml quantizes into little-endian blocks; a big-endian file gets them
+    # swapped as gguf_convert_endian.py swaps them (q4_0 has an f32 view
+    # there too)
     q4 = ggml.quantize("q4_0", rng.standard_normal(64 * 2).astype(np.float32), 64)
-    w.add_tensor("tok.weight", "q4_0", [64, 2], data=q4)
+    w.add_tensor("tok.weight", "q4_0", [64, 2],
+                 data=gw.byteswap_tensor("q4_0", q4) if big_endian else q4)
     w.add_tensor("new.weight", 57, [25, 4], data=rng.bytes(40))       # padded to 64
     w.add_tensor("out_norm", "f16", [33], data=f16)
     w.add_tensor("gone.weight", 4, [32, 1, 2], data=rng.bytes(20))    # removed id
@@ -138,15 +140,12 @@ def check_mounted(h, label, mnt, path, w, ggml, big_endian):
             h.check(not os.path.exists(os.path.join(d, "f32")), "%s: %s/f32 exists" % (label, name))
             continue
         tname = kt[t["type"]][0]
-        plain = tname in ("f32", "f16")
-        if big_endian and not plain:
+        import gguf_write as gw
+        if big_endian and tname not in gw.PLAIN_SIZES and tname not in gw.BE_BLOCKS:
             h.check("f32" not in files, "%s: %s has f32 in a big-endian file" % (label, name))
             continue
         h.check("f32" in files, "%s: %s lacks f32" % (label, name))
-        le = raw
-        if big_endian:
-            size = 4 if tname == "f32" else 2
-            le = np.frombuffer(raw, ">u%d" % size).astype("<u%d" % size).tobytes()
+        le = gw.byteswap_tensor(tname, raw) if big_endian else raw
         exp = ggml.dequant(tname, le).view(np.uint32)
         got = np.fromfile(os.path.join(d, "f32"), np.uint32)
         h.check(np.array_equal(got, exp), "%s: %s/f32 differs from ggml" % (label, name))

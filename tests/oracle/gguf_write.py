@@ -266,6 +266,36 @@ def arange_bytes(type_name, n, e="<"):
     return struct.pack("%s%d%s" % (e, n, fmt), *vals)
 
 
+# Big-endian tensor data as gguf-py's gguf_convert_endian.py makes it
+# (byteswap_tensors, newest version): plain types element by element;
+# q4_0, q8_0 their f16 scale d (bytes 0-1); q4_K d and dmin (bytes 0-1,
+# 2-3); q6_K d (bytes 208-209); mxfp4 nothing.  {type: (block bytes,
+# offsets of its 2-byte fields)}; other quantized types have no
+# big-endian layout.
+BE_BLOCKS = {"q4_0": (18, (0,)), "q8_0": (34, (0,)), "q4_K": (144, (0, 2)),
+             "q6_K": (210, (208,)), "mxfp4": (17, ())}
+PLAIN_SIZES = {"i8": 1, "f16": 2, "bf16": 2, "i16": 2, "f32": 4, "i32": 4, "f64": 8, "i64": 8}
+
+
+def byteswap_tensor(type_name, raw):
+    """raw (a tensor's bytes) in the other byte order, as
+    gguf_convert_endian.py converts it (its own inverse); ValueError for a
+    type it cannot convert."""
+    raw = bytearray(raw)
+    if type_name in PLAIN_SIZES:
+        k = PLAIN_SIZES[type_name]
+        for i in range(0, len(raw) - k + 1, k):
+            raw[i:i + k] = raw[i:i + k][::-1]
+        return bytes(raw)
+    if type_name not in BE_BLOCKS:
+        raise ValueError("gguf_convert_endian.py cannot convert %s" % type_name)
+    size, fields = BE_BLOCKS[type_name]
+    for b in range(0, len(raw) - size + 1, size):
+        for f in fields:
+            raw[b + f], raw[b + f + 1] = raw[b + f + 1], raw[b + f]
+    return bytes(raw)
+
+
 def _parse_cli_value(type_, text):
     levels = parse_type(type_)
     if levels[0] == "array":

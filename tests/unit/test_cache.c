@@ -63,6 +63,7 @@ static struct fill_ctl {
     pthread_mutex_t mu;
     pthread_cond_t cv;              /* entered, open or waiters changed */
     atomic_uint_fast64_t calls, failed;
+    atomic_uint_fast64_t wrong_calls;   /* fills given another call context than CALL */
     bool gated;                     /* a fill of (gate_t, gate_c) waits for open */
     uint64_t gate_t, gate_c;
     int gate_err;                   /* what the gated fill returns */
@@ -78,12 +79,19 @@ static struct fill_ctl {
 
 static uint64_t key(uint64_t t, uint64_t c) { return t * 64u + c; }
 
-static int fill(void *ctx, uint64_t t, uint64_t c, void *dstv, size_t len)
+/* The call context every get, prefetch and claimed fill passes: each fill
+ * must be given it (cache_fill_fn's call). */
+static int call_token;
+#define CALL ((void *)&call_token)
+
+static int fill(void *ctx, void *call, uint64_t t, uint64_t c, void *dstv, size_t len)
 {
     struct fill_ctl *f = ctx;
     float *dst = dstv;
     size_t n = len / sizeof(float);
     atomic_fetch_add(&f->calls, 1);
+    if (call != CALL)
+        atomic_fetch_add(&f->wrong_calls, 1);
     for (size_t i = 0; i < n; i++)
         dst[i] = pattern(t, c, i);
     int err = 0;
@@ -130,6 +138,7 @@ int __wrap_pthread_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu)
 static int reset_fill(void **state)
 {
     (void)state;
+    assert_int_equal(atomic_load(&F.wrong_calls), 0);   /* the test before */
     atomic_store(&F.calls, 0);
     atomic_store(&F.failed, 0);
     F.gated = false;
@@ -186,7 +195,7 @@ static uint64_t block_cost(size_t n)
 {
     struct cache *c = new_cache(n, UINT64_C(1) << 30);
     int err = 0;
-    struct cache_block *b = cache_get(c, 0, 0, F4(n), &err);
+    struct cache_block *b = cache_get(c, 0, 0, F4(n), CALL, &err);
     assert_non_null(b);
     cache_put(c, b, 0);
     uint64_t bytes = stats(c).bytes_held;
@@ -200,7 +209,7 @@ static uint64_t block_cost(size_t n)
 static struct cache_block *pin(struct cache *c, uint64_t t, uint64_t ch, size_t n)
 {
     int err = 0;
-    struct cache_block *k = cache_get(c, t, ch, F4(n), &err);
+    struct cache_block *k = cache_get(c, t, ch, F4(n), CALL, &err);
     assert_non_null(k);
     assert_int_equal(err, 0);
     assert_int_equal(cache_len(k), F4(n));
@@ -317,12 +326,12 @@ static void test_oversized_block(void **state)
     (void)state;
     struct cache *c = new_cache(BIG, 8 * block_cost(BIG));
     int err = 0;
-    assert_null(cache_get(c, 0, 0, F4(BIG) + 1, &err));
+    assert_null(cache_get(c, 0, 0, F4(BIG) + 1, CALL, &err));
     assert_int_equal(err, EINVAL);
     err = 0;
-    assert_null(cache_get(c, 0, 0, SIZE_MAX / 2, &err));
+    assert_null(cache_get(c, 0, 0, SIZE_MAX / 2, CALL, &err));
     assert_int_equal(err, EINVAL);
-    assert_false(cache_prefetch(c, 0, 0, F4(BIG) + 1));
+    assert_false(cache_prefetch(c, 0, 0, F4(BIG) + 1, CALL));
     assert_int_equal(atomic_load(&F.calls), 0);
     struct cache_block *k = pin(c, 0, 0, BIG);
     cache_put(c, k, 0);
@@ -596,7 +605,7 @@ static void test_pinning(void **state)
     assert_int_equal(stats(c).bytes_held, 3 * u);
 
     /* ... and a prefetch into the full cache does not stay either. */
-    assert_true(cache_prefetch(c, 1, 3, F4(SMALL)));
+    assert_true(cache_prefetch(c, 1, 3, F4(SMALL), CALL));
     assert_int_equal(atomic_load(&F.calls), 45);
     assert_bound(c, u, 3);
     assert_int_equal(stats(c).bytes_held, 3 * u);
@@ -650,7 +659,7 @@ struct getter {
 static void *getter_main(void *p)
 {
     struct getter *g = p;
-    g->got = cache_get(g->c, g->t, g->ch, F4(g->n), &g->err);
+    g->got = cache_get(g->c, g->t, g->ch, F4(g->n), CALL, &g->err);
     if (g->got)
         g->bad = bad_floats(cache_data(g->got), g->t, g->ch, g->n, 1);
     return NULL;
@@ -758,15 +767,15 @@ static void test_failed_fill_alone(void **state)
     F.fail_once_t = 1;
     F.fail_once_c = 1;
     int err = 0;
-    assert_null(cache_get(c, 1, 1, F4(SMALL), &err));
+    assert_null(cache_get(c, 1, 1, F4(SMALL), CALL, &err));
     assert_int_equal(err, EIO);
     assert_false(cache_contains(c, 1, 1));
     F.fail_once = true;
-    assert_false(cache_prefetch(c, 1, 1, F4(SMALL)));
+    assert_false(cache_prefetch(c, 1, 1, F4(SMALL), CALL));
     assert_false(cache_contains(c, 1, 1));
-    assert_true(cache_prefetch(c, 1, 1, F4(SMALL)));
+    assert_true(cache_prefetch(c, 1, 1, F4(SMALL), CALL));
     assert_true(cache_contains(c, 1, 1));
-    assert_false(cache_prefetch(c, 1, 1, F4(SMALL)));  /* there: no fill */
+    assert_false(cache_prefetch(c, 1, 1, F4(SMALL), CALL));  /* there: no fill */
     assert_int_equal(atomic_load(&F.calls), 3);
     get_put(c, 1, 1, SMALL);
     struct cache_stats s = stats(c);
@@ -783,7 +792,7 @@ static void test_failed_fill_alone(void **state)
 static void *prefetch_main(void *p)
 {
     struct getter *g = p;
-    cache_prefetch(g->c, g->t, g->ch, F4(g->n));
+    cache_prefetch(g->c, g->t, g->ch, F4(g->n), CALL);
     return NULL;
 }
 
@@ -797,7 +806,7 @@ static void test_prefetch_placeholder(void **state)
     struct getter pf = { .c = c, .t = 4, .ch = 4, .n = SMALL }, g;
     assert_int_equal(pthread_create(&pf.th, NULL, prefetch_main, &pf), 0);
     wait_count(&F.entered, 1);
-    assert_false(cache_prefetch(c, 4, 4, F4(SMALL)));  /* being filled: returns at once */
+    assert_false(cache_prefetch(c, 4, 4, F4(SMALL), CALL));  /* being filled: returns at once */
     start_getter(&g, c, 4, 4, SMALL);
     wait_count(&F.waiters, 1);
     open_gate();
@@ -824,13 +833,13 @@ static void test_claim(void **state)
     assert_non_null(k);
     assert_true(cache_contains(c, 8, 1));
     assert_null(cache_claim(c, 8, 1, F4(SMALL)));
-    assert_false(cache_prefetch(c, 8, 1, F4(SMALL)));
+    assert_false(cache_prefetch(c, 8, 1, F4(SMALL), CALL));
     assert_null(cache_claim(c, 8, 2, F4(SMALL) + 1));  /* too long */
     struct getter g;
     start_getter(&g, c, 8, 1, SMALL);
     wait_count(&F.waiters, 1);
     assert_int_equal(atomic_load(&F.calls), 0);
-    assert_true(cache_fill_claimed(c, k));
+    assert_true(cache_fill_claimed(c, k, CALL));
     assert_int_equal(pthread_join(g.th, NULL), 0);
     assert_non_null(g.got);
     assert_int_equal(g.bad, 0);
@@ -847,7 +856,7 @@ static void test_claim(void **state)
     F.fail_once_c = 3;
     k = cache_claim(c, 8, 3, F4(SMALL));
     assert_non_null(k);
-    assert_false(cache_fill_claimed(c, k));
+    assert_false(cache_fill_claimed(c, k, CALL));
     assert_false(cache_contains(c, 8, 3));
     assert_int_equal(stats(c).fill_errors, 1);
     cache_free(c);
@@ -917,7 +926,7 @@ static void test_stats(void **state)
     F.fail_once_t = 0;
     F.fail_once_c = 2;
     int err = 0;
-    assert_null(cache_get(c, 0, 2, F4(SMALL), &err));  /* miss, fill error */
+    assert_null(cache_get(c, 0, 2, F4(SMALL), CALL, &err));  /* miss, fill error */
     s = stats(c);
     assert_int_equal(s.hits, 1);
     assert_int_equal(s.misses, 3);
@@ -991,7 +1000,7 @@ static void *worker_main(void *p)
             for (unsigned i = 0; i < k && c + i < CHUNKS; i++) {
                 int err = 0;
                 size_t n = stress_len(t, c + i);
-                struct cache_block *ch = cache_get(w->c, t, c + i, F4(n), &err);
+                struct cache_block *ch = cache_get(w->c, t, c + i, F4(n), CALL, &err);
                 w->gets++;
                 if (!ch) {
                     w->wrong_err += !(stress_fails(t, c + i) && err == EIO);
@@ -1011,11 +1020,11 @@ static void *worker_main(void *p)
                 cache_put(w->c, held[i], used);
             }
         } else if (what < 84) {
-            cache_prefetch(w->c, t, c, F4(stress_len(t, c)));
+            cache_prefetch(w->c, t, c, F4(stress_len(t, c)), CALL);
         } else if (what < 87) {
             struct cache_block *k = cache_claim(w->c, t, c, F4(stress_len(t, c)));
             if (k)
-                cache_fill_claimed(w->c, k);
+                cache_fill_claimed(w->c, k, CALL);
         } else if (what < 96) {
             (void)cache_contains(w->c, t, c);
         } else if (what < 99 || (x >> 50) % 8) {
@@ -1076,26 +1085,26 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_clock_second_chance, reset_fill),
-        cmocka_unit_test_setup(test_bytes_bounded, reset_fill),
-        cmocka_unit_test_setup(test_tiny_capacity, reset_fill),
-        cmocka_unit_test_setup(test_oversized_block, reset_fill),
-        cmocka_unit_test_setup(test_used_reused_first, reset_fill),
-        cmocka_unit_test_setup(test_used_partial, reset_fill),
-        cmocka_unit_test_setup(test_once_reused_first, reset_fill),
-        cmocka_unit_test_setup(test_buffers_reused, reset_fill),
-        cmocka_unit_test_setup(test_reserve, reset_fill),
-        cmocka_unit_test_setup(test_shared_huge_pages, reset_fill),
-        cmocka_unit_test_setup(test_pinning, reset_fill),
-        cmocka_unit_test_setup(test_pin_twice, reset_fill),
-        cmocka_unit_test_setup(test_placeholder_waits, reset_fill),
-        cmocka_unit_test_setup(test_failed_fill, reset_fill),
-        cmocka_unit_test_setup(test_failed_fill_alone, reset_fill),
-        cmocka_unit_test_setup(test_prefetch_placeholder, reset_fill),
-        cmocka_unit_test_setup(test_claim, reset_fill),
-        cmocka_unit_test_setup(test_clear, reset_fill),
-        cmocka_unit_test_setup(test_stats, reset_fill),
-        cmocka_unit_test_setup(test_threads, reset_fill),
+        cmocka_unit_test_setup_teardown(test_clock_second_chance, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_bytes_bounded, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_tiny_capacity, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_oversized_block, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_used_reused_first, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_used_partial, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_once_reused_first, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_buffers_reused, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_reserve, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_shared_huge_pages, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_pinning, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_pin_twice, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_placeholder_waits, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_failed_fill, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_failed_fill_alone, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_prefetch_placeholder, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_claim, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_clear, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_stats, reset_fill, reset_fill),
+        cmocka_unit_test_setup_teardown(test_threads, reset_fill, reset_fill),
     };
     return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }
