@@ -34,8 +34,9 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 /* model.safetensors of version st: the header from memory, then each
  * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
  * block cache, prefetched as f32 files are by the open file's stream s,
- * which follows the tensor being read), piece by piece.  Under the state
- * lock (read). */
+ * which follows the tensor being read), piece by piece.  st: a reference
+ * the caller holds (the handle's version), not the state lock: an f32
+ * piece's fill may wait on a remote server. */
 void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
                            struct f32_stream *s);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
