@@ -14,6 +14,13 @@
  * progress (a rewrite of a big model can take a while), only, briefly, by
  * the swap.
  */
+#include "fs.h"
+#include "commit.h"
+#include "model.h"
+#include "notify.h"
+#include "overlay.h"
+#include "state.h"
+#include "underneath.h"
 #include "whandle.h"
 
 #include "gguf/commit.h"

@@ -37,6 +37,12 @@
  * need is computed first.
  */
 #include "fs.h"
+#include "digest.h"
+#include "f32.h"
+#include "nodes.h"
+#include "read.h"
+#include "state.h"
+#include "underneath.h"
 
 #include "gguf/buf.h"
 #include "gguf/fstats.h"

@@ -3,6 +3,10 @@
  * and the workers that fill the chunks ahead of a sequential reader.
  */
 #include "fs.h"
+#include "f32.h"
+#include "read.h"
+#include "state.h"
+#include "underneath.h"
 #include "cache/thread.h"
 
 #include "gguf/types.h"

@@ -6,31 +6,42 @@
  * fixed-size blocks that holds the dequantized chunks and the remote
  * blocks, blocksrc.h the remote blocks' byte source with its fetch
  * threads, diskcache.h the disk cache of remote blocks, thread.h helper
- * threads that take no signal):
+ * threads that take no signal).  Each file's functions are declared in
+ * the header of its name, which says what it promises and which locks
+ * its functions expect; this header declares only what they all share:
+ * the inode layout, the lock order, struct ggfs, struct state and the
+ * types in them, and small helpers on those.  It includes none of the
+ * module headers; each of them includes it.
  *
- *   main.c      gguffs(1): options, mount point check, model open, session
- *   options.c   the command line: option table, sizes, --help
- *   model.c     opening a model (every shard, through byte sources) and
- *               reading model.gguf
- *   state.c     one version of the model: name tables, key ids, text; the
- *               counted list of live versions
- *   nodes.c     the inode layout: what an inode is, its attributes, the
- *               small texts (type, shape, stats, meta/ values)
- *   ops.c       the FUSE handlers and the operations table
- *   read.c      reads of raw, f32, model.gguf and model.safetensors;
- *               raw.npy and f32.npy (their NPY header, then raw's and
- *               f32's paths)
- *   f32.c       dequantizing chunks, the workers that fill them ahead, and
- *               each open f32 file's reading pattern
- *   digest.c    what is computed on first use and kept for the mount: a
- *               tensor's stats (over f32, through the cache), its xxh64
- *               and sha256 (over raw), and /hashes
- *   whandle.c   meta/ files open for writing, created keys, scratch files
- *   commit.c    applying an edit: new header, commit, new state, swap
- *   overlay.c   a remote model's edits in a local file (-o overlay)
- *   notify.c    telling the kernel what an edit changed
- *   underneath.c noticing a local model changed by another program while
- *               mounted (inotify, and fstat before bytes are served)
+ *   main.c          gguffs(1): options, mount point check, model open,
+ *                   session (declares nothing)
+ *   options.c/.h    the command line: option table, sizes, --help
+ *   log.c/.h        where messages go: stderr, syslog, -o log_file
+ *   signals.c/.h    how SIGHUP, SIGINT and SIGTERM end gguffs
+ *   model.c/.h      opening a model (every shard, through byte sources)
+ *   state.c/.h      one version of the model: name tables, key ids, text
+ *                   (info.json, model.safetensors' layout); the counted
+ *                   list of live versions
+ *   nodes.c/.h      the inode layout: what an inode is, its attributes,
+ *                   the small texts (type, shape, stats, meta/ values)
+ *   ops.c/.h        the FUSE handlers and the operations table
+ *   read.c/.h       reads of raw, f32, model.gguf and model.safetensors;
+ *                   raw.npy and f32.npy (their NPY header, then raw's and
+ *                   f32's paths)
+ *   f32.c/.h        dequantizing chunks, the workers that fill them ahead,
+ *                   and each open f32 file's reading pattern
+ *   digest.c/.h     what is computed on first use and kept for the mount:
+ *                   a tensor's stats (over f32, through the cache), its
+ *                   xxh64 and sha256 (over raw), and /hashes
+ *   whandle.c/.h    meta/ files open for writing, created keys, scratch
+ *                   files
+ *   commit.c/.h     applying an edit: new header, commit, new state, swap
+ *   overlay.c/.h    a remote model's edits in a local file (-o overlay)
+ *   notify.c/.h     telling the kernel what an edit changed
+ *   underneath.c/.h noticing a local model changed by another program
+ *                   while mounted (inotify, and fstat before bytes are
+ *                   served)
+ *   list.h          an intrusive doubly-linked list
  *
  * Inode numbers are computed from the index, never allocated:
  *
@@ -156,16 +167,6 @@ enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_RAW_NPY, TF
                    TF_STATS, TF_XXH64, TF_SHA256, TF_COUNT };
 _Static_assert((int)TF_COUNT <= (int)TENSOR_STRIDE, "a tensor's files fit its inode stride");
 
-/* A chunk's block has room for its floats (fs->chunk_bytes) and some
- * slack, where a fill starts with the source bytes (f32.c
- * ggfs_fill_chunk): at least the largest block of any type, so every run
- * of the fill has one block; a page, so the block is one page more than
- * its floats. */
-#define F32_CHUNK_SLACK 4096u
-
-/* Room for the stats file's text. */
-#define STATS_TEXT_MAX 4096
-
 struct ggfs;
 
 /* A name table: file name (escaped) -> index. */
@@ -174,9 +175,6 @@ struct ntab {
     uint64_t n, cap;
     struct gguf_ntab t;  /* file name -> i */
 };
-
-/* Index of name in t, or -1. */
-int64_t ntab_find(const struct ntab *t, const char *name);
 
 /* Text rendered on first use and kept (values of meta/ keys). */
 struct text {
@@ -241,16 +239,6 @@ static inline const struct gguf_file *st_meta(const struct state *st)
 {
     return st->model->shards[0].gf;
 }
-
-/* What fstat says of a model file, compared to notice a change made by
- * another program (underneath.c). */
-struct fsig {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    nlink_t nlink;
-    struct timespec mtime, ctime;
-};
 
 /* fs->under: what was noticed (bits, never cleared during a mount) */
 enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
@@ -385,326 +373,10 @@ static inline struct dcache *ggfs_dcache(const struct ggfs *fs, unsigned shard)
     return fs->dcache && shard < fs->n_dcache ? fs->dcache[shard] : NULL;
 }
 
-/* Counts a read request of size bytes. */
-void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
-
 /* The context of a request. */
 static inline struct ggfs *req_fs(fuse_req_t req)
 {
     return fuse_req_userdata(req);
 }
-
-/* ---- model.c ---- */
-
-/* Opens the model at path (absolute); a shard of a split model opens
- * every shard.  Recovers an interrupted edit of the first shard first, or,
- * read-only, refuses the model while one is there.  With remote options,
- * path is a URL and every shard a remote source (remote/source.h).  The
- * diag's message names the file concerned when it is not path. */
-struct remote_opts;
-struct rcache;
-/* With rc, every remote shard is read through that block cache
- * (blocksrc.h); the first REMOTE_PREFIX_SIZE bytes stay the remote
- * source's (in memory). */
-enum gguf_err ggfs_open_model(const char *path, bool read_only,
-                              const struct remote_opts *remote, struct rcache *rc,
-                              struct gguf_split **out, struct gguf_diag *d);
-/* The remote behind a shard's source (through an overlay's spliced source
- * and the block cache), or NULL for a local file. */
-struct remote *ggfs_remote(struct gguf_source *src);
-
-/* ---- overlay.c ---- */
-
-/* The model shown by an overlay mount: fs->base with the edits of the
- * overlay file (none while there is no file).  At mount and after every
- * commit; errors (an overlay of another model, a damaged one) name the
- * byte offset in the overlay file. */
-enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out,
-                                 struct gguf_diag *d);
-/* Writes hdr, an edit of fs->st's model, into the overlay, crash-safely
- * (gguf/overlay.h).  GGUF_E_PERM for a change of a split model's split.*
- * keys; GGUF_E_IO when the overlay cannot be written, or was changed by
- * someone else since this mount read it.  Under commit_mu. */
-enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
-                                  struct gguf_diag *d);
-/* The mount's OFD write lock on the overlay file (fs->lock_fd), taken
- * when there is none yet: at mount, before a leftover new file is
- * removed, and before an edit (the file may have been created since, by
- * this mount or another): 0 (held), EAGAIN (another process holds one),
- * or the errno of opening it (ENOENT: no file yet, nothing to lock; the
- * first edit creates it locked).  Under commit_mu once mounted. */
-int ggfs_overlay_lock(struct ggfs *fs);
-/* -o overlay=given as an absolute path (symbolic links resolved; the
- * file need not exist, its directory must), malloc'd; NULL with why set
- * (cap bytes) when it cannot be one: not a regular file, or (writable)
- * its directory is not writable. */
-char *ggfs_overlay_path(const char *given, bool writable, char *why, size_t cap);
-
-/* ---- underneath.c ---- */
-
-/* fstat of fd into out; false when fstat fails. */
-bool ggfs_sig_take(int fd, struct fsig *out);
-/* 0 when shard i of st's model is as gguffs knows it (or remote), else EIO:
- * another program changed it (the mount is marked, logged once).  Called
- * before a tensor's bytes are spliced from the file and after a chunk's
- * bytes were read for f32. */
-int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
-/* Every shard of st, and whether their paths still name the files
- * mounted: the mount's UNDER_* bits after the check. */
-int ggfs_under_check(struct ggfs *fs, const struct state *st);
-/* Around gguffs' own commit of an edit (under commit_mu): its writes are
- * not a change underneath.  end records the files as the commit left them. */
-void ggfs_under_begin(struct ggfs *fs);
-void ggfs_under_end(struct ggfs *fs);
-/* info's line about it into buf (0: nothing noticed). */
-size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap);
-/* Why an edit is refused now (under commit_mu, after ggfs_under_check), or
- * NULL. */
-const char *ggfs_under_why(struct ggfs *fs);
-/* The inotify watch of every shard (a thread; after daemonizing). */
-void ggfs_under_start(struct ggfs *fs);
-void ggfs_under_stop(struct ggfs *fs);
-/* Watches path again (a rewrite put a new file there); under commit_mu. */
-void ggfs_under_rewatch(struct ggfs *fs);
-
-/* ---- state.c ---- */
-
-/* Builds the state (version gen) for an opened model, with one reference
- * (takes model on success); 0 or an errno.  Under commit_mu, or before
- * the session. */
-int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
-                   struct state **out);
-struct state *ggfs_state_ref(struct state *st);
-/* fs->st with a reference, taken under the state lock (read) and nothing
- * else: for a handler or thread that may wait (on a fetch, a fill, a
- * splice) and so must not hold the lock meanwhile.  Drop it with
- * ggfs_state_put. */
-struct state *ggfs_state_current(struct ggfs *fs);
-/* Drops a reference; the last one frees the state (on a notify thread
- * when they run: closing a replaced model file may take a while). */
-void ggfs_state_put(struct state *st);
-/* The live state of version gen, with a reference; NULL if it is gone. */
-struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen);
-void ggfs_state_free(struct state *st);
-/* The stable id of a key file name (registered on first use); -1 on ENOMEM.
- * Under commit_mu, or before the session. */
-int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
-void ggfs_key_ids_free(struct ntab *ids);
-
-/* ---- nodes.c: the inode layout ---- */
-
-enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON, K_SAFETENSORS, K_HASHES };
-
-struct node {
-    enum kind kind;
-    uint64_t idx;            /* key or tensor index */
-    enum tensor_file tf;     /* for K_TENSOR */
-    uint64_t gen;            /* for a version's files (K_INFO, K_MODEL, K_INFO_JSON,
-                                K_SAFETENSORS): the version */
-};
-
-/* What inode ino is in state st (any version's info and model.gguf). */
-struct node ggfs_classify(const struct state *st, fuse_ino_t ino);
-/* The entries of /, in readdir order: lookup and readdir share it. */
-struct root_entry {
-    const char *name;
-    enum kind kind;
-};
-extern const struct root_entry ggfs_root[];
-extern const unsigned ggfs_root_n;
-/* The inode of root entry e in state st. */
-fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
-fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
-extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
-/* true if tensor idx has file tf (f32, f32.npy and stats only for types
- * with a dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
-bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
-/* The state of version gen with a reference, or NULL when it is gone. */
-struct state *ggfs_version(struct state *st, uint64_t gen);
-/* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
-int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
-/* Permission bits of the tree's nodes, derived from the model file's
- * (nodes.c). */
-enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
-mode_t ggfs_perm(const struct state *st, enum perm_of of);
-/* Attributes of a key created and not committed yet. */
-void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
-                       struct stat *out);
-/* info.json of st (rendered on first use, kept); NULL when out of memory. */
-const struct text *ggfs_info_json(struct state *st);
-/* model.safetensors' layout of st (laid out on first use, kept; see
- * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
- * safetensors file would be too large (logged). */
-int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
-/* The rendered value of key i (kept in st); NULL when out of memory. */
-const struct text *ggfs_kv_text(struct state *st, uint64_t i);
-/* type or shape of tensor idx into buf; its length. */
-size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
-                        char *buf, size_t cap);
-/* The stats file's text into buf; its length. */
-size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
-
-/* ---- read.c ---- */
-
-/* A read of src failed with EIO: logs the reason if src is remote (a
- * remote that changed is logged once per mount). */
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src);
-void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
-struct f32_stream;
-/* s: the open file's stream (NULL: none, no prefetching) */
-void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
-                   struct f32_stream *s);
-void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
-/* true if tensor idx's f32 view is its raw bytes (little-endian float32):
- * served as raw, never through the cache. */
-bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
-/* model.safetensors of version st: the header from memory, then each
- * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
- * block cache, prefetched as f32 files are by the open file's stream s,
- * which follows the tensor being read), piece by piece.  Under the state
- * lock (read). */
-void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
-                           struct f32_stream *s);
-/* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
- * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
- * multiple of 64; 0 if the tensor has no such file. */
-#define NPY_HEADER_MAX 256
-size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf);
-/* numpy's dtype of tensor idx's raw bytes ("<f2", "|i1", ...), or NULL. */
-const char *ggfs_npy_descr(const struct state *st, uint64_t idx);
-/* raw.npy and f32.npy: the header, then raw's or f32's bytes (the same
- * paths, the offset shifted; a read may straddle the two). */
-void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,
-                   size_t size, off_t off, struct f32_stream *s);
-/* Replies with [off, off+size) of a buffer of len bytes. */
-void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
-
-/* ---- f32.c ---- */
-
-/* The cache's fill callback (ctx: the struct ggfs; call: the state the
- * caller of cache_get or cache_fill_claimed holds a reference to —
- * ggfs_chunk_get's, or a worker's): dequantizes chunk of tensor into dst
- * (len bytes: 4 per float), read from that state (tensor data is the same
- * in every version).  EINVAL without a state. */
-int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
-                    size_t len);
-/* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
- * is a reference the caller holds (not the state lock: a fill may wait on
- * a remote server). */
-struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
-                                   size_t len, int *err);
-/* Workers that fill chunks ahead of sequential f32 readers (started after
- * daemonizing: threads do not survive fork). */
-int ggfs_workers_start(struct ggfs *fs, unsigned n);
-void ggfs_workers_stop(struct ggfs *fs);
-/* A read of chunks [first, last] of tensor through stream s (NULL: none):
- * learns the pattern (a stream that moves to another tensor starts over
- * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
- * besides the first (filled in parallel with it) and, on a sequential
- * pattern, those after it.  st: a reference the caller holds. */
-void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
-                   uint64_t tensor, uint64_t first, uint64_t last);
-/* A reader is about to get chunk c of tensor: off the queue, if a worker
- * has not taken it yet (the reader fills it, or finds it filled). */
-void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
-/* Floats in chunk of tensor (shorter for a tensor's last chunk). */
-size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
-/* Chunks of tensor's f32 view. */
-uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
-/* An open f32 file's stream (listed in fs->streams), or NULL when out of
- * memory; freed by ggfs_stream_free, or at the end by ggfs_streams_free. */
-struct f32_stream *ggfs_stream_new(struct ggfs *fs);
-void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
-void ggfs_streams_free(struct ggfs *fs);
-
-/* ---- digest.c ---- */
-
-/* The table of what digest.c keeps, for n_tensors tensors (fs->digests):
- * 0 or ENOMEM.  Before the session; freed after it. */
-int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors);
-void ggfs_digests_free(struct ggfs *fs);
-/* The text of tensor idx's stats, xxh64 or sha256 file (tf), computed on
- * first use and kept for the mount; NULL with *err set (EIO, ENOMEM).  st:
- * a reference the caller holds (a read), or the state lock or commit_mu
- * (a computation then runs under it: lookup and getattr call
- * ggfs_digest_prepare first, so that it does not). */
-const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
-                                      int *err);
-/* /hashes likewise (the same text in every version); with a reference
- * and no lock held (a read): it takes hashes_mu. */
-const struct text *ggfs_hashes(struct state *st, int *err);
-/* /hashes' size, known without the digests (as xxh64's, 17, and
- * sha256's, 65): a stat computes nothing but a stats file. */
-uint64_t ggfs_hashes_size(const struct state *st);
-/* Called by lookup and getattr before they take the state lock: computes
- * the stats file ino when it is one and not known yet (its size is its
- * text's), with a reference to the current state, not the lock.  0, or
- * the errno the handler replies with. */
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino);
-/* What a lookup of entry name of directory parent needs (a stats file). */
-int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name);
-
-/* ---- notify.c ---- */
-
-int ggfs_notify_start(struct ggfs *fs);
-void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
-void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
-void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
-void ggfs_notify_root_entry(struct ggfs *fs, const char *name);
-/* Queues st to be freed on a notify thread; false if they do not run. */
-bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
-/* Wait (at most a second) until what was queued so far has been sent:
- * the root names only, or everything. */
-void ggfs_notify_wait_root(struct ggfs *fs);
-void ggfs_notify_wait_all(struct ggfs *fs);
-
-/* ---- whandle.c and commit.c: edits through meta/ ----
- * Functions marked (C) run with commit_mu held and may commit; they return
- * 0 or an errno. */
-
-void ggfs_edit_stop(struct ggfs *fs);       /* frees handles never released */
-/* 0 if an edit may write the model now, else the errno every edit fails
- * with at once (at open, create, rename, unlink, setxattr), and *why says
- * why in words: EROFS for -o ro or a model on a read-only file system
- * (remounted so after the mount too), EACCES when gguffs may not write
- * the model or the folder that holds it (where the journal and a
- * rewrite's new file go).  A few system calls, no I/O on the model. */
-int ggfs_write_check(struct ggfs *fs, const char **why);
-/* Logs that an edit of meta/fname was refused with errno err, and why;
- * returns err. */
-int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why);
-int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
-/* Opens a tool's scratch file again (any mode); EBUSY for a new key that
- * is being written, ENOENT if there is no such file. */
-int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi); /* (C) */
-void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi);  /* (C) */
-int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
-void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
-/* truncate of key idx (has_idx) or of an open handle (fi) */
-int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
-                       bool has_idx, off_t size);                                   /* (C) */
-/* pid: the caller of close (fuse_req_ctx), to tell a dup'ed descriptor's
- * close from the last one */
-int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
-void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi);                /* (C) */
-int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
-int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
-int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
-/* Size (and id) of a created key or scratch file not committed, found by
- * id or, if fname is not NULL, by file name; false if there is none. */
-bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
-                       size_t *size);
-bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
-/* The pending file (a created key not committed yet, a scratch file) of
- * the smallest id >= from: its id and name (at most cap bytes with the
- * NUL); false when there is none (readdir of meta/ lists them). */
-bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
-
-/* Frees the meta/ snapshots whose release never came (at the end). */
-void ggfs_snaps_free(struct ggfs *fs);
-
-/* The low-level operations table (ops.c). */
-extern const struct fuse_lowlevel_ops ggfs_ops;
 
 #endif

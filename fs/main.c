@@ -9,6 +9,15 @@
  * the mount is in place.
  */
 #include "fs.h"
+#include "digest.h"
+#include "f32.h"
+#include "model.h"
+#include "notify.h"
+#include "ops.h"
+#include "overlay.h"
+#include "state.h"
+#include "underneath.h"
+#include "whandle.h"
 #include "cache/thread.h"
 #include "cache/diskcache.h"
 #include "log.h"

@@ -23,6 +23,7 @@
  * shard header longer than REMOTE_PREFIX_SIZE streams the rest then).
  */
 #include "fs.h"
+#include "model.h"
 #include "cache/thread.h"
 
 #include "gguf/commit.h"

@@ -1,6 +1,11 @@
 /* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
+#include "digest.h"
+#include "nodes.h"
+#include "model.h"
+#include "read.h"
+#include "state.h"
 #include "cache/diskcache.h"
 
 #include "cache/blocksrc.h"

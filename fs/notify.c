@@ -25,6 +25,8 @@
  * been sent, at most a second (then it goes on: a cache may be stale).
  */
 #include "fs.h"
+#include "notify.h"
+#include "state.h"
 #include "cache/thread.h"
 
 #include <errno.h>

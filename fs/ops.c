@@ -8,6 +8,15 @@
  * order in fs.h).
  */
 #include "fs.h"
+#include "digest.h"
+#include "ops.h"
+#include "commit.h"
+#include "f32.h"
+#include "nodes.h"
+#include "read.h"
+#include "state.h"
+#include "underneath.h"
+#include "whandle.h"
 
 #include "gguf/value.h"
 

@@ -18,6 +18,7 @@
  * together).
  */
 #include "fs.h"
+#include "overlay.h"
 
 #include "gguf/overlay.h"
 #include "gguf/split.h"

@@ -7,6 +7,12 @@
  * raw.npy and f32.npy are an NPY header, then raw's and f32's paths.
  */
 #include "fs.h"
+#include "read.h"
+#include "f32.h"
+#include "model.h"
+#include "nodes.h"
+#include "state.h"
+#include "underneath.h"
 
 #include "cache/blocksrc.h"
 #include "gguf/types.h"

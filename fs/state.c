@@ -1,6 +1,11 @@
 /* fs/state.c — one version of the model: name tables, key ids, rendered
  * text; and the counted list of live versions. */
 #include "fs.h"
+#include "state.h"
+#include "model.h"
+#include "nodes.h"
+#include "notify.h"
+#include "underneath.h"
 
 #include "remote/source.h"
 

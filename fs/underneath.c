@@ -63,6 +63,8 @@
  * at locks).
  */
 #include "fs.h"
+#include "underneath.h"
+#include "state.h"
 #include "cache/thread.h"
 
 #include <errno.h>

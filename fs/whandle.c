@@ -4,7 +4,13 @@
  * created keys and scratch files.  What an edit does to the model is in
  * commit.c.
  */
+#include "fs.h"
 #include "whandle.h"
+#include "commit.h"
+#include "nodes.h"
+#include "notify.h"
+#include "read.h"
+#include "state.h"
 
 #include "gguf/kvedit.h"
 #include "gguf/names.h"

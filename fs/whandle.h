@@ -1,6 +1,8 @@
 /*
- * fs/whandle.h — a meta/ file open for writing, inside fs/ (whandle.c,
- * commit.c).
+ * fs/whandle.h — a meta/ file open for writing (whandle.c): open, create,
+ * write, read, truncate, flush, release, and the pending list of created
+ * keys and scratch files.  What an edit does to the model is commit.c's
+ * (commit.h).
  *
  * A write handle buffers the file's text; nothing is parsed or written
  * until flush (close): then the text is parsed for the key's type and
@@ -19,11 +21,49 @@
  *               opened again meanwhile; listed by readdir while it exists
  *   WH_DROPPED  a pending file removed while open: its release frees it
  *               and applies nothing
+ *
+ * Locks: ops.c takes commit_mu around the functions marked (C) below.  A
+ * handle's text and flags are under its mu (whandle.mu, below commit_mu):
+ * write and read take it without commit_mu.  The pending and live lists
+ * are under pend_mu, which ggfs_pending_* and wh_* take themselves:
+ * lookup, getattr and readdir ask the pending list with the state lock
+ * held (read).  ggfs_edit_stop runs at the end, after the session.
  */
 #ifndef FS_WHANDLE_H
 #define FS_WHANDLE_H
 
 #include "fs.h"
+
+/* ---- edits through meta/ (ops.c) ----
+ * Functions marked (C) run with commit_mu held and may commit; they return
+ * 0 or an errno. */
+
+void ggfs_edit_stop(struct ggfs *fs);       /* frees handles never released */
+int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
+/* Opens a tool's scratch file again (any mode); EBUSY for a new key that
+ * is being written, ENOENT if there is no such file. */
+int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi); /* (C) */
+void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi);  /* (C) */
+int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
+void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
+/* truncate of key idx (has_idx) or of an open handle (fi) */
+int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
+                       bool has_idx, off_t size);                                   /* (C) */
+/* pid: the caller of close (fuse_req_ctx), to tell a dup'ed descriptor's
+ * close from the last one */
+int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
+void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi);                /* (C) */
+/* Size (and id) of a created key or scratch file not committed, found by
+ * id or, if fname is not NULL, by file name; false if there is none. */
+bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
+                       size_t *size);
+bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
+/* The pending file (a created key not committed yet, a scratch file) of
+ * the smallest id >= from: its id and name (at most cap bytes with the
+ * NUL); false when there is none (readdir of meta/ lists them). */
+bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
+
+/* ---- the handles (whandle.c and commit.c) ---- */
 
 #define MAX_TEXT (256u << 20)      /* largest text a write handle holds */
 
@@ -67,14 +107,5 @@ void wh_pending_add(struct whandle *h);
 void wh_pending_remove(struct whandle *h);
 /* The pending handle of id or (fname not NULL) of fname; NULL if none. */
 struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname);
-
-/* commit.c: key i cannot be written (general.alignment, gguffs.padding:
- * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */
-bool wh_is_reserved(const struct gguf_file *gf, uint64_t i);
-bool wh_new_key_name(const char *fname, size_t len);
-
-/* commit.c: applies a handle's text to the model (commit_mu and h->mu
- * held); 0 when there is nothing to apply. */
-int wh_apply(struct whandle *h);
 
 #endif

@@ -1,0 +1,61 @@
+/*
+ * fs/commit.h — applying an edit of meta/ to the model (commit.c): the
+ * change turned into a new header (gguf/kvedit.h), the commit
+ * (gguf/commit.h: the one writer of the file; with -o overlay, the overlay
+ * file: overlay.h), a new state swapped in, and the kernel told what
+ * changed (notify.h).  Also the checks every edit starts with (may the
+ * model be written now? is that key reserved? is that a valid new key
+ * name?) and the log line of a refused edit.
+ *
+ * Promises: an edit is applied whole or not at all (gguf/commit.h is
+ * crash-safe), the new version becoming fs->st only once its file is
+ * written and re-read; readers of the old version keep it until they are
+ * done.  A refused edit changes nothing and is logged with the key and
+ * the reason (ggfs_edit_refused).  Handlers are never blocked by a commit
+ * in progress, only, briefly, by the swap.
+ *
+ * Locks: the edits (marked (C)) and wh_apply run with commit_mu held:
+ * nobody else can swap the state meanwhile, so fs->st is stable without
+ * the state lock; the swap itself takes the lock for writing, which waits
+ * for the handlers that only look (in memory, quick).  Reads hold a
+ * reference to their version instead of the lock, so the swap never
+ * waits for a read's fetch or fill, and the old version lives until its
+ * last read drops it.  ggfs_write_check runs under commit_mu too (at the
+ * start of every edit); ggfs_edit_refused, wh_is_reserved and
+ * wh_new_key_name take no lock (a write() refused logs without
+ * commit_mu).
+ */
+#ifndef FS_COMMIT_H
+#define FS_COMMIT_H
+
+#include "fs.h"
+
+/* Functions marked (C) run with commit_mu held and may commit; they return
+ * 0 or an errno. */
+
+/* 0 if an edit may write the model now, else the errno every edit fails
+ * with at once (at open, create, rename, unlink, setxattr), and *why says
+ * why in words: EROFS for -o ro or a model on a read-only file system
+ * (remounted so after the mount too), EACCES when gguffs may not write
+ * the model or the folder that holds it (where the journal and a
+ * rewrite's new file go).  A few system calls, no I/O on the model. */
+int ggfs_write_check(struct ggfs *fs, const char **why);
+/* Logs that an edit of meta/fname was refused with errno err, and why;
+ * returns err. */
+int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why);
+int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
+int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
+int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
+
+/* ---- for whandle.c ---- */
+
+/* commit.c: key i cannot be written (general.alignment, gguffs.padding:
+ * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */
+bool wh_is_reserved(const struct gguf_file *gf, uint64_t i);
+bool wh_new_key_name(const char *fname, size_t len);
+
+/* commit.c: applies a handle's text to the model (commit_mu and h->mu
+ * held); 0 when there is nothing to apply. */
+int wh_apply(struct whandle *h);
+
+#endif

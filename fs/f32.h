@@ -1,0 +1,73 @@
+/*
+ * fs/f32.h — the f32 view (f32.c): dequantizing a chunk of a tensor into
+ * the block cache (cache/cache.h), the workers that fill the chunks ahead
+ * of sequential readers, and each open f32 file's reading pattern.
+ *
+ * The f32 view of a tensor is cut into chunks of fs->chunk_bytes / 4
+ * floats, each a block of fs->cache keyed (tensor, chunk).  Promises: a
+ * chunk's floats are those of the caller's version (tensor data is the
+ * same in every version), filled once however many readers want it at
+ * once (one fills, the others wait: cache.c), a failed fill not cached.
+ * Prefetching is only a hint: a reader never waits for the queue (it
+ * takes its chunk off it and fills it itself), the queue is bounded, and
+ * what all sequential readers queue ahead is bounded by what the cache
+ * can hold beside what they read now; a random reader prefetches nothing
+ * but the chunks its own read needs.
+ *
+ * Locks: ggfs_chunk_get and the fill run with a reference to the state
+ * and no lock of the mount held (a fill may wait on a remote server);
+ * the cache takes its own mu for bookkeeping only.  ggfs_prefetch,
+ * ggfs_unqueue and the workers take workers.mu (a worker takes its state
+ * reference with it dropped); the streams' list is under pend_mu.
+ */
+#ifndef FS_F32_H
+#define FS_F32_H
+
+#include "fs.h"
+
+struct f32_stream;               /* an open f32 file's reading pattern */
+
+/* A chunk's block has room for its floats (fs->chunk_bytes) and some
+ * slack, where a fill starts with the source bytes (f32.c
+ * ggfs_fill_chunk): at least the largest block of any type, so every run
+ * of the fill has one block; a page, so the block is one page more than
+ * its floats. */
+#define F32_CHUNK_SLACK 4096u
+
+/* The cache's fill callback (ctx: the struct ggfs; call: the state the
+ * caller of cache_get or cache_fill_claimed holds a reference to —
+ * ggfs_chunk_get's, or a worker's): dequantizes chunk of tensor into dst
+ * (len bytes: 4 per float), read from that state (tensor data is the same
+ * in every version).  EINVAL without a state. */
+int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+                    size_t len);
+/* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
+ * is a reference the caller holds (not the state lock: a fill may wait on
+ * a remote server). */
+struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
+                                   size_t len, int *err);
+/* Workers that fill chunks ahead of sequential f32 readers (started after
+ * daemonizing: threads do not survive fork). */
+int ggfs_workers_start(struct ggfs *fs, unsigned n);
+void ggfs_workers_stop(struct ggfs *fs);
+/* A read of chunks [first, last] of tensor through stream s (NULL: none):
+ * learns the pattern (a stream that moves to another tensor starts over
+ * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
+ * besides the first (filled in parallel with it) and, on a sequential
+ * pattern, those after it.  st: a reference the caller holds. */
+void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+                   uint64_t tensor, uint64_t first, uint64_t last);
+/* A reader is about to get chunk c of tensor: off the queue, if a worker
+ * has not taken it yet (the reader fills it, or finds it filled). */
+void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
+/* Floats in chunk of tensor (shorter for a tensor's last chunk). */
+size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
+/* Chunks of tensor's f32 view. */
+uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
+/* An open f32 file's stream (listed in fs->streams), or NULL when out of
+ * memory; freed by ggfs_stream_free, or at the end by ggfs_streams_free. */
+struct f32_stream *ggfs_stream_new(struct ggfs *fs);
+void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
+void ggfs_streams_free(struct ggfs *fs);
+
+#endif

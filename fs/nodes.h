@@ -1,0 +1,73 @@
+/*
+ * fs/nodes.h — the inode layout (nodes.c; the numbers are in fs.h): what
+ * an inode is in a version of the model, its attributes, and the small
+ * texts the tree shows (type, shape, stats, meta/ values).
+ *
+ * Promises: an inode is classified from its number and the state's index
+ * (a key's through the state's id table: ids are stable per file name),
+ * so the same number means the same file in every version that has it (a
+ * version's own files, info, model.gguf, info.json and model.safetensors,
+ * say which version they are).  Attributes come from the state alone
+ * (sizes, the model file's times, owner and modes; a pending meta/
+ * file's size is its handle's, passed in).  A meta/ value is rendered on
+ * first use and kept in the state.
+ *
+ * Locks: the caller holds the state it passes: the state lock (read),
+ * commit_mu (fs->st), or a reference.  ggfs_version takes states_mu; the
+ * stats text reads the caches' counters under their own locks.
+ */
+#ifndef FS_NODES_H
+#define FS_NODES_H
+
+#include "fs.h"
+
+/* Room for the stats file's text. */
+#define STATS_TEXT_MAX 4096
+
+enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
+            K_INFO_JSON, K_SAFETENSORS, K_HASHES };
+
+struct node {
+    enum kind kind;
+    uint64_t idx;            /* key or tensor index */
+    enum tensor_file tf;     /* for K_TENSOR */
+    uint64_t gen;            /* for a version's files (K_INFO, K_MODEL, K_INFO_JSON,
+                                K_SAFETENSORS): the version */
+};
+
+/* What inode ino is in state st (any version's info and model.gguf). */
+struct node ggfs_classify(const struct state *st, fuse_ino_t ino);
+/* The entries of /, in readdir order: lookup and readdir share it. */
+struct root_entry {
+    const char *name;
+    enum kind kind;
+};
+extern const struct root_entry ggfs_root[];
+extern const unsigned ggfs_root_n;
+/* The inode of root entry e in state st. */
+fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
+fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
+extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
+/* true if tensor idx has file tf (f32, f32.npy and stats only for types
+ * with a dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
+bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
+/* The state of version gen with a reference, or NULL when it is gone. */
+struct state *ggfs_version(struct state *st, uint64_t gen);
+/* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
+int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+/* Permission bits of the tree's nodes, derived from the model file's
+ * (nodes.c). */
+enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
+mode_t ggfs_perm(const struct state *st, enum perm_of of);
+/* Attributes of a key created and not committed yet. */
+void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
+                       struct stat *out);
+/* The rendered value of key i (kept in st); NULL when out of memory. */
+const struct text *ggfs_kv_text(struct state *st, uint64_t i);
+/* type or shape of tensor idx into buf; its length. */
+size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
+                        char *buf, size_t cap);
+/* The stats file's text into buf; its length. */
+size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * fs/notify.h — telling the kernel what an edit changed (notify.c).
+ *
+ * The kernel caches names, attributes and data with long timeouts; after
+ * a commit it is told which names and inodes changed.  The notifications
+ * are sent from threads of their own (a notification sent from a handler
+ * may wait for a lock the kernel holds for that very request), through
+ * three FIFO queues: meta/'s names and inodes, the root's names (info,
+ * model.gguf, ...: every commit changes them), and retired states to free
+ * (closing a replaced model file may take a second).  Promises: what is
+ * queued is sent in order; a wait returns once what was queued before it
+ * has been sent, or after a second (then a cache may be stale); nobody
+ * waits for the free queue.  Without the threads (before they start, or
+ * after ggfs_notify_stop) the calls do nothing (ggfs_notify_free_state
+ * returns false: the caller frees the state itself).
+ *
+ * Locks: the notify queues' mu is last in the lock order, never held
+ * while waiting, so any of these may be called with any lock held; the
+ * waits are called under commit_mu (by a commit, or a write handle's
+ * close), never with the root directory's lock held by the kernel for
+ * the caller (fs.h).  The threads take no lock above their own but the
+ * state list's.
+ */
+#ifndef FS_NOTIFY_H
+#define FS_NOTIFY_H
+
+#include "fs.h"
+
+int ggfs_notify_start(struct ggfs *fs);
+void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
+void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
+void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
+void ggfs_notify_root_entry(struct ggfs *fs, const char *name);
+/* Queues st to be freed on a notify thread; false if they do not run. */
+bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
+/* Wait (at most a second) until what was queued so far has been sent:
+ * the root names only, or everything. */
+void ggfs_notify_wait_root(struct ggfs *fs);
+void ggfs_notify_wait_all(struct ggfs *fs);
+
+#endif

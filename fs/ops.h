@@ -1,0 +1,31 @@
+/*
+ * fs/ops.h — the FUSE low-level handlers (ops.c) and what main.c needs of
+ * them.
+ *
+ * Promises: every handler ends in exactly one fuse_reply_*.  Handlers
+ * that only look (lookup, getattr, readdir, open, xattrs, statfs) see one
+ * version of the model from start to end; reads hold a reference to the
+ * version they read (the handle's, or the current one's), never the state
+ * lock, since their bytes may wait on a server; handlers that may edit
+ * take commit_mu (commit.h), and namespace changes outside meta/ are
+ * refused without it (see the lock order in fs.h).
+ *
+ * Locks: the handlers take what they need (the state lock for reading,
+ * commit_mu); ggfs_count_read takes none; ggfs_snaps_free runs at the
+ * end, after the session.
+ */
+#ifndef FS_OPS_H
+#define FS_OPS_H
+
+#include "fs.h"
+
+/* Counts a read request of size bytes. */
+void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
+
+/* Frees the meta/ snapshots whose release never came (at the end). */
+void ggfs_snaps_free(struct ggfs *fs);
+
+/* The low-level operations table (ops.c). */
+extern const struct fuse_lowlevel_ops ggfs_ops;
+
+#endif

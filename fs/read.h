@@ -1,0 +1,59 @@
+/*
+ * fs/read.h — reads of raw, f32, model.gguf and model.safetensors; raw.npy
+ * and f32.npy (read.c).  Each read replies to its request itself (exactly
+ * one fuse_reply_*).
+ *
+ * Promises: bytes that exist in a file (raw tensor bytes, model.gguf's
+ * data) are spliced from the source's descriptor when it has one: the
+ * kernel moves them, gguffs never copies them; a source without one (a
+ * remote) is read into a buffer.  f32 is gathered from pinned cache
+ * chunks (f32.h), filled on a miss.  raw.npy and f32.npy are an NPY
+ * header, then raw's and f32's paths.  A local model changed underneath
+ * reads EIO (underneath.h), and so does a failed read of a source.
+ *
+ * Locks: the ggfs_read_* functions run with none held: the caller holds a
+ * reference to the version read (the handle's, or ggfs_state_current's),
+ * never the state lock, since a splice, fetch or fill may wait on a slow
+ * server (see the lock order in fs.h).  The others take no lock and may
+ * be called under any.
+ */
+#ifndef FS_READ_H
+#define FS_READ_H
+
+#include "fs.h"
+
+/* A read of src failed with EIO: logs the reason if src is remote (a
+ * remote that changed is logged once per mount). */
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src);
+void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
+struct f32_stream;
+/* s: the open file's stream (NULL: none, no prefetching) */
+void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
+                   struct f32_stream *s);
+void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
+/* true if tensor idx's f32 view is its raw bytes (little-endian float32):
+ * served as raw, never through the cache. */
+bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
+/* model.safetensors of version st: the header from memory, then each
+ * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
+ * block cache, prefetched as f32 files are by the open file's stream s,
+ * which follows the tensor being read), piece by piece.  st: a reference
+ * the caller holds (the handle's version), not the state lock: an f32
+ * piece's fill may wait on a remote server. */
+void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                           struct f32_stream *s);
+/* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
+ * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
+ * multiple of 64; 0 if the tensor has no such file. */
+#define NPY_HEADER_MAX 256
+size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf);
+/* numpy's dtype of tensor idx's raw bytes ("<f2", "|i1", ...), or NULL. */
+const char *ggfs_npy_descr(const struct state *st, uint64_t idx);
+/* raw.npy and f32.npy: the header, then raw's or f32's bytes (the same
+ * paths, the offset shifted; a read may straddle the two). */
+void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,
+                   size_t size, off_t off, struct f32_stream *s);
+/* Replies with [off, off+size) of a buffer of len bytes. */
+void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * fs/state.h — one version of the model (state.c): its name tables, key
+ * ids and rendered texts (struct state, fs.h), and the counted list of
+ * live versions.
+ *
+ * Promises: a state never changes once built (info.json and
+ * model.safetensors' layout, like a key's value in nodes.c, are made on
+ * first use and kept: any number of threads may ask at once, one copy
+ * wins, so a version nobody asks about costs nothing); it lives while
+ * anyone holds a reference (fs->st, every open info, info.json,
+ * model.gguf or model.safetensors, every read while it runs), and is
+ * freed with its model by the last ggfs_state_put.  A key file
+ * name keeps its id (its inode, KV_BASE + id) for the life of the mount.
+ *
+ * Locks: ggfs_state_current takes the state lock (read) and so must not
+ * be called with it or anything below it held (commit_mu is fine);
+ * ggfs_state_ref, ggfs_state_put and ggfs_state_by_gen take states_mu.
+ * ggfs_state_new and ggfs_key_id run under commit_mu (or before the
+ * session).  The rest read a state the caller holds (a reference, the
+ * state lock, or commit_mu for fs->st).
+ */
+#ifndef FS_STATE_H
+#define FS_STATE_H
+
+#include "fs.h"
+
+/* Index of name in t, or -1. */
+int64_t ntab_find(const struct ntab *t, const char *name);
+
+/* Builds the state (version gen) for an opened model, with one reference
+ * (takes model on success); 0 or an errno.  Under commit_mu, or before
+ * the session. */
+int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
+                   struct state **out);
+struct state *ggfs_state_ref(struct state *st);
+/* fs->st with a reference, taken under the state lock (read) and nothing
+ * else: for a handler or thread that may wait (on a fetch, a fill, a
+ * splice) and so must not hold the lock meanwhile.  Drop it with
+ * ggfs_state_put. */
+struct state *ggfs_state_current(struct ggfs *fs);
+/* Drops a reference; the last one frees the state (on a notify thread
+ * when they run: closing a replaced model file may take a while). */
+void ggfs_state_put(struct state *st);
+/* The live state of version gen, with a reference; NULL if it is gone. */
+struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen);
+void ggfs_state_free(struct state *st);
+/* The stable id of a key file name (registered on first use); -1 on ENOMEM.
+ * Under commit_mu, or before the session. */
+int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
+void ggfs_key_ids_free(struct ntab *ids);
+/* info.json of st (rendered on first use, kept); NULL when out of memory. */
+const struct text *ggfs_info_json(struct state *st);
+/* model.safetensors' layout of st (laid out on first use, kept; see
+ * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
+ * safetensors file would be too large (logged). */
+int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
+
+#endif

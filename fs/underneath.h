@@ -1,0 +1,66 @@
+/*
+ * fs/underneath.h — noticing that another program changed a local model
+ * while it is mounted (underneath.c: inotify, and fstat before bytes are
+ * served).
+ *
+ * Each state records, per shard, what fstat said of the file it opened
+ * (struct fsig, below).  Promises: once a shard's file is not the one a
+ * state indexed (written in place, truncated, chmod'ed), the mount is
+ * marked UNDER_CHANGED for good, logged once, and every read of a tensor's
+ * bytes from the file fails with EIO (what the caches already hold is
+ * still served: it is this version's); a path that names another file now
+ * (a rename over it, the model removed) marks UNDER_REPLACED, and reads go
+ * on from the file opened.  Either way every edit is refused with EIO.  gguffs' own commits are not a change
+ * (ggfs_under_begin/end); what remains of that race is in underneath.c.
+ *
+ * Locks: the checks and begin take sig_mu alone (for a copy or an update,
+ * never during I/O), which is below every lock but the notify queues'
+ * (fs.h), so they may be called with any of those above held: from reads
+ * holding a state reference, from handlers holding the state lock (read),
+ * from edits under commit_mu; line and why take none (the UNDER_* bits
+ * are atomic, the file and time set before them).  ggfs_under_end takes
+ * states_mu, then sig_mu (it records every live state's shard 0); it,
+ * begin and rewatch run under commit_mu.  The inotify thread holds none:
+ * it checks the current state through a reference (ggfs_state_current).
+ */
+#ifndef FS_UNDERNEATH_H
+#define FS_UNDERNEATH_H
+
+#include "fs.h"
+
+/* What fstat says of a model file, compared to notice a change made by
+ * another program (underneath.c). */
+struct fsig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    nlink_t nlink;
+    struct timespec mtime, ctime;
+};
+
+/* fstat of fd into out; false when fstat fails. */
+bool ggfs_sig_take(int fd, struct fsig *out);
+/* 0 when shard i of st's model is as gguffs knows it (or remote), else EIO:
+ * another program changed it (the mount is marked, logged once).  Called
+ * before a tensor's bytes are spliced from the file and after a chunk's
+ * bytes were read for f32. */
+int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
+/* Every shard of st, and whether their paths still name the files
+ * mounted: the mount's UNDER_* bits after the check. */
+int ggfs_under_check(struct ggfs *fs, const struct state *st);
+/* Around gguffs' own commit of an edit (under commit_mu): its writes are
+ * not a change underneath.  end records the files as the commit left them. */
+void ggfs_under_begin(struct ggfs *fs);
+void ggfs_under_end(struct ggfs *fs);
+/* info's line about it into buf (0: nothing noticed). */
+size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap);
+/* Why an edit is refused now (under commit_mu, after ggfs_under_check), or
+ * NULL. */
+const char *ggfs_under_why(struct ggfs *fs);
+/* The inotify watch of every shard (a thread; after daemonizing). */
+void ggfs_under_start(struct ggfs *fs);
+void ggfs_under_stop(struct ggfs *fs);
+/* Watches path again (a rewrite put a new file there); under commit_mu. */
+void ggfs_under_rewatch(struct ggfs *fs);
+
+#endif
