@@ -91,11 +91,10 @@ static enum gguf_err refill(struct cur *c, uint64_t upto)
     return GGUF_OK;
 }
 
-/* Makes sure n bytes can be read at the cursor. */
-static enum gguf_err need(struct cur *c, uint64_t n, const char *field)
+/* need()'s slow path: more bytes from the source, or the error. */
+__attribute__((noinline, cold))
+static enum gguf_err need_more(struct cur *c, uint64_t n, const char *field)
 {
-    if (n <= c->len - c->off)
-        return GGUF_OK;
     if (c->src && n <= c->size - c->off)
         return refill(c, c->off + n);
     if (n > c->size - c->off)
@@ -112,9 +111,18 @@ static enum gguf_err need(struct cur *c, uint64_t n, const char *field)
     return GGUF_E_TRUNCATED;
 }
 
+/* Makes sure n bytes can be read at the cursor (inline: the parser asks
+ * before every field, and the bytes are nearly always there). */
+static inline enum gguf_err need(struct cur *c, uint64_t n, const char *field)
+{
+    if (__builtin_expect(n <= c->len - c->off, 1))
+        return GGUF_OK;
+    return need_more(c, n, field);
+}
+
 #define TRY(x) do { enum gguf_err e_ = (x); if (e_ != GGUF_OK) return e_; } while (0)
 
-static enum gguf_err rd_u32(struct cur *c, uint32_t *v, const char *field)
+static inline enum gguf_err rd_u32(struct cur *c, uint32_t *v, const char *field)
 {
     TRY(need(c, 4, field));
     *v = gguf_rd32(&c->enc, c->b + c->off);
@@ -122,7 +130,7 @@ static enum gguf_err rd_u32(struct cur *c, uint32_t *v, const char *field)
     return GGUF_OK;
 }
 
-static enum gguf_err rd_u64(struct cur *c, uint64_t *v, const char *field)
+static inline enum gguf_err rd_u64(struct cur *c, uint64_t *v, const char *field)
 {
     TRY(need(c, 8, field));
     *v = gguf_rd64(&c->enc, c->b + c->off);
@@ -131,7 +139,7 @@ static enum gguf_err rd_u64(struct cur *c, uint64_t *v, const char *field)
 }
 
 /* A length or count: u32 in version 1, u64 later. */
-static enum gguf_err rd_count(struct cur *c, uint64_t *v, const char *field)
+static inline enum gguf_err rd_count(struct cur *c, uint64_t *v, const char *field)
 {
     if (c->enc.v1) {
         uint32_t v32;
@@ -143,8 +151,8 @@ static enum gguf_err rd_count(struct cur *c, uint64_t *v, const char *field)
 }
 
 /* Reads a string: returns where its bytes start and how many. */
-static enum gguf_err rd_str(struct cur *c, uint64_t *str_off, uint64_t *len,
-                            const char *field)
+static inline enum gguf_err rd_str(struct cur *c, uint64_t *str_off, uint64_t *len,
+                                   const char *field)
 {
     uint64_t at = c->off;
     TRY(rd_count(c, len, field));
@@ -607,7 +615,7 @@ static enum gguf_err parse_all(struct cur *c, struct gguf_file **out)
     f->file_size = c->size;
     f->alignment = 32;
     char *notes = NULL;
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     enum gguf_err err = read_preamble(c, f, &n_tensors, &n_kv, &notes);
     if (!err)
         err = parse_kvs(c, f, n_kv, &notes);
