@@ -187,28 +187,38 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
     if (n_pre)
         iov[0] = (struct iovec){ (void *)pre, pre_len };
     ggfs_prefetch(fs, st, s, idx, first, last);
+    /* The chunks are pinned last first: a request that straddles a chunk
+     * border (f32.npy's floats start after its header, so each of the
+     * kernel's chunk-sized requests does) needs the tail of the chunk the
+     * request before it is filling, and the head of a chunk nobody fills
+     * yet.  Filling its own chunk first, it waits for the other only after,
+     * and two requests in flight fill two chunks at once. */
     int err = 0;
-    size_t k = 0;
-    uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
-    for (; k < count; k++) {
-        uint64_t c = first + k;
-        uint64_t c_start = c * cb;
+    size_t k = count;               /* pinned: [k, count) */
+    while (k > 0) {
+        uint64_t c = first + k - 1;
         size_t c_len = ggfs_chunk_len(st, idx, c) * sizeof(float);
         ggfs_unqueue(fs, idx, c);
-        pinned[k] = ggfs_chunk_get(st, idx, c, c_len, &err);
-        if (!pinned[k])
+        pinned[k - 1] = ggfs_chunk_get(st, idx, c, c_len, &err);
+        if (!pinned[k - 1])
             break;
-        uint64_t c_end = c_start + c_len;
-        uint64_t to = end < c_end ? end : c_end;
-        iov[n_pre + k].iov_base = (char *)cache_data(pinned[k]) + (pos - c_start);
-        iov[n_pre + k].iov_len = (size_t)(to - pos);
-        pos = to;
+        k--;
     }
-    if (err)
-        fuse_reply_err(req, err);
-    else
+    uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
+    if (!err) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t c_start = (first + i) * cb;
+            uint64_t c_end = c_start + cache_len(pinned[i]);
+            uint64_t to = end < c_end ? end : c_end;
+            iov[n_pre + i].iov_base = (char *)cache_data(pinned[i]) + (pos - c_start);
+            iov[n_pre + i].iov_len = (size_t)(to - pos);
+            pos = to;
+        }
         fuse_reply_iov(req, iov, (int)(n_pre + count));
-    for (size_t i = 0; i < k; i++)
+    } else {
+        fuse_reply_err(req, err);
+    }
+    for (size_t i = k; i < count; i++)
         cache_put(fs->cache, pinned[i], err ? 0 : iov[n_pre + i].iov_len);
 }
 
