@@ -42,7 +42,7 @@ import harness  # noqa: E402
 from harness import mount  # noqa: E402
 
 import pyreader  # noqa: E402  (tests/oracle, put on the path by harness)
-from test_views import make_ggml_model, make_py_models, read_all, _fname  # noqa: E402
+from test_views import make_ggml_model, make_py_models, read_all, _fname, write_split  # noqa: E402
 
 try:
     import xxhash
@@ -306,19 +306,7 @@ def many_tensors(h, tmp):
 
 def split_model(h, ggml, tmp):
     """A split model: /hashes describes the merged model.gguf."""
-    n = 3
-    types = ["q4_K", "f16", "q8_0", "f32", "i32", "bf16"]
-    paths = []
-    for i in range(n):
-        kvs = [("split.no", "u16", i), ("split.count", "u16", n)]
-        if i == 0:
-            kvs = [("general.architecture", "string", "llama")] + kvs + \
-                  [("split.tensors.count", "i32", 2 * n)]
-        tensors = [("blk.%d.w%d" % (i, k), types[(2 * i + k) % len(types)], [256, 3 + k])
-                   for k in range(2)]
-        p = os.path.join(tmp, "split-%05d-of-%05d.gguf" % (i + 1, n))
-        ggml.write_model(p, kvs, tensors, seed=i)
-        paths.append(p)
+    paths = write_split(ggml, tmp)
     merged = os.path.join(tmp, "split-merged.gguf")
     with h.case("split model"), mount(paths[0]) as mnt:
         with open(merged, "wb") as f:

@@ -40,7 +40,7 @@ import harness  # noqa: E402
 from harness import mount  # noqa: E402
 
 import pyreader  # noqa: E402  (tests/oracle, put on the path by harness)
-from test_views import make_ggml_model, make_py_models, read_all, _fname  # noqa: E402
+from test_views import make_ggml_model, make_py_models, read_all, _fname, write_split  # noqa: E402
 
 QUICK = harness.QUICK
 # the format's dtypes and their sizes (huggingface/safetensors, Dtype)
@@ -238,19 +238,7 @@ def make_many(tmp, n):
 
 
 def split_model(h, ggml, tmp, rng):
-    n = 3
-    types = ["q4_K", "f16", "q8_0", "f32", "i32", "bf16"]
-    paths = []
-    for i in range(n):
-        kvs = [("split.no", "u16", i), ("split.count", "u16", n)]
-        if i == 0:
-            kvs = [("general.architecture", "string", "llama")] + kvs + \
-                  [("split.tensors.count", "i32", 2 * n)]
-        tensors = [("blk.%d.w%d" % (i, k), types[(2 * i + k) % len(types)], [256, 3 + k])
-                   for k in range(2)]
-        p = os.path.join(tmp, "split-%05d-of-%05d.gguf" % (i + 1, n))
-        ggml.write_model(p, kvs, tensors, seed=i)
-        paths.append(p)
+    paths = write_split(ggml, tmp)
     with h.case("split model"), mount(paths[1]) as mnt:
         merged = os.path.join(tmp, "split-merged.gguf")
         with open(merged, "wb") as f:

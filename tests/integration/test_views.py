@@ -333,10 +333,9 @@ def many_tensors(h, tmp, rng):
               flush=True)
 
 
-def split_model(h, ggml, tmp, rng):
-    """A split model: info.json describes it merged, as model.gguf (read
-    back by pyreader) is; the .npy views come from every shard."""
-    n = 3
+def write_split(ggml, tmp, n=3):
+    """A split model of n shards in tmp (two tensors of mixed types each,
+    written by ggml): the shards' paths, in order."""
     types = ["q4_K", "f16", "q8_0", "f32", "i32", "bf16"]
     paths = []
     for i in range(n):
@@ -349,6 +348,14 @@ def split_model(h, ggml, tmp, rng):
         p = os.path.join(tmp, "split-%05d-of-%05d.gguf" % (i + 1, n))
         ggml.write_model(p, kvs, tensors, seed=i)
         paths.append(p)
+    return paths
+
+
+def split_model(h, ggml, tmp, rng):
+    """A split model: info.json describes it merged, as model.gguf (read
+    back by pyreader) is; the .npy views come from every shard."""
+    n = 3
+    paths = write_split(ggml, tmp, n)
     with h.case("split model"), mount(paths[1]) as mnt:
         merged = os.path.join(tmp, "split-merged.gguf")
         with open(merged, "wb") as f:
