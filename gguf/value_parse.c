@@ -127,6 +127,17 @@ size_t gguf_utf8_valid(const char *text, size_t n, bool *truncated)
     if (truncated)
         *truncated = false;
     while (i < n) {
+        /* ASCII, eight bytes at a time: a template or a token list is
+         * mostly ASCII, and every write() of a string key checks it */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ull)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned c = s[i];
         if (c < 0x80) {
             i++;

@@ -507,6 +507,79 @@ static void test_utf8_prefix(void **state)
     assert_false(gguf_utf8_prefix_ok("\xe2\x82x", 3));        /* cut, then more */
 }
 
+/* gguf_utf8_valid byte by byte, as it was before it skipped ASCII eight
+ * bytes at a time: the fast path must not change an answer. */
+static size_t ref_utf8_valid(const unsigned char *s, size_t n, bool *truncated)
+{
+    size_t i = 0;
+    *truncated = false;
+    while (i < n) {
+        unsigned c = s[i], lo = 0x80, hi = 0xbf;
+        size_t k;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            k = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 2;
+            lo = c == 0xe0 ? 0xa0 : lo;
+            hi = c == 0xed ? 0x9f : hi;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 3;
+            lo = c == 0xf0 ? 0x90 : lo;
+            hi = c == 0xf4 ? 0x8f : hi;
+        } else {
+            return i;
+        }
+        for (size_t j = 1; j <= k; j++) {
+            if (i + j >= n) {
+                *truncated = true;
+                return i;
+            }
+            if (s[i + j] < (j == 1 ? lo : 0x80) || s[i + j] > (j == 1 ? hi : 0xbf))
+                return i;
+        }
+        i += k + 1;
+    }
+    return n;
+}
+
+static void test_utf8_runs(void **state)
+{
+    (void)state;
+    static const char *pieces[] = { "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x80",
+                                    "\xff", "\xc3", "\xe0\x80", "\xed\xa0\x80", "\n" };
+    unsigned char buf[600];
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int trial = 0; trial < 3000; trial++) {
+        size_t n = 0;
+        while (n < 500) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned run = (unsigned)(r >> 33) % 40;       /* ASCII, 0 to 39 bytes */
+            for (unsigned k = 0; k < run; k++)
+                buf[n++] = (unsigned char)('a' + (r >> (k % 32)) % 26);
+            unsigned pick = (unsigned)(r >> 20) % 64;
+            if (pick < sizeof pieces / sizeof *pieces && (pick >= 3 || trial % 4 == 0)) {
+                size_t pl = strlen(pieces[pick]);
+                memcpy(buf + n, pieces[pick], pl);
+                n += pl;
+            }
+        }
+        /* every prefix and a few starts: the skip sees every alignment */
+        for (size_t start = 0; start < 9; start++)
+            for (size_t len = 0; start + len <= n; len += 1 + len / 16) {
+                bool t1, t2;
+                size_t a = gguf_utf8_valid((const char *)buf + start, len, &t1);
+                size_t b = ref_utf8_valid(buf + start, len, &t2);
+                if (a != b || t1 != t2)
+                    fail_msg("trial %d, start %zu, len %zu: %zu/%d, expected %zu/%d",
+                             trial, start, len, a, t1, b, t2);
+            }
+    }
+}
+
 static void test_decode_name(void **state)
 {
     (void)state;
@@ -599,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_retype),
         cmocka_unit_test(test_infer),
         cmocka_unit_test(test_utf8_prefix),
+        cmocka_unit_test(test_utf8_runs),
         cmocka_unit_test(test_decode_name),
     };
     return cmocka_run_group_tests_name("kvedit", tests, NULL, NULL);
