@@ -50,6 +50,20 @@ bool gguf_buf_put(struct gguf_buf *b, const void *p, size_t n)
     return true;
 }
 
+bool gguf_buf_reserve(struct gguf_buf *b, size_t n)
+{
+    return buf_reserve(b, n);
+}
+
+bool gguf_buf_zeros(struct gguf_buf *b, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return false;
+    memset(b->data + b->len, 0, n);
+    b->len += n;
+    return true;
+}
+
 bool gguf_buf_putc(struct gguf_buf *b, char c)
 {
     if (!buf_reserve(b, 1))

@@ -32,6 +32,13 @@ void gguf_buf_free(struct gguf_buf *b);
 /* Appends n bytes from p (p may be NULL when n is 0).  false on oom. */
 bool gguf_buf_put(struct gguf_buf *b, const void *p, size_t n);
 
+/* Makes room for n more bytes at once (appends of up to n then do not
+ * move data).  false on oom. */
+bool gguf_buf_reserve(struct gguf_buf *b, size_t n);
+
+/* Appends n zero bytes.  false on oom. */
+bool gguf_buf_zeros(struct gguf_buf *b, size_t n);
+
 /* Appends one byte.  false on oom. */
 bool gguf_buf_putc(struct gguf_buf *b, char c);
 

@@ -1,12 +1,13 @@
 /*
  * gguf/pad.c — sizing the padding key (see pad.h).
  *
- * The edit's header is parsed back into a key/value list (its tensor infos
- * are f's), the padding key is given its new size, and gguf_header_build
- * serializes and checks the result.  The record of a u8 array of n bytes
- * is key length + key + type + element type + count + n bytes, so the
- * header's unpadded size is base + n: n = T - base makes it exactly T, a
- * multiple of the alignment (R and step are), with no zeros after it.
+ * The edit's header is parsed back (its tensor infos are f's), and the
+ * padding key is given its new size by splicing hdr's bytes: its count and
+ * zeros replaced, or a record appended after the last key/value.  The
+ * record of a u8 array of n bytes is key length + key + type + element
+ * type + count + n bytes, so the header's unpadded size is base + n:
+ * n = T - base makes it exactly T, a multiple of the alignment (R and step
+ * are), with no zeros after it.
  */
 #include "pad.h"
 
@@ -132,40 +133,45 @@ enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t
     uint64_t base = have ? nf->hdr_size - nf->kv[at].count : nf->hdr_size + rec;
     uint64_t t = target(room, base, step, f->alignment);
     uint64_t n = t - base;
-    if (!t || (f->enc.v1 && n > UINT32_MAX) || n > SIZE_MAX - 16) {
+    if (!t || (f->enc.v1 && (n > UINT32_MAX || nf->n_kv >= UINT32_MAX)) || n > SIZE_MAX - 16) {
         gguf_close(nf);
         return copy_out(hdr, hdr_len, out, d);
     }
 
-    /* the list, with the padding key's value: u8, count n, n zeros */
-    struct gguf_newkv *kvs = gguf_newkv_all(nf, 1);
-    uint8_t *val = malloc((size_t)n + 16);
-    if (!kvs || !val) {
-        free(kvs);
-        free(val);
-        gguf_close(nf);
-        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    /* P(n): hdr's bytes with the padding key's value resized to n zeros
+     * (its count patched), or with the key appended after the last
+     * key/value (the key/value count patched).  hdr parsed as nf, so the
+     * splice keeps every other record as it is, and needs no second
+     * serialization and parse of a header that may be megabytes. */
+    size_t cut, resume;     /* out: hdr[0, cut), the new bytes, hdr[resume, hdr_size) */
+    if (have) {
+        cut = (size_t)(nf->kv[at].val_off - cs);          /* its count field */
+        resume = (size_t)(nf->kv[at].val_off + nf->kv[at].count);
+    } else {
+        cut = resume = (size_t)(nf->n_tensors ? nf->tensors[0].info_off : nf->hdr_size);
     }
-    size_t nkv = (size_t)nf->n_kv;
-    if (!have) {
-        at = nkv++;
-        kvs[at].key = GGUF_KEY_PADDING;
-        kvs[at].key_len = sizeof GGUF_KEY_PADDING - 1;
-        kvs[at].type = GGUF_ARRAY;
-    }
-    gguf_wr32(&f->enc, val, GGUF_U8);
-    gguf_wr_count(&f->enc, val + 4, n);
-    memset(val + 4 + cs, 0, (size_t)n);
-    kvs[at].val = val;
-    kvs[at].val_len = 4 + cs + (size_t)n;
-
     struct gguf_buf b = { 0 };
-    err = gguf_header_build(f, kvs, nkv, &b, d);
-    if (!err && b.len != t)
+    uint8_t field[8];
+    bool ok = gguf_buf_reserve(&b, (size_t)t) && gguf_buf_put(&b, hdr, cut);
+    if (ok && !have) {
+        /* key length, key, type array, element type u8 */
+        gguf_wr_count(&f->enc, field, sizeof GGUF_KEY_PADDING - 1);
+        ok = gguf_buf_put(&b, field, cs) &&
+             gguf_buf_put(&b, GGUF_KEY_PADDING, sizeof GGUF_KEY_PADDING - 1);
+        gguf_wr32(&f->enc, field, GGUF_ARRAY);
+        gguf_wr32(&f->enc, field + 4, GGUF_U8);
+        ok = ok && gguf_buf_put(&b, field, 8);
+    }
+    gguf_wr_count(&f->enc, field, n);
+    ok = ok && gguf_buf_put(&b, field, cs) && gguf_buf_zeros(&b, (size_t)n) &&
+         gguf_buf_put(&b, hdr + resume, (size_t)(nf->hdr_size - resume));
+    if (ok && !have)   /* the key/value count, after magic, version and tensor count */
+        gguf_wr_count(&f->enc, b.data + 8 + cs, nf->n_kv + 1);
+    if (!ok)
+        err = gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    else if (b.len != t)
         err = gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "internal error: the padded "
                             "header is %zu bytes, not %llu", b.len, (unsigned long long)t);
-    free(kvs);
-    free(val);
     gguf_close(nf);
     if (err) {
         gguf_buf_free(&b);

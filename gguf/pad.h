@@ -104,8 +104,8 @@ uint64_t gguf_pad_step(uint64_t block, uint64_t alignment);
  *     is when the alignment exceeds GGUF_PAD_MAX_STEP.
  *
  * step is 0 (the file system does not clone) or gguf_pad_step() of its
- * block size and f's alignment.  out parses (gguf_header_build checks it)
- * to hdr's key/values but for the padding key's size.  Errors: hdr does
+ * block size and f's alignment.  out parses to hdr's key/values but for
+ * the padding key's size (hdr's bytes with only that record spliced).  Errors: hdr does
  * not parse for f (GGUF_E_INVAL), GGUF_E_NOMEM; out is then unchanged.
  */
 enum gguf_err gguf_pad_fit(const struct gguf_file *f, const uint8_t *hdr, size_t hdr_len,
