@@ -241,11 +241,18 @@ static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     pthread_rwlock_unlock(&fs->lock);
 }
 
-static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino)
+static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
 {
     struct stat out;
     int err = ggfs_stat(fs, st, ino, &out);
     size_t psize;
+    if (!err && fi && IS_WHANDLE(fi) && S_ISREG(out.st_mode)) {
+        /* fstat of a meta/ file open for writing: the text it holds
+         * (lseek(SEEK_END) asks this), not the committed value */
+        out.st_size = (off_t)ggfs_edit_size(fi);
+        return (void)fuse_reply_attr(req, &out, 0);
+    }
     if (err == ENOENT && ino >= KV_BASE && ino < VERSION_BASE &&
         ggfs_pending_size(fs, ino - KV_BASE, NULL, NULL, &psize)) {
         ggfs_stat_pending(st, ino, psize, &out);
@@ -253,9 +260,10 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     }
     if (err)
         return (void)fuse_reply_err(req, err);
-    fuse_reply_attr(req, &out, fs->timeout);
+    bool writing = ino >= KV_BASE && ino < VERSION_BASE && ggfs_edit_is_open(fs, ino - KV_BASE);
+    fuse_reply_attr(req, &out, writing ? 0 : fs->timeout);
 }
-static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi UNUSED)
+static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct ggfs *fs = req_fs(req);
     set_readahead(fs);
@@ -263,7 +271,7 @@ static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
     if (e)
         return (void)fuse_reply_err(req, e);
     pthread_rwlock_rdlock(&fs->lock);
-    do_getattr(req, fs, fs->st, ino);
+    do_getattr(req, fs, fs->st, ino, fi);
     pthread_rwlock_unlock(&fs->lock);
 }
 
@@ -859,11 +867,14 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     } else if (!e) {
         e = ggfs_stat(fs, fs->st, ino, &out);
     }
+    bool own = !e && !pend && fi && IS_WHANDLE(fi) && n.kind == K_KV;
+    if (own)    /* a handle open for writing: the size of its text, as fstat says */
+        out.st_size = (off_t)ggfs_edit_size(fi);
     pthread_mutex_unlock(&fs->commit_mu);
     if (e)
         fuse_reply_err(req, e);
     else
-        fuse_reply_attr(req, &out, pend ? 0 : fs->timeout);
+        fuse_reply_attr(req, &out, pend || own ? 0 : fs->timeout);
 }
 
 const struct fuse_lowlevel_ops ggfs_ops = {

@@ -111,6 +111,16 @@ bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t
     return h != NULL;
 }
 
+bool ggfs_edit_is_open(struct ggfs *fs, uint64_t id)
+{
+    bool found = false;
+    pthread_mutex_lock(&fs->pend_mu);
+    for (struct glist *l = fs->live.next; l != &fs->live && !found; l = l->next)
+        found = GLIST_ENTRY(l, struct whandle, link)->id == id;
+    pthread_mutex_unlock(&fs->pend_mu);
+    return found;
+}
+
 bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname)
 {
     return wh_pending_find(fs, id, fname) != NULL;
@@ -272,8 +282,15 @@ static int check_text(struct whandle *h)
 {
     const char *t = h->text.data;
     size_t n = h->text.len;
-    if (h->check_kind == CHECK_UTF8 && !gguf_utf8_prefix_ok(t, n))
-        return ggfs_edit_refused(h->fs, h->fname, EINVAL, "not UTF-8");
+    if (h->check_kind == CHECK_UTF8) {
+        /* from where the text was last valid (a character's start), so
+         * that a long text written in many pieces is checked once */
+        bool truncated;
+        size_t a = h->checked, ok = gguf_utf8_valid(t + a, n - a, &truncated);
+        if (ok != n - a && !truncated)
+            return ggfs_edit_refused(h->fs, h->fname, EINVAL, "not UTF-8");
+        h->checked = a + ok;
+    }
     if (h->check_kind == CHECK_LINES) {
         /* each whole line not checked yet must parse as an element, so
          * that `echo garbage >> meta/tokenizer.ggml.scores` fails in
@@ -337,6 +354,12 @@ int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off
     }
     pthread_mutex_unlock(&h->mu);
     return e;
+}
+
+size_t ggfs_edit_size(const struct fuse_file_info *fi)
+{
+    const struct whandle *h = (const struct whandle *)(uintptr_t)fi->fh;
+    return atomic_load(&h->size);
 }
 
 void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off)

@@ -46,6 +46,13 @@ int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_i
 void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi);  /* (C) */
 int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
 void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
+/* The size of the text a handle holds: what fstat of it says (0 right
+ * after an open with O_TRUNC), not the size of the committed value. */
+size_t ggfs_edit_size(const struct fuse_file_info *fi);
+/* Is a handle open for writing key id?  Its attributes are then given
+ * with no cache time, so that the writer's lseek(SEEK_END) asks again
+ * (with its handle: ggfs_edit_size). */
+bool ggfs_edit_is_open(struct ggfs *fs, uint64_t id);
 /* truncate of key idx (has_idx) or of an open handle (fi) */
 int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
                        bool has_idx, off_t size);                                   /* (C) */
@@ -93,7 +100,8 @@ struct whandle {
     bool written;                  /* mu: write() or truncate() was called */
     bool bad;                      /* mu: a write was refused: never commit */
     size_t checked;                /* mu: CHECK_LINES: text before it is whole
-                                      lines, each a valid element */
+                                      lines, each a valid element; CHECK_UTF8:
+                                      valid UTF-8 ending at a character's start */
     _Atomic size_t size;           /* text.len, read without locks by getattr */
 
     struct whandle *next;          /* pend_mu: the pending list */

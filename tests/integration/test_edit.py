@@ -71,6 +71,35 @@ def main():
             except OSError as e:
                 h.check(e.errno == errno.EINVAL, "close after invalid UTF-8: errno %d" % e.errno)
             h.check(open(model, "rb").read() == before, "a refused edit changed the model file")
+        with h.case("UTF-8 written in pieces: checked from where it was valid"):
+            name = os.path.join(meta, "general.name")
+            fd = os.open(name, os.O_WRONLY | os.O_TRUNC)
+            try:
+                for piece in (b"caf", b"\xc3", b"\xa9 ", b"\xe2\x82", b"\xac", b"x" * 20000):
+                    os.write(fd, piece)       # a character cut between writes is fine
+                os.lseek(fd, 1, os.SEEK_SET)
+                os.write(fd, b"\xc3\xa0")     # written again over checked text
+                os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    os.write(fd, b"ok\xc3(")
+                    h.fail("a cut character continued by ASCII accepted by write()")
+                except OSError as e:
+                    h.check(e.errno == errno.EINVAL, "bad continuation: errno %d" % e.errno)
+            finally:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            fd = os.open(name, os.O_WRONLY | os.O_TRUNC)
+            os.write(fd, b"caf\xc3")
+            os.write(fd, b"\xa9 \xe2\x82")
+            os.lseek(fd, 1, os.SEEK_SET)
+            os.write(fd, b"\xc3\xa0")
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, b"\xac!\n")
+            os.close(fd)
+            got = loaded("pieces")[0]["general.name"]
+            h.check(got == ("string", "c\u00e0\u00e9 \u20ac!"), "pieces: %r" % (got,))
         with h.case("string, printf, python r+, truncate, sed -i"):
             harness.run("printf 'after' > general.name", meta)
             h.check(loaded("printf")[0]["general.name"] == ("string", "after"), "printf")
