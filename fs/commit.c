@@ -174,7 +174,8 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
      * An overlay is re-read and its model built from memory.) */
     struct gguf_split *model;
     if ((fs->overlay ? ggfs_overlay_model(fs, &model, &d)
-                     : ggfs_open_model(fs->model_real, fs->read_only, NULL, NULL, &model, &d)) != GGUF_OK) {
+                     : ggfs_open_model(fs->model_real, fs->read_only, true, NULL, NULL,
+                                       &model, &d)) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         if (!fs->overlay)
             ggfs_under_end(fs);

@@ -505,7 +505,7 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             free_token(token);
             return false;
         }
-        ge = ggfs_open_model(real, true, &ro, fs->rcache, &model, &d);
+        ge = ggfs_open_model(real, true, false, &ro, fs->rcache, &model, &d);
         free_token(token);
     } else {
         /* Edits rename files beside the model and daemonizing changes to /:
@@ -520,7 +520,7 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             free(real);
             return false;
         }
-        ge = ggfs_open_model(real, o->ro || fs->write_err, NULL, NULL, &model, &d);
+        ge = ggfs_open_model(real, o->ro || fs->write_err, false, NULL, NULL, &model, &d);
     }
     free(real);
     if (ge) {
@@ -962,6 +962,9 @@ int main(int argc, char *argv[])
     free((char *)fs.overlay);
     rcache_put(fs.rcache);     /* freed with the last shard's source */
     ggfs_key_ids_free(&fs.ids);
+    /* the idle journal in-place edits kept between them (still locked) */
+    if (fs.model_real && !fs.overlay && !fs.remote && !fs.read_only && !fs.write_err)
+        gguf_commit_end(fs.model_real);
     free((char *)fs.model_real);
     if (fs.lock_fd >= 0)
         close(fs.lock_fd);

@@ -38,7 +38,7 @@
 #include <string.h>
 
 struct opener {
-    bool read_only;
+    enum gguf_recover_mode mode;
 };
 
 /* The file that holds the metadata, and so receives edits: a file that is
@@ -53,15 +53,13 @@ static enum gguf_err open_file(void *ctx, const char *name, struct gguf_source *
     unsigned no, count;
     if (!gguf_split_name_parse(name, &plen, &no, &count) || no == 1) {
         char what[256];
-        enum gguf_err e = gguf_recover(name, o->read_only ? GGUF_RECOVER_CHECK
-                                                          : GGUF_RECOVER_FIX,
-                                       what, sizeof what, d);
+        enum gguf_err e = gguf_recover(name, o->mode, what, sizeof what, d);
         if (e == GGUF_E_INTERRUPTED)
             return gguf_diag_set(d, e, UINT64_MAX, "an edit was interrupted; mount once "
                                  "without -o ro to roll it back");
         if (e)
             return e;
-        if (what[0] && !o->read_only)
+        if (what[0] && o->mode != GGUF_RECOVER_CHECK)
             fuse_log(FUSE_LOG_WARNING, "gguffs: %s: %s\n", name, what);
     }
     return gguf_split_open_file(NULL, name, out, d);
@@ -265,11 +263,13 @@ struct remote *ggfs_remote(struct gguf_source *src)
     return remote_source_remote(in ? in : src);
 }
 
-enum gguf_err ggfs_open_model(const char *path, bool read_only,
+enum gguf_err ggfs_open_model(const char *path, bool read_only, bool reopen,
                               const struct remote_opts *remote, struct rcache *rc,
                               struct gguf_split **out, struct gguf_diag *d)
 {
-    struct opener o = { read_only };
+    struct opener o = { read_only ? GGUF_RECOVER_CHECK : GGUF_RECOVER_FIX };
+    if (!read_only && !remote && reopen)
+        o.mode = GGUF_RECOVER_FIX_LIVE;     /* the idle journal stays for the next edit */
     enum gguf_err e = remote ? open_remote(path, remote, out, d)
                              : gguf_split_open(path, open_file, &o, out, d);
     if (e)

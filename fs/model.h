@@ -21,7 +21,8 @@
 
 /* Opens the model at path (absolute); a shard of a split model opens
  * every shard.  Recovers an interrupted edit of the first shard first, or,
- * read-only, refuses the model while one is there.  With remote options,
+ * read-only, refuses the model while one is there; reopen (the mount's own
+ * edit was just committed) keeps the idle journal for the next edit.  With remote options,
  * path is a URL and every shard a remote source (remote/source.h).  The
  * diag's message names the file concerned when it is not path. */
 struct remote_opts;
@@ -29,7 +30,7 @@ struct rcache;
 /* With rc, every remote shard is read through that block cache
  * (blocksrc.h); the first REMOTE_PREFIX_SIZE bytes stay the remote
  * source's (in memory). */
-enum gguf_err ggfs_open_model(const char *path, bool read_only,
+enum gguf_err ggfs_open_model(const char *path, bool read_only, bool reopen,
                               const struct remote_opts *remote, struct rcache *rc,
                               struct gguf_split **out, struct gguf_diag *d);
 /* The remote behind a shard's source (through an overlay's spliced source

@@ -6,8 +6,10 @@
  * system calls, or a power loss that keeps only what was fsync'd):
  *
  * In place.  The model's bytes [lo, hi) are overwritten only after the
- * journal holding their old value is durable (fsync of the journal, then of
- * the directory that names it).  The journal is verifiable: its record and
+ * journal holding their old value is durable (fsync of a new journal, then
+ * of the directory that names it; or the idle journal of an earlier edit,
+ * written over, truncated to its length and fdatasync'd: its name is
+ * already durable).  The journal is verifiable: its record and
  * its payload carry checksums and its length is exact, so a journal torn by
  * a crash while it was written reads as incomplete, and an incomplete
  * journal proves that its fsync had not returned, hence that the model had
@@ -21,14 +23,20 @@
  * removes the journal.  gguf_commit returns once the new bytes are durable
  * (fdatasync of the model: the write changes neither the file's size nor
  * its blocks, so only its times are left to the file system's next
- * commit); the journal's unlink is left to the file system's next commit
- * too, with no fsync of the directory: a journal that survives a power
- * loss finds the model's range complete and new, and recovery keeps the
- * new version.  So a returned gguf_commit is never rolled back, with two
- * waits on the disk instead of four.  (A journal left that way and a model
- * overwritten in place by another program before the file system's
- * commit, a few seconds, would be rolled back over that program's bytes,
- * unless its size differs: the price of the two waits.)
+ * commit).  The journal is then kept, marked idle (its magic rewritten)
+ * with no fsync, for the next edit to write over: a journal whose marker
+ * did not reach the disk before a power loss finds the model's range
+ * complete and new, and recovery keeps the new version.  So a returned
+ * gguf_commit is never rolled back, with two waits on the disk instead of
+ * four, and no file created or removed per edit.  (A journal left that way
+ * and a model overwritten in place by another program before the marker
+ * is written back, a few seconds, would be rolled back over that
+ * program's bytes, unless its size differs: the price of the two waits.)
+ * An idle journal read at any time is either the idle marker, or, on the
+ * disk, a complete record of the last committed edit (its range new) or a
+ * torn mix with the next edit's record, which cannot verify (checksums,
+ * exact length): the model is not touched before that next record is
+ * durable.  A rewrite removes an idle journal durably before its rename. 
  *
  * Rewrite.  The model is not written at all: the new file is written and
  * fsync'd (data, mode, owner) before rename() atomically replaces the
@@ -304,6 +312,19 @@ static enum gguf_err commit_rewrite(const struct gguf_jpaths *p, const struct st
     }
     if (!lock_fd)
         nfd = -1;
+    /* An idle journal (of an earlier in-place edit) goes first, durably:
+     * its marker may not be on the disk yet, and a journal that reads as
+     * complete there is for a model of another size once the new file is
+     * the model. */
+    struct stat js;
+    if (lstat(p->journal, &js) == 0) {
+        gguf_step(&s, what = "removing the idle journal");
+        if (unlink(p->journal) != 0)
+            goto io;
+        gguf_step(&s, what = "fsync of the directory (journal)");
+        if (gguf_fsync_dir(p->dir) != 0)
+            goto io;
+    }
     gguf_step(&s, what = "renaming the new file over the model");
     if (rename(p->newf, p->model) != 0)
         goto io;
@@ -322,25 +343,38 @@ fail:
 
 /* ---- in place --------------------------------------------------------------------- */
 
-/* Creates the journal j (n bytes) and makes it durable; on failure nothing
- * is left (the model was not touched). */
+/* Writes the journal j (n bytes) and makes it durable: over the idle
+ * journal of an earlier edit when there is one (an overwrite and an
+ * fdatasync), else in a new file (an fsync of it and of the directory);
+ * on failure nothing is left (the model was not touched). */
 static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_steps *s,
                                    const uint8_t *j, size_t n, struct gguf_diag *d)
 {
     const char *what;
-    gguf_step(s, what = "creating the journal");
-    int jfd = open(p->journal, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (jfd < 0) {
-        if (errno == EEXIST)
-            return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s exists (an "
-                                 "interrupted edit): gguf_recover must run first",
-                                 p->journal);
-        return gguf_io_fail(d, what, errno);
+    /* check_unchanged saw no journal, or an idle one */
+    int jfd = open(p->journal, O_WRONLY | O_CLOEXEC);
+    bool fresh = jfd < 0;
+    if (fresh && errno != ENOENT)
+        return gguf_io_fail(d, "opening the idle journal", errno);
+    if (fresh) {
+        gguf_step(s, what = "creating the journal");
+        jfd = open(p->journal, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (jfd < 0) {
+            if (errno == EEXIST)
+                return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s exists (an "
+                                     "interrupted edit): gguf_recover must run first",
+                                     p->journal);
+            return gguf_io_fail(d, what, errno);
+        }
     }
     bool ok = gguf_write_step(s, what = "writing the journal", jfd, j, n, 0);
+    if (ok && !fresh) {
+        gguf_step(s, what = "truncating the journal to its length");
+        ok = ftruncate(jfd, (off_t)n) == 0;
+    }
     if (ok) {
         gguf_step(s, what = "fsync of the journal");
-        ok = fsync(jfd) == 0;
+        ok = (fresh ? fsync(jfd) : fdatasync(jfd)) == 0;
     }
     int er = errno;
     if (close(jfd) != 0 && ok) {
@@ -348,7 +382,7 @@ static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_step
         er = errno;
         what = "closing the journal";
     }
-    if (ok) {
+    if (ok && fresh) {
         gguf_step(s, what = "fsync of the directory (journal)");
         ok = gguf_fsync_dir(p->dir) == 0;
         er = errno;
@@ -389,9 +423,14 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
     gguf_step(&s, what = "fdatasync of the model");
     if (fdatasync(fd) != 0)
         goto undo;
-    /* The new bytes are durable: the edit is committed (see the top). */
-    gguf_step(&s, what = "removing the journal");
-    if (unlink(p->journal) != 0)
+    /* The new bytes are durable: the edit is committed (see the top).  The
+     * journal is kept, idle, for the next edit to write over. */
+    gguf_step(&s, what = "marking the journal idle");
+    int jfd = open(p->journal, O_WRONLY | O_CLOEXEC);
+    bool idle = jfd >= 0 && gguf_journal_set_idle(jfd);
+    if (jfd >= 0)
+        close(jfd);
+    if (!idle && unlink(p->journal) != 0)
         return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "new version in place, but "
                              "removing %s failed (%s): the next mount removes it",
                              p->journal, strerror(errno));
@@ -436,10 +475,16 @@ static enum gguf_err check_unchanged(const struct gguf_jpaths *p, int fd,
     if (memcmp(*old, f->hdr, f->hdr_size) != 0)
         return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "the model changed since "
                              "it was indexed (its header differs)");
-    if (access(p->journal, F_OK) == 0)
+    switch (gguf_journal_state(p->journal)) {
+    case GGUF_J_NONE:
+    case GGUF_J_IDLE:       /* an earlier edit's, to be written over */
+        return GGUF_OK;
+    case GGUF_J_BUSY:
         return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s exists (an interrupted "
                              "edit): gguf_recover must run first", p->journal);
-    return GGUF_OK;
+    default:
+        return gguf_io_fail(d, "reading the journal", errno);
+    }
 }
 
 /* gguf_commit, saying how (info: in place, cloned, the header's size). */
@@ -543,4 +588,15 @@ enum gguf_err gguf_commit_edit_locked(const char *path, const struct gguf_file *
         err = commit(path, f, old_src, (const uint8_t *)fit.data, fit.len, info, lock_fd, d);
     gguf_buf_free(&fit);
     return err;
+}
+
+void gguf_commit_end(const char *path)
+{
+    struct gguf_jpaths p;
+    struct gguf_diag d;
+    if (gguf_jpaths_init(path, &p, &d) != GGUF_OK)
+        return;
+    if (gguf_journal_state(p.journal) == GGUF_J_IDLE)
+        unlink(p.journal);
+    gguf_jpaths_free(&p);
 }

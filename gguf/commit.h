@@ -22,7 +22,8 @@
  * resolved, so a link to a model keeps pointing at it):
  *
  *   MODEL.gguffs-journal  undo journal of an in-place edit: the old bytes
- *                         of the header range being overwritten.
+ *                         of the header range being overwritten; kept,
+ *                         idle, between edits (gguf_commit_end).
  *   MODEL.gguffs-new      the new file of a rewrite, before its rename.
  *
  * The directory holding the model must therefore be writable.  Calls for
@@ -54,15 +55,18 @@
  * without tensor bytes, whose header is not padded: hdr_len == the file's
  * size): only the range [lo, hi) where the new header differs from the old
  * is written.
- *   1. MODEL.gguffs-journal is created (O_EXCL) and written: a 64-byte
- *      record (magic, model size, lo, hi - lo, checksums of the payload
- *      and of the new bytes, checksum of the record) and the old bytes
- *      [lo, hi) as payload;
- *   2. fsync(journal), fsync(directory): the journal is durable;
+ *   1. MODEL.gguffs-journal is written: a 64-byte record (magic, model
+ *      size, lo, hi - lo, checksums of the payload and of the new bytes,
+ *      checksum of the record) and the old bytes [lo, hi) as payload;
+ *      over the idle journal an earlier edit left (then truncated to its
+ *      length), else in a new file (O_EXCL);
+ *   2. fdatasync(journal); for a new file, fsync(journal) and
+ *      fsync(directory): the journal is durable;
  *   3. pwrite of the new bytes [lo, hi) into the model, fdatasync(model):
  *      the edit is committed (a journal found later with the model's
  *      range complete and new is kept: gguf_recover finishes the edit);
- *   4. unlink(journal), made durable by the file system's next commit.
+ *   4. the journal is marked idle (no fsync) and kept for the next edit,
+ *      until gguf_commit_end or gguf_recover removes it.
  *   An identical header writes nothing.  The model is opened O_RDWR here
  *   only; its inode, mode, owner and links stay as they are.
  *
@@ -79,7 +83,8 @@
  *      ...) gets the copy;
  *   2. fchmod to the model's mode, fchown to its owner and group when they
  *      differ (failure is an error: ownership never silently changes);
- *   3. fsync(new file), rename over MODEL, fsync(directory).
+ *   3. fsync(new file); an idle journal is removed (unlink, fsync of the
+ *      directory); rename over MODEL, fsync(directory).
  *   The model gets a new inode: readers holding the old one keep reading
  *   the old version; other hard links to it keep the old version; extended
  *   attributes and ACLs are not copied.
@@ -144,6 +149,15 @@ enum gguf_err gguf_commit_edit_locked(const char *path, const struct gguf_file *
                                       int *lock_fd, struct gguf_diag *d);
 
 /*
+ * Removes the idle journal the in-place edits of the model at path keep
+ * between them: called when the model will not be edited any more (at
+ * unmount).  A journal that is not idle (an interrupted edit) is left for
+ * gguf_recover.  Errors are ignored: a journal left is removed by the
+ * next gguf_recover.
+ */
+void gguf_commit_end(const char *path);
+
+/*
  * The file system's block size (statfs f_bsize) if it clones ranges of the
  * model at path into new files in its directory — tried, with one block
  * into an unnamed file (O_TMPFILE) that disappears when closed; 0 when it
@@ -154,6 +168,9 @@ uint64_t gguf_clone_block(const char *path);
 enum gguf_recover_mode {
     GGUF_RECOVER_FIX = 0,      /* finish what a crash interrupted */
     GGUF_RECOVER_CHECK = 1,    /* only say what there is; touch nothing */
+    GGUF_RECOVER_FIX_LIVE = 2, /* FIX, but an idle journal is kept: for the
+                                  editor of the model, re-opening it after
+                                  its own gguf_commit */
 };
 
 /*
@@ -170,6 +187,8 @@ enum gguf_recover_mode {
  *     journal belongs to another file: nothing is done, GGUF_E_INVAL.
  *   - journal incomplete: it was never made durable, so the model was not
  *     touched: it is removed.
+ *   - journal idle (kept between edits, see gguf_commit): removed, except
+ *     in GGUF_RECOVER_FIX_LIVE mode, which keeps it for the next edit.
  *   - MODEL.gguffs-new: a rewrite that did not reach its rename; the model
  *     is the old version: it is removed.
  * Idempotent: a crash during gguf_recover is recovered by the next call.

@@ -12,6 +12,7 @@
 struct gguf_edit_hooks *gguf_edit_hooks;
 
 static const char jmagic[8] = { 'G', 'G', 'U', 'F', 'F', 'S', 'J', '1' };
+static const char jidle[8] = { 'G', 'G', 'U', 'F', 'F', 'S', 'J', '0' };
 
 /* The journal is little-endian whatever the model's byte order. */
 static const struct gguf_enc jenc = { .big_endian = false, .v1 = false };
@@ -106,6 +107,28 @@ uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
     gguf_wr64(&jenc, j + 48, 1);
     gguf_wr64(&jenc, j + 56, gguf_cksum(j, 56));
     return j;
+}
+
+enum gguf_jstate gguf_journal_state(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? GGUF_J_NONE : GGUF_J_ERROR;
+    char m[8];
+    ssize_t r;
+    while ((r = pread(fd, m, sizeof m, 0)) < 0 && errno == EINTR)
+        ;
+    int e = errno;
+    close(fd);
+    errno = e;
+    if (r < 0)
+        return GGUF_J_ERROR;
+    return r == (ssize_t)sizeof m && memcmp(m, jidle, sizeof m) == 0 ? GGUF_J_IDLE : GGUF_J_BUSY;
+}
+
+bool gguf_journal_set_idle(int fd)
+{
+    return gguf_pwrite_all(fd, jidle, sizeof jidle, 0);
 }
 
 int gguf_journal_read(const char *path, struct gguf_jrec *r, uint8_t **payload)

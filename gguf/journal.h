@@ -14,7 +14,16 @@
  *
  * The journal file is exactly 64 + len bytes long, so a journal torn by a
  * crash while it was written reads as incomplete: a wrong length, or a
- * checksum that does not match.  The checksum is an FNV-1a style hash
+ * checksum that does not match.
+ *
+ * An idle journal starts with "GGUFFSJ0" instead: the journal of an edit
+ * that was committed, kept so that the next edit writes over its blocks
+ * (cheaper than creating a file, fsyncing its directory and removing it at
+ * every edit).  It guards nothing: recovery removes it like an incomplete
+ * one, and gguf_commit_end removes it when the model will not be edited
+ * any more.  The marker is written without an fsync: until it reaches the
+ * disk, the journal reads as complete there, with the model's range
+ * complete and new, which recovery keeps.  The checksum is an FNV-1a style hash
  * taking 8 bytes per step, with a multiplier and shift that spread every
  * input bit over the whole state.
  */
@@ -51,6 +60,13 @@ struct gguf_jrec {
     bool has_new;           /* new_ck is there (journals of this version) */
     uint64_t new_ck;        /* gguf_cksum of the new bytes [lo, lo + len) */
 };
+
+/* Whether there is a journal at path, and whether it is idle. */
+enum gguf_jstate { GGUF_J_NONE, GGUF_J_IDLE, GGUF_J_BUSY, GGUF_J_ERROR /* errno */ };
+enum gguf_jstate gguf_journal_state(const char *path);
+
+/* Marks the journal open at fd idle (no fsync); false with errno. */
+bool gguf_journal_set_idle(int fd);
 
 /* Reads the journal at path: 1 if complete (record in *r, the payload in
  * *payload, to be freed), 0 if incomplete, -1 on error (errno). */

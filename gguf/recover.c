@@ -110,11 +110,23 @@ static enum gguf_err finish(const struct gguf_jpaths *p, struct gguf_steps *s,
 
 /* MODEL.gguffs-journal, if there is one. */
 static enum gguf_err journal(const struct gguf_jpaths *p, struct gguf_steps *s,
-                             bool fix, char *what, size_t cap, struct gguf_diag *d)
+                             bool fix, bool live, char *what, size_t cap,
+                             struct gguf_diag *d)
 {
     struct stat st;
     if (lstat(p->journal, &st) != 0)
         return GGUF_OK;
+    if (gguf_journal_state(p->journal) == GGUF_J_IDLE) {
+        /* kept for the next edit, or by a mount that ended without
+         * removing it: no edit ran */
+        if (!fix || live)
+            return GGUF_OK;
+        enum gguf_err err = remove_durably(p, s, p->journal, "removing an idle journal", d);
+        if (!err)
+            say(what, cap, "removed the idle journal an earlier mount left (no edit "
+                "was interrupted)");
+        return err;
+    }
     struct gguf_jrec r;
     uint8_t *pl = NULL;
     int c = gguf_journal_read(p->journal, &r, &pl);
@@ -178,7 +190,7 @@ enum gguf_err gguf_recover(const char *path, enum gguf_recover_mode mode,
 
     struct gguf_steps s = { 0 };
     struct stat st;
-    err = journal(&p, &s, fix, what, cap, d);
+    err = journal(&p, &s, fix, mode == GGUF_RECOVER_FIX_LIVE, what, cap, d);
     if ((!err || err == GGUF_E_INTERRUPTED) && lstat(p.newf, &st) == 0) {
         /* a rewrite that did not reach its rename: the model is the old one */
         if (!fix) {

@@ -698,6 +698,25 @@ def run(cmd, cwd=None, input=None, timeout=60):
                           capture_output=True, text=True, errors="replace", timeout=timeout)
 
 
+def beside(model):
+    """The files in the model's folder, but for the idle journal that a rw
+    mount keeps between in-place edits (MODEL.gguffs-journal starting with
+    GGUFFSJ0: it guards nothing, and the unmount removes it)."""
+    d = os.path.dirname(model) or "."
+    names = []
+    for n in sorted(os.listdir(d)):
+        p = os.path.join(d, n)
+        if n == os.path.basename(model) + ".gguffs-journal":
+            try:
+                with open(p, "rb") as f:
+                    if f.read(8) == b"GGUFFSJ0":
+                        continue
+            except OSError:
+                pass
+        names.append(n)
+    return names
+
+
 def tensor_hashes(m, path):
     """sha256 of every tensor's bytes in path, as ggml's reader (m, from
     ggml.read_gguf) places them: {name: hex digest}."""

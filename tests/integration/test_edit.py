@@ -172,6 +172,15 @@ def main():
                 except OSError as e:
                     h.check(e.errno == errno.EACCES, "%s: errno %d" % (f, e.errno))
 
+        with h.case("in-place edits keep one idle journal; the unmount removes it"):
+            journal = model + ".gguffs-journal"
+            for v in ("8190", "8191", "8192"):
+                harness.run("echo %s > llama.context_length" % v, meta)
+                with open(journal, "rb") as f:
+                    h.check(f.read(8) == b"GGUFFSJ0", "the journal after an edit is not idle")
+            h.check(harness.beside(model) == ["m.gguf"], "files beside the model: %r" % os.listdir(tmp))
+    h.check(os.listdir(tmp) == ["m.gguf"], "left after the unmount: %r" % os.listdir(tmp))
+
     # a new mount sees the edits; -o ro never writes
     with h.case("a new -o ro mount"), mount(model, ["-o", "ro"]) as mnt:
         meta = os.path.join(mnt, "meta")

@@ -388,7 +388,7 @@ def tools(h, model, mnt_dir, ggml, tmp):
         old_order = [k for k in order if k in kv0]
         h.check(old_order == [k.decode() for k, _, _ in m0.kvs if k.decode() in kv],
                 "%s: key order changed: %r" % (label, order))
-        h.check(sorted(os.listdir(os.path.dirname(model))) == ["m.gguf"],
+        h.check(harness.beside(model) == ["m.gguf"],
                 "%s: files left beside the model: %r" % (label, os.listdir(os.path.dirname(model))))
 
     changes = {}

@@ -186,6 +186,18 @@ static bool exists(const char *path)
     return lstat(path, &st) == 0;
 }
 
+/* An idle journal: kept by a committed in-place edit, "GGUFFSJ0" first. */
+static bool journal_idle(const char *path)
+{
+    char m[8] = { 0 };
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return false;
+    size_t r = fread(m, 1, sizeof m, fp);
+    fclose(fp);
+    return r == sizeof m && memcmp(m, "GGUFFSJ0", 8) == 0;
+}
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
@@ -627,11 +639,32 @@ static void apply(const char *path, const struct kvl *l, int expect)
     if (expect >= 0 && has_data(f))
         assert_int_equal(ip, expect);
     ip ? n_in_place++ : n_rewrite++;
-    assert_false(exists(tpath("m.gguf.gguffs-journal")));
+    /* an in-place edit keeps its journal, idle, for the next one; a
+     * rewrite removes it */
+    assert_true(!exists(tpath("m.gguf.gguffs-journal")) || journal_idle(tpath("m.gguf.gguffs-journal")));
+    if (!ip)
+        assert_false(exists(tpath("m.gguf.gguffs-journal")));
     assert_false(exists(tpath("m.gguf.gguffs-new")));
     gguf_close(f);
     check_model(path, l, ti, ti_len, dh, dl, version, be);
     char what[200];
+    assert_int_equal(gguf_recover(path, GGUF_RECOVER_CHECK, what, sizeof what, &d), GGUF_OK);
+    assert_string_equal(what, "");
+    if (exists(tpath("m.gguf.gguffs-journal"))) {
+        /* the editor re-opening keeps it; a new mount removes it */
+        assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX_LIVE, what, sizeof what, &d),
+                         GGUF_OK);
+        assert_string_equal(what, "");
+        assert_true(exists(tpath("m.gguf.gguffs-journal")));
+        if (n_in_place % 2) {
+            assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d),
+                             GGUF_OK);
+            assert_non_null(strstr(what, "idle journal"));
+            assert_false(exists(tpath("m.gguf.gguffs-journal")));
+        }
+    }
+    gguf_commit_end(path);
+    assert_false(exists(tpath("m.gguf.gguffs-journal")));
     assert_int_equal(gguf_recover(path, GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
     assert_string_equal(what, "");
     free(ti);
@@ -1701,6 +1734,9 @@ struct crash_case {
     bool in_place;
     bool fallback;         /* no copy_file_range */
     struct kvl l_old, l_new;
+    uint8_t *idle;         /* an idle journal beside the model first (an
+                              earlier in-place edit's), or NULL */
+    size_t idle_len;
 };
 
 static const char *mpath(void) { return tpath("c.gguf"); }
@@ -1710,6 +1746,8 @@ static void reset_model(const struct crash_case *c)
     unlink(tpath("c.gguf.gguffs-journal"));
     unlink(tpath("c.gguf.gguffs-new"));
     spit(mpath(), c->old, c->old_len);
+    if (c->idle)
+        spit(tpath("c.gguf.gguffs-journal"), c->idle, c->idle_len);
 }
 
 /* Runs gguf_commit (or gguf_recover) in a child crashing before step n
@@ -1977,6 +2015,16 @@ static void crash_case_init(struct crash_case *c, const char *name, int kind)
     struct gguf_file *f = open_ok(path);
     kvl_of_file(&c->l_old, f);
     kvl_of_file(&c->l_new, f);
+    if (kind >= 4) {
+        /* an idle journal is there: longer than the in-place edit's (it is
+         * written over and cut), shorter than a rewrite's header */
+        c->idle_len = kind == 4 ? 200000 : 100;
+        c->idle = malloc(c->idle_len);
+        for (size_t i = 0; i < c->idle_len; i++)
+            c->idle[i] = (uint8_t)(i * 131 + 7);
+        memcpy(c->idle, "GGUFFSJ0", 8);
+        kind -= 4;
+    }
     if (kind == 0) {
         /* in place: a value and a reorder (the written range is long) */
         kvl_set(&c->l_new, "llama.context_length", v_u32(&f->enc, 1234567));
@@ -2023,18 +2071,21 @@ static void crash_case_free(struct crash_case *c)
 {
     free(c->old);
     free(c->hdr);
+    free(c->idle);
     kvl_free(&c->l_old);
     kvl_free(&c->l_new);
 }
 
 static const char *const crash_names[] = { "in place", "rewrite", "rewrite (pread/pwrite)",
-                                           "rewrite (padded: cloned where TMPDIR clones)" };
+                                           "rewrite (padded: cloned where TMPDIR clones)",
+                                           "in place over an idle journal",
+                                           "rewrite with an idle journal" };
 
 static void test_crash_steps(void **state)
 {
     (void)state;
     const char *const *names = crash_names;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
         crash_every_step(&c);
@@ -2051,12 +2102,12 @@ static void test_kill9(void **state)
     const char *e = getenv("GGUFFS_CRASH_TRIALS");
     unsigned trials = e && *e ? (unsigned)strtoul(e, NULL, 10) : 240;
     const char *const *names = crash_names;
-    static const unsigned share[] = { 2, 1, 1, 1 };
+    static const unsigned share[] = { 1, 1, 1, 1, 1, 1 };
     double t0 = now_s();
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
-        kill_at_random(&c, trials * share[k] / 5);
+        kill_at_random(&c, trials * share[k] / 6);
         crash_case_free(&c);
     }
     printf("kill -9: %u trials in %.1f s, %u killed mid-commit, %u old, %u new: "
