@@ -343,13 +343,16 @@ fail:
 
 /* ---- in place --------------------------------------------------------------------- */
 
-/* Writes the journal j (n bytes) and makes it durable: over the idle
- * journal of an earlier edit when there is one (an overwrite and an
- * fdatasync), else in a new file (an fsync of it and of the directory);
- * on failure nothing is left (the model was not touched). */
+/* Writes the journal (its record rec, then the payload pl of len bytes)
+ * and makes it durable: over the idle journal of an earlier edit when
+ * there is one (an overwrite and an fdatasync), else in a new file (an
+ * fsync of it and of the directory); on failure nothing is left (the
+ * model was not touched). */
 static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_steps *s,
-                                   const uint8_t *j, size_t n, struct gguf_diag *d)
+                                   const uint8_t rec[GGUF_JREC], const uint8_t *pl,
+                                   size_t len, struct gguf_diag *d)
 {
+    size_t n = GGUF_JREC + len;
     const char *what;
     /* check_unchanged saw no journal, or an idle one */
     int jfd = open(p->journal, O_WRONLY | O_CLOEXEC);
@@ -367,7 +370,8 @@ static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_step
             return gguf_io_fail(d, what, errno);
         }
     }
-    bool ok = gguf_write_step(s, what = "writing the journal", jfd, j, n, 0);
+    bool ok = gguf_write_step(s, what = "writing the journal", jfd, pl, len, GGUF_JREC) &&
+              gguf_write_step(s, what = "writing the journal's record", jfd, rec, GGUF_JREC, 0);
     if (ok && !fresh) {
         gguf_step(s, what = "truncating the journal to its length");
         ok = ftruncate(jfd, (off_t)n) == 0;
@@ -408,11 +412,9 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
         hi--;
     size_t len = hi - lo;
 
-    uint8_t *j = gguf_journal_make(f->file_size, lo, old + lo, hdr + lo, len);
-    if (!j)
-        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-    enum gguf_err err = write_journal(p, &s, j, GGUF_JREC + len, d);
-    free(j);
+    uint8_t rec[GGUF_JREC];
+    gguf_journal_record(rec, f->file_size, lo, old + lo, hdr + lo, len);
+    enum gguf_err err = write_journal(p, &s, rec, old + lo, len, d);
     if (err)
         return err;
 

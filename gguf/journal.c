@@ -89,24 +89,18 @@ uint64_t gguf_cksum(const uint8_t *p, size_t n)
     return h ^ (h >> 29);
 }
 
-uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
-                           const uint8_t *nw, size_t len)
+void gguf_journal_record(uint8_t rec[GGUF_JREC], uint64_t model_size, uint64_t lo,
+                         const uint8_t *old, const uint8_t *nw, size_t len)
 {
-    if (len > SIZE_MAX - GGUF_JREC)
-        return NULL;
-    uint8_t *j = calloc(1, GGUF_JREC + len);
-    if (!j)
-        return NULL;
-    memcpy(j, jmagic, 8);
-    gguf_wr64(&jenc, j + 8, model_size);
-    gguf_wr64(&jenc, j + 16, lo);
-    gguf_wr64(&jenc, j + 24, len);
-    memcpy(j + GGUF_JREC, old, len);
-    gguf_wr64(&jenc, j + 32, gguf_cksum(j + GGUF_JREC, len));
-    gguf_wr64(&jenc, j + 40, gguf_cksum(nw, len));
-    gguf_wr64(&jenc, j + 48, 1);
-    gguf_wr64(&jenc, j + 56, gguf_cksum(j, 56));
-    return j;
+    memset(rec, 0, GGUF_JREC);
+    memcpy(rec, jmagic, 8);
+    gguf_wr64(&jenc, rec + 8, model_size);
+    gguf_wr64(&jenc, rec + 16, lo);
+    gguf_wr64(&jenc, rec + 24, len);
+    gguf_wr64(&jenc, rec + 32, gguf_cksum(old, len));
+    gguf_wr64(&jenc, rec + 40, gguf_cksum(nw, len));
+    gguf_wr64(&jenc, rec + 48, 1);
+    gguf_wr64(&jenc, rec + 56, gguf_cksum(rec, 56));
 }
 
 enum gguf_jstate gguf_journal_state(const char *path)

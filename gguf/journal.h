@@ -45,11 +45,11 @@ enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
                                struct gguf_diag *d);
 void gguf_jpaths_free(struct gguf_jpaths *p);
 
-/* The journal of an edit of the model's bytes [lo, lo + len) whose old
- * value is old and new value nw: GGUF_JREC + len bytes, or NULL when out
- * of memory. */
-uint8_t *gguf_journal_make(uint64_t model_size, uint64_t lo, const uint8_t *old,
-                           const uint8_t *nw, size_t len);
+/* The record of the journal of an edit of the model's bytes [lo, lo + len)
+ * whose old value is old and new value nw; the journal is the record
+ * followed by old. */
+void gguf_journal_record(uint8_t rec[GGUF_JREC], uint64_t model_size, uint64_t lo,
+                         const uint8_t *old, const uint8_t *nw, size_t len);
 
 /* The checksum of the journal (and of gguf/overlay.h's files). */
 uint64_t gguf_cksum(const uint8_t *p, size_t n);
