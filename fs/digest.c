@@ -175,16 +175,15 @@ static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
             }
             continue;
         }
-        ggfs_prefetch(fs, st, s, idx, c, c);
-        ggfs_unqueue(fs, idx, c);
-        struct cache_block *b = ggfs_chunk_get(st, idx, c, n * sizeof(float), &err);
-        if (b) {
-            gguf_fstats_add(&acc, cache_data(b), n);
+        struct f32_pin p;
+        err = ggfs_f32_pin(st, s, idx, c * fs->chunk_bytes, n * sizeof(float), &p);
+        if (!err && p.n == 1) {
+            gguf_fstats_add(&acc, p.iov[0].iov_base, n);
             /* kept: used 0 (nothing went to the kernel's page cache) */
             if (!keep)
-                cache_once(fs->cache, b);
-            cache_put(fs->cache, b, keep ? 0 : n * sizeof(float));
+                cache_once(fs->cache, p.b[0]);
         }
+        ggfs_f32_unpin(fs, &p, !keep);
     }
     if (s)
         ggfs_stream_free(fs, s);

@@ -80,6 +80,58 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
     return cache_get(st->fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
+int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
+                 uint64_t off, size_t len, struct f32_pin *p)
+{
+    struct ggfs *fs = st->fs;
+    uint64_t total = st->tens[tensor].t->n_elems * sizeof(float), cb = fs->chunk_bytes;
+    p->n = p->len = 0;
+    if (off >= total || !len)
+        return 0;
+    if (len > total - off)
+        len = (size_t)(total - off);
+    if (len > (F32_PIN_MAX - 1) * cb)
+        len = (size_t)((F32_PIN_MAX - 1) * cb);
+    uint64_t first = off / cb, last = (off + len - 1) / cb;
+    size_t count = (size_t)(last - first + 1);
+    ggfs_prefetch(fs, st, s, tensor, first, last);
+    int err = 0;
+    size_t k = count;               /* pinned: [k, count), last first (see f32.h) */
+    while (k > 0) {
+        uint64_t c = first + k - 1;
+        ggfs_unqueue(fs, tensor, c);
+        p->b[k - 1] = ggfs_chunk_get(st, tensor, c, ggfs_chunk_len(st, tensor, c) * sizeof(float),
+                                     &err);
+        if (!p->b[k - 1])
+            break;
+        k--;
+    }
+    if (k > 0) {
+        for (size_t i = k; i < count; i++)
+            cache_put(fs->cache, p->b[i], 0);
+        return err ? err : EIO;
+    }
+    uint64_t pos = off, end = off + len;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t c_start = (first + i) * cb;
+        uint64_t c_end = c_start + cache_len(p->b[i]);
+        uint64_t to = end < c_end ? end : c_end;
+        p->iov[i].iov_base = (char *)cache_data(p->b[i]) + (pos - c_start);
+        p->iov[i].iov_len = (size_t)(to - pos);
+        pos = to;
+    }
+    p->n = count;
+    p->len = len;
+    return 0;
+}
+
+void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served)
+{
+    for (size_t i = 0; i < p->n; i++)
+        cache_put(fs->cache, p->b[i], served ? p->iov[i].iov_len : 0);
+    p->n = p->len = 0;
+}
+
 /*
  * Fills one chunk.  The source bytes are read into the chunk's own block,
  * at its end, and dequantized forward from there: block k's floats end

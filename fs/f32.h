@@ -25,6 +25,8 @@
 
 #include "fs.h"
 
+#include <sys/uio.h>
+
 struct f32_stream;               /* an open f32 file's reading pattern */
 
 /* A chunk's block has room for its floats (fs->chunk_bytes) and some
@@ -60,6 +62,37 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
 /* A reader is about to get chunk c of tensor: off the queue, if a worker
  * has not taken it yet (the reader fills it, or finds it filled). */
 void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
+/* The most chunks one pin holds: a read of up to (F32_PIN_MAX - 1) chunks
+ * at any offset (the kernel asks at most 1 MiB, the chunks are at least
+ * that: read.c cuts a longer request short, as reads may be). */
+#define F32_PIN_MAX 4
+
+/* Bytes of a tensor's f32 view pinned in the block cache: chunk i's block
+ * b[i], and iov[i] the pinned range's bytes in it, in order; len bytes in
+ * all. */
+struct f32_pin {
+    size_t n;
+    size_t len;
+    struct cache_block *b[F32_PIN_MAX];
+    struct iovec iov[F32_PIN_MAX];
+};
+
+/* Pins bytes [off, off + len) of tensor's f32 view (st: a reference the
+ * caller holds), cut at the view's end and at what F32_PIN_MAX chunks
+ * hold from off (p->len says how much).  What the read teaches stream s
+ * (NULL: none) is prefetched (ggfs_prefetch); the chunks are pinned last
+ * first, each off the workers' queue first (ggfs_unqueue): a read that
+ * straddles a chunk border (each of f32.npy's does: its floats start after
+ * its header) fills its own chunk before it waits for the one the read
+ * before it is filling, so two reads in flight fill two chunks at once.
+ * 0 with p filled (p->n may be 0 at or past the end), or an errno with
+ * nothing pinned.  Release with ggfs_f32_unpin, or hand each p->b[i] over
+ * to whoever then calls cache_put on it. */
+int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
+                 uint64_t off, size_t len, struct f32_pin *p);
+/* Releases a pin: served, its bytes went to the kernel (cache_put counts
+ * them as used); else nothing of it was used. */
+void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served);
 /* Floats in chunk of tensor (shorter for a tensor's last chunk). */
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
 /* Chunks of tensor's f32 view. */

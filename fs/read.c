@@ -151,10 +151,6 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
                  size);
 }
 
-/* The most chunks one request can need: a chunk is as large as the
- * kernel's requests, which a request may straddle; with room to spare. */
-#define MAX_REQ_CHUNKS 4
-
 /* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks,
  * after pre_len bytes of pre (an NPY header's end; size counts the view's
  * bytes only): the reply is written straight from the chunks (one copy,
@@ -164,62 +160,22 @@ void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t 
 static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                      struct f32_stream *s, const char *pre, size_t pre_len)
 {
-    struct ggfs *fs = st->fs;
-    uint64_t total = st->tens[idx].t->n_elems * 4;
-    if ((uint64_t)off >= total || !size) {
-        if (pre_len)
-            return (void)fuse_reply_buf(req, pre, pre_len);
-        return (void)fuse_reply_buf(req, NULL, 0);
-    }
-    if (size > total - (uint64_t)off)
-        size = (size_t)(total - (uint64_t)off);
     /* the kernel never asks for more than 1 MiB; a request that did would
-     * get a short read, as reads may */
-    uint64_t cb = fs->chunk_bytes;
-    if (size > (MAX_REQ_CHUNKS - 1) * cb)
-        size = (size_t)((MAX_REQ_CHUNKS - 1) * cb);
-    uint64_t first = (uint64_t)off / cb;
-    uint64_t last = ((uint64_t)off + size - 1) / cb;
-    size_t count = (size_t)(last - first + 1);
-    struct cache_block *pinned[MAX_REQ_CHUNKS];
-    struct iovec iov[MAX_REQ_CHUNKS + 1];
+     * get a short read, as reads may (ggfs_f32_pin cuts it); at or past
+     * the end, only pre */
+    struct f32_pin p;
+    int err = ggfs_f32_pin(st, s, idx, (uint64_t)off, size, &p);
+    if (err)
+        return (void)fuse_reply_err(req, err);
+    if (!p.n && !pre_len)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    struct iovec iov[F32_PIN_MAX + 1];
     size_t n_pre = pre_len ? 1 : 0;
     if (n_pre)
         iov[0] = (struct iovec){ (void *)pre, pre_len };
-    ggfs_prefetch(fs, st, s, idx, first, last);
-    /* The chunks are pinned last first: a request that straddles a chunk
-     * border (f32.npy's floats start after its header, so each of the
-     * kernel's chunk-sized requests does) needs the tail of the chunk the
-     * request before it is filling, and the head of a chunk nobody fills
-     * yet.  Filling its own chunk first, it waits for the other only after,
-     * and two requests in flight fill two chunks at once. */
-    int err = 0;
-    size_t k = count;               /* pinned: [k, count) */
-    while (k > 0) {
-        uint64_t c = first + k - 1;
-        size_t c_len = ggfs_chunk_len(st, idx, c) * sizeof(float);
-        ggfs_unqueue(fs, idx, c);
-        pinned[k - 1] = ggfs_chunk_get(st, idx, c, c_len, &err);
-        if (!pinned[k - 1])
-            break;
-        k--;
-    }
-    uint64_t pos = (uint64_t)off, end = (uint64_t)off + size;
-    if (!err) {
-        for (size_t i = 0; i < count; i++) {
-            uint64_t c_start = (first + i) * cb;
-            uint64_t c_end = c_start + cache_len(pinned[i]);
-            uint64_t to = end < c_end ? end : c_end;
-            iov[n_pre + i].iov_base = (char *)cache_data(pinned[i]) + (pos - c_start);
-            iov[n_pre + i].iov_len = (size_t)(to - pos);
-            pos = to;
-        }
-        fuse_reply_iov(req, iov, (int)(n_pre + count));
-    } else {
-        fuse_reply_err(req, err);
-    }
-    for (size_t i = k; i < count; i++)
-        cache_put(fs->cache, pinned[i], err ? 0 : iov[n_pre + i].iov_len);
+    memcpy(iov + n_pre, p.iov, p.n * sizeof *iov);
+    fuse_reply_iov(req, iov, (int)(n_pre + p.n));
+    ggfs_f32_unpin(st->fs, &p, true);
 }
 
 /* float32 stored little-endian is its own f32 view: served like raw */
@@ -261,8 +217,8 @@ struct pieces {
     /* chunks of the block cache pinned for the reply (model.safetensors'
      * f32 pieces), released after it with the bytes served */
     struct cache *cache;
-    struct cache_block *pins[MAX_REQ_CHUNKS];
-    size_t pin_used[MAX_REQ_CHUNKS];
+    struct cache_block *pins[F32_PIN_MAX];
+    size_t pin_used[F32_PIN_MAX];
     size_t n_pins;
     int err;
 };
@@ -510,37 +466,34 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 #define ST_PIECES 64
 
 /* Bytes [in, in+n) of span sp's f32 view, chunk by chunk: each chunk
- * pinned and handed to use(); 0 or an errno. */
+ * pinned (ggfs_f32_pin) and handed to use(), which releases it; 0 or an
+ * errno. */
 static int span_f32(struct state *st, const struct gguf_st_span *sp, uint64_t in, uint64_t n,
                     struct f32_stream *s,
                     void (*use)(void *ctx, struct cache_block *b, const char *src, size_t len),
                     void *ctx)
 {
-    struct ggfs *fs = st->fs;
-    uint64_t cb = fs->chunk_bytes;
-    uint64_t first = in / cb, last = (in + n - 1) / cb;
-    ggfs_prefetch(fs, st, s, sp->tensor, first, last);
-    for (uint64_t c = first; c <= last; c++) {
-        uint64_t c_start = c * cb;
-        size_t c_len = ggfs_chunk_len(st, sp->tensor, c) * sizeof(float);
-        ggfs_unqueue(fs, sp->tensor, c);
-        int err = 0;
-        struct cache_block *b = ggfs_chunk_get(st, sp->tensor, c, c_len, &err);
-        if (!b)
-            return err ? err : EIO;
-        uint64_t from = in > c_start ? in : c_start;
-        uint64_t to = in + n < c_start + c_len ? in + n : c_start + c_len;
-        use(ctx, b, (const char *)cache_data(b) + (from - c_start), (size_t)(to - from));
+    while (n) {
+        struct f32_pin p;
+        int err = ggfs_f32_pin(st, s, sp->tensor, in, n, &p);
+        if (err)
+            return err;
+        if (!p.n)
+            return EIO;     /* the span is inside the view: not reached */
+        for (size_t i = 0; i < p.n; i++)
+            use(ctx, p.b[i], p.iov[i].iov_base, p.iov[i].iov_len);
+        in += p.len;
+        n -= p.len;
     }
     return 0;
 }
 
 /* a chunk's bytes as a piece of the reply: pinned until it is sent (at
- * most MAX_REQ_CHUNKS), else copied into a buffer of the pieces' */
+ * most F32_PIN_MAX), else copied into a buffer of the pieces' */
 static void use_piece(void *ctx, struct cache_block *b, const char *src, size_t len)
 {
     struct pieces *p = ctx;
-    if (p->n_pins < MAX_REQ_CHUNKS) {
+    if (p->n_pins < F32_PIN_MAX) {
         p->pins[p->n_pins] = b;
         p->pin_used[p->n_pins++] = len;
         piece_mem(p, src, len);
