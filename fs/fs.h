@@ -18,6 +18,7 @@
  *   options.c/.h    the command line: option table, sizes, --help
  *   log.c/.h        where messages go: stderr, syslog, -o log_file
  *   signals.c/.h    how SIGHUP, SIGINT and SIGTERM end gguffs
+ *   devio.c/.h      /dev/fuse reads: every unmount ends the session cleanly
  *   model.c/.h      opening a model (every shard, through byte sources)
  *   state.c/.h      one version of the model: name tables, key ids, text
  *                   (info.json, model.safetensors' layout); the counted

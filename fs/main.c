@@ -22,6 +22,7 @@
 #include "cache/diskcache.h"
 #include "log.h"
 #include "options.h"
+#include "devio.h"
 #include "signals.h"
 
 #include "gguf/info.h"
@@ -783,6 +784,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
         fprintf(stderr, "gguffs: %s: cannot mount\n", o->copts.mountpoint);
         goto out_session;
     }
+    /* an unmount reads as one, whichever error the kernel gives (devio.h) */
+    devio_attach(se);
     char dev[32] = "";
     fs->mnt_id = find_mount(o->copts.mountpoint, dev);
     /* written by the first request after INIT (ops.c set_readahead) */
@@ -853,8 +856,9 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
         fuse_loop_cfg_destroy(cfg);
     }
     signals_loop_leave();
-    /* an unmount or a signal: a clean end; an error of /dev/fuse: not */
-    ret = ret < 0;
+    /* an unmount or a signal: a clean end; an error of /dev/fuse: not
+     * (ECONNABORTED is an unmount, where devio_attach could not say so) */
+    ret = ret < 0 && ret != -ECONNABORTED;
     if (reserving)
         pthread_join(reserve, NULL);
     ggfs_workers_stop(fs);
