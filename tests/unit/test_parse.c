@@ -16,6 +16,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/info.h"
+#include "gguf/source.h"
 #include "gguf/types.h"
 
 /* ---- a tiny GGUF builder ------------------------------------------------ */
@@ -209,6 +210,73 @@ static void test_open_big_header(void **state)
     /* and a missing path */
     assert_int_equal(gguf_open("/nonexistent/x.gguf", &f, &d), GGUF_E_IO);
     assert_null(f);
+    close(fd);
+    unlink(path);
+    free(b.p);
+}
+
+/* A source over a local file that counts how far the parser's reads went
+ * (the reads that wait for the disk; refill takes bytes past them from the
+ * page cache itself, through the descriptor). */
+struct counting_src {
+    struct gguf_source base;
+    uint64_t end;          /* the highest off + len returned */
+};
+
+static ssize_t counting_read(struct gguf_source *s, void *buf, size_t len, uint64_t off)
+{
+    struct counting_src *c = (struct counting_src *)s;
+    ssize_t r = pread(s->fd, buf, len, (off_t)off);
+    if (r > 0 && off + (uint64_t)r > c->end)
+        c->end = off + (uint64_t)r;
+    return r < 0 ? -1 : r;
+}
+
+static void counting_close(struct gguf_source *s)
+{
+    (void)s;
+}
+
+/* A 1.25 MiB header before 8 MiB of tensor data: a local file's parse
+ * waits for at most 256 KiB past the header (the data after it may be cold
+ * on the disk; before: the buffer's whole 2 MiB) and gives the same index
+ * as gguf_open_fd. */
+static void test_open_reads_little_past_header(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_header(&b, 3, 1, 1);
+    size_t n = (5u << 18);            /* 1.25 MiB */
+    char *big = malloc(n + 1);
+    memset(big, 'y', n);
+    big[n] = '\0';
+    gb_kv_str(&b, "big", big);
+    free(big);
+    uint64_t ne[1] = { 2u << 20 };    /* 8 MiB of f32 */
+    gb_tensor(&b, "t", 1, ne, GGML_T_F32, 0);
+    gb_pad(&b, 32);
+    size_t hdr = b.len;
+    char path[] = "/tmp/gguffs-test-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b.p, b.len), (ssize_t)b.len);
+    assert_int_equal(ftruncate(fd, (off_t)(hdr + (8u << 20))), 0);
+    static const struct gguf_source_ops ops = { .read = counting_read, .close = counting_close };
+    struct counting_src c = { .base = { .ops = &ops, .size = hdr + (8u << 20), .name = path,
+                                        .fd = fd } };
+    struct gguf_file *f, *g;
+    struct gguf_diag d;
+    assert_int_equal(gguf_open_source(&c.base, &f, &d), GGUF_OK);
+    if (c.end > hdr + (256u << 10))
+        fail_msg("the parse waited for %llu bytes of a %zu-byte header",
+                 (unsigned long long)c.end, hdr);
+    assert_int_equal(gguf_open_fd(fd, &g, &d), GGUF_OK);
+    assert_int_equal(f->hdr_size, g->hdr_size);
+    assert_int_equal(f->data_off, g->data_off);
+    assert_int_equal(f->data_off, hdr);
+    assert_memory_equal(f->hdr, g->hdr, f->hdr_size);
+    gguf_close(f);
+    gguf_close(g);
     close(fd);
     unlink(path);
     free(b.p);
@@ -826,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_truncation_everywhere),
         cmocka_unit_test(test_need_more),
         cmocka_unit_test(test_open_big_header),
+        cmocka_unit_test(test_open_reads_little_past_header),
         cmocka_unit_test(test_magic_and_version),
         cmocka_unit_test(test_hostile_counts),
         cmocka_unit_test(test_bad_types),
