@@ -255,6 +255,17 @@ static int64_t key_index(const struct state *st, uint64_t id)
     return id < st->n_ids ? st->id_kv[id] : -1;
 }
 
+void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st)
+{
+    if (fs->overlay)
+        return;
+    const struct gguf_source *src = st->model->shards[0].src;
+    const struct gguf_file *gf = st_meta(st);
+    uint64_t room = gguf_has_tensor_data(gf) ? gf->data_off : gf->file_size;
+    if (src->fd >= 0 && room > 0)
+        (void)posix_fadvise(src->fd, 0, (off_t)room, POSIX_FADV_WILLNEED);
+}
+
 int wh_apply(struct whandle *h)
 {
     if (!h->dirty || h->kind == WH_SCRATCH || h->kind == WH_DROPPED)
@@ -262,6 +273,7 @@ int wh_apply(struct whandle *h)
     if (h->bad)
         return EINVAL;
     struct ggfs *fs = h->fs;
+    ggfs_edit_ahead(fs, fs->st);
     const struct gguf_file *gf = st_meta(fs->st);
     struct gguf_buf hdr = { 0 }, key = { 0 };
     struct gguf_diag d;

@@ -47,6 +47,16 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name);                        
 int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
 int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
 
+/* Asks the kernel to read st's header into the page cache, without
+ * waiting: the commit reads it back to see that the model is the one
+ * indexed (gguf/commit.c, check_unchanged), and where the page cache no
+ * longer holds it that read took a few ms of a growing edit's time
+ * (megabyte headers, ext4).  Called when an edit opens and when it is
+ * applied, so that the disk works while the text is written and the new
+ * header built.  A hint: nothing waits for it, nothing fails without it;
+ * nothing for an overlay.  No lock: st is the caller's. */
+void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st);
+
 /* ---- for whandle.c ---- */
 
 /* commit.c: key i cannot be written (general.alignment, gguffs.padding:

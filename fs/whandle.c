@@ -172,6 +172,7 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
     if (!h)
         return ENOMEM;
+    ggfs_edit_ahead(fs, st);
     gguf_kv_typedesc(gf, &gf->kv[idx], &h->check);
     if (h->check.depth == 1) {
         h->check_kind = h->check.levels[0] == GGUF_STRING ? CHECK_UTF8 : CHECK_SCALAR;
