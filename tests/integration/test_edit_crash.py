@@ -414,7 +414,8 @@ def run(args, h, ggml, rng, where):
             child = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(mnt, "meta", key), valfile]
                                      + (["wait"] if force == "before" else []),
                                      stdout=subprocess.PIPE,
-                                     stdin=subprocess.PIPE if force == "before" else subprocess.DEVNULL)
+                                     stdin=subprocess.PIPE if force == "before" else subprocess.DEVNULL,
+                                     bufsize=0)
             line = b""
             r, _, _ = select.select([child.stdout], [], [], 30)
             if r:

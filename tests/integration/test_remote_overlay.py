@@ -508,7 +508,8 @@ def crash(h, ng, single, tmp, trials, seed, verbose):
                 shown = open(os.path.join(mnt, "meta", key)).read().rstrip("\n")
                 h.check(shown == texts[cur], "%s: the mount shows another version (%d bytes)" % (label, len(shown)))
             child = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(mnt, "meta", key), valfile],
-                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     bufsize=0)
             r, _, _ = select.select([child.stdout], [], [], 60)
             line = child.stdout.readline() if r else b""
             if not h.check(line == b"w\n", "%s: the writer did not get to close(): %r" % (label, line)):
