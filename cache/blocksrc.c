@@ -1,8 +1,10 @@
 /* cache/blocksrc.c — a block cache for slow byte sources (see blocksrc.h).
  *
- * The fetch threads take claimed blocks (cache_claim: in the table as
- * being filled, so a reader of the same block waits for them) from a FIFO
- * and fill them (cache_fill_claimed).  The cache's fill callback learns
+ * The fetch threads are a prefetch engine's (prefetch.h): it claims the
+ * blocks it queues (cache_claim: in the table as being filled, so a
+ * reader of the same block waits for them, or takes the job back with
+ * prefetch_steal when no thread has started it) and runs them on its
+ * threads (cache_fill_claimed).  The cache's fill callback learns
  * which wrapped source a block is of from the call that fills it (a
  * struct fill_call: the reader's in cache_get, the fetch thread's in
  * cache_fill_claimed; a source NULL drops the block).  Block keys are
@@ -10,8 +12,8 @@
  * blocks are never found by another.
  */
 #include "blocksrc.h"
-#include "thread.h"
 #include "cache.h"
+#include "prefetch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,32 +24,16 @@
 #include <string.h>
 #include <sys/uio.h>
 
-struct blocksrc;
-
-struct qitem {
-    struct blocksrc *src;
-    uint64_t block;
-    struct cache_block *blk;        /* claimed */
-};
-
 struct rcache {
-    pthread_mutex_t mu;             /* everything below but the counters */
-    pthread_cond_t work;            /* the queue got an item, or stopping */
-    pthread_cond_t idle;            /* a fill of the fetch threads ended */
+    pthread_mutex_t mu;             /* refs and next_id */
     struct cache *cache;
+    struct prefetch *pf;            /* the fetch threads */
     size_t block_bytes;
     unsigned fetchers;
     unsigned limit;                 /* fills queued or running, at most */
     unsigned max_window;            /* readahead, blocks */
-    struct qitem *q;                /* ring of limit items */
-    unsigned qhead, qlen;
-    unsigned inflight;              /* queued + running on the threads */
-    unsigned nth;                   /* threads running */
-    bool stopping;
-    pthread_t th[BLOCKSRC_MAX_FETCHERS];
     unsigned refs;                  /* the creator's and one per wrapper */
     uint64_t next_id;
-    uint64_t inflight_max;
     _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans;
 };
 
@@ -72,7 +58,6 @@ struct blocksrc {
     pthread_mutex_t mu;             /* the streams */
     struct stream st[BLOCKSRC_STREAMS];
     uint64_t tick;
-    unsigned busy;                  /* fills on the fetch threads, under rc->mu */
 };
 
 /* What a fill is for: the source whose block it fills (NULL: drop it);
@@ -118,135 +103,37 @@ static int fill_block(void *ctx, void *call, uint64_t id, uint64_t k, void *dst,
 
 /* ---- the fetch threads ----------------------------------------------------- */
 
-/* Queues block k of b for the fetch threads, rc->mu held.  false when the
- * in-flight limit is reached (or no thread runs); true when queued, or
- * when there is nothing to do (cached, being filled, no memory). */
+/* The engine's run callback: fills a block for the source it was queued
+ * for, or drops it (a closing source, stopping). */
+static void run_fetch(void *ctx, struct cache_block *blk, void *arg, bool drop)
+{
+    struct rcache *rc = ctx;
+    struct fill_call fc = { .src = drop ? NULL : arg };
+    cache_fill_claimed(rc->cache, blk, &fc);
+}
+
+/* Queues block k of b for the fetch threads.  false when the in-flight
+ * limit is reached (or no thread runs); true when queued, or when there
+ * is nothing to do (cached, being filled, no memory). */
 static bool enqueue(struct rcache *rc, struct blocksrc *b, uint64_t k)
 {
-    if (!rc->nth || rc->stopping || rc->inflight >= rc->limit)
-        return false;
-    struct cache_block *blk = cache_claim(rc->cache, b->id, k, block_len(b, k));
-    if (!blk)
-        return true;
-    rc->q[(rc->qhead + rc->qlen++) % rc->limit] = (struct qitem){ b, k, blk };
-    rc->inflight++;
-    if (rc->inflight > rc->inflight_max)
-        rc->inflight_max = rc->inflight;
-    atomic_fetch_add(&rc->prefetched, 1);
-    pthread_cond_signal(&rc->work);
-    return true;
-}
-
-/* Takes out of the queue the first item for which keep() is false
- * (rc->mu held), into *out; false if there is none. */
-static bool take_out(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
-                     const void *arg, struct qitem *out)
-{
-    unsigned n = rc->qlen;
-    for (unsigned i = 0; i < n; i++) {
-        struct qitem it = rc->q[(rc->qhead + i) % rc->limit];
-        if (keep(&it, arg))
-            continue;
-        *out = it;
-        for (unsigned j = i; j + 1 < n; j++)
-            rc->q[(rc->qhead + j) % rc->limit] = rc->q[(rc->qhead + j + 1) % rc->limit];
-        rc->qlen--;
-        return true;
-    }
-    return false;
-}
-
-/* Fills (or, with src NULL, drops) an item taken off the queue, then
- * counts it done. */
-static void run_item(struct rcache *rc, struct qitem *it, struct blocksrc *src, bool reader)
-{
-    struct fill_call fc = { .src = src };
-    cache_fill_claimed(rc->cache, it->blk, &fc);
-    pthread_mutex_lock(&rc->mu);
-    rc->inflight--;
-    if (!reader)
-        it->src->busy--;
-    pthread_cond_broadcast(&rc->idle);
-    pthread_mutex_unlock(&rc->mu);
-}
-
-static void *fetch_main(void *arg)
-{
-    struct rcache *rc = arg;
-    pthread_mutex_lock(&rc->mu);
-    for (;;) {
-        while (!rc->stopping && rc->qlen == 0)
-            pthread_cond_wait(&rc->work, &rc->mu);
-        if (rc->stopping)
-            break;
-        struct qitem it = rc->q[rc->qhead];
-        rc->qhead = (rc->qhead + 1) % rc->limit;
-        rc->qlen--;
-        it.src->busy++;
-        pthread_mutex_unlock(&rc->mu);
-        run_item(rc, &it, it.src, false);
-        pthread_mutex_lock(&rc->mu);
-    }
-    pthread_mutex_unlock(&rc->mu);
-    return NULL;
-}
-
-static bool keep_none(const struct qitem *it, const void *arg)
-{
-    (void)it;
-    (void)arg;
-    return false;
-}
-
-static bool keep_other_src(const struct qitem *it, const void *arg)
-{
-    return it->src != arg;
-}
-
-/* Drops every queued item for which keep() is false. */
-static void drop_queued(struct rcache *rc, bool (*keep)(const struct qitem *, const void *),
-                        const void *arg)
-{
-    for (;;) {
-        struct qitem it;
-        pthread_mutex_lock(&rc->mu);
-        bool got = take_out(rc, keep, arg, &it);
-        if (got)
-            it.src->busy++;         /* run_item counts it down */
-        pthread_mutex_unlock(&rc->mu);
-        if (!got)
-            return;
-        run_item(rc, &it, NULL, false);
-    }
+    enum prefetch_added r = prefetch_add(rc->pf, b->id, k, block_len(b, k), b, false);
+    if (r == PREFETCH_QUEUED)
+        atomic_fetch_add(&rc->prefetched, 1);
+    return r != PREFETCH_FULL;
 }
 
 bool rcache_start(struct rcache *rc)
 {
-    if (rc->nth || !rc->limit)
-        return rc->nth > 0;
-    pthread_mutex_lock(&rc->mu);
-    rc->stopping = false;
-    unsigned n = 0;
-    while (n < rc->fetchers && ggfs_thread_start(&rc->th[n], fetch_main, rc) == 0)
-        n++;
-    rc->nth = n;
-    pthread_mutex_unlock(&rc->mu);
-    return n > 0;
+    prefetch_start(rc->pf, rc->fetchers);
+    struct prefetch_stats ps;
+    prefetch_get_stats(rc->pf, &ps);
+    return ps.threads > 0;
 }
 
 void rcache_stop(struct rcache *rc)
 {
-    pthread_mutex_lock(&rc->mu);
-    unsigned n = rc->nth;
-    rc->stopping = true;
-    pthread_cond_broadcast(&rc->work);
-    pthread_mutex_unlock(&rc->mu);
-    for (unsigned i = 0; i < n; i++)
-        pthread_join(rc->th[i], NULL);
-    pthread_mutex_lock(&rc->mu);
-    rc->nth = 0;
-    pthread_mutex_unlock(&rc->mu);
-    drop_queued(rc, keep_none, NULL);
+    prefetch_stop(rc->pf);
 }
 
 /* ---- the rcache ------------------------------------------------------------ */
@@ -276,17 +163,13 @@ struct rcache *rcache_new(const struct rcache_opts *o)
     rc->limit = (unsigned)(nb / 2 < o->fetchers ? nb / 2 : o->fetchers);
     uint64_t w = nb / 4 < 2ull * o->fetchers ? nb / 4 : 2ull * o->fetchers;
     rc->max_window = (unsigned)w;
-    if (rc->limit) {
-        rc->q = calloc(rc->limit, sizeof *rc->q);
-        if (!rc->q) {
-            cache_free(rc->cache);
-            free(rc);
-            return NULL;
-        }
+    rc->pf = prefetch_new(rc->cache, rc->limit, run_fetch, rc);
+    if (!rc->pf) {
+        cache_free(rc->cache);
+        free(rc);
+        return NULL;
     }
     pthread_mutex_init(&rc->mu, NULL);
-    pthread_cond_init(&rc->work, NULL);
-    pthread_cond_init(&rc->idle, NULL);
     rc->refs = 1;
     return rc;
 }
@@ -298,12 +181,9 @@ static void rcache_unref(struct rcache *rc)
     pthread_mutex_unlock(&rc->mu);
     if (!last)
         return;
-    rcache_stop(rc);
+    prefetch_free(rc->pf);
     cache_free(rc->cache);
-    free(rc->q);
     pthread_mutex_destroy(&rc->mu);
-    pthread_cond_destroy(&rc->work);
-    pthread_cond_destroy(&rc->idle);
     free(rc);
 }
 
@@ -328,10 +208,11 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
     out->blocks_held = cs.blocks_held;
     out->capacity = cs.capacity;
     out->block_bytes = cs.block_bytes;
-    pthread_mutex_lock(&rc->mu);
-    out->inflight = rc->inflight;
-    out->inflight_max = rc->inflight_max;
-    pthread_mutex_unlock(&rc->mu);
+    out->prefetch_wasted = cs.prefetch_wasted;
+    struct prefetch_stats ps;
+    prefetch_get_stats(rc->pf, &ps);
+    out->inflight = ps.inflight;
+    out->inflight_max = ps.inflight_max;
 }
 
 /* ---- the wrapped source ---------------------------------------------------- */
@@ -380,7 +261,6 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     uint64_t to = s->last_block + s->window;       /* inclusive */
     if (to >= b->nblocks)
         to = b->nblocks - 1;
-    pthread_mutex_lock(&rc->mu);
     uint64_t k = from;
     for (; k <= to && s->window; k++) {
         if (skip_disk && b->disk.has(b->disk.ctx, k)) {
@@ -391,7 +271,6 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         if (!enqueue(rc, b, k))
             break;
     }
-    pthread_mutex_unlock(&rc->mu);
     if (k > s->pf_next)
         s->pf_next = k;
     bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
@@ -404,37 +283,8 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
 static void top_up(struct blocksrc *b, uint64_t *next, uint64_t last)
 {
     struct rcache *rc = b->rc;
-    if (*next > last)
-        return;
-    pthread_mutex_lock(&rc->mu);
     while (*next <= last && enqueue(rc, b, *next))
         ++*next;
-    pthread_mutex_unlock(&rc->mu);
-}
-
-struct want {
-    const struct blocksrc *src;
-    uint64_t block;
-};
-
-static bool keep_unwanted(const struct qitem *it, const void *arg)
-{
-    const struct want *w = arg;
-    return it->src != w->src || it->block != w->block;
-}
-
-/* Block k is queued and no fetch thread has taken it yet: the reader
- * fills it itself rather than wait behind the queue. */
-static void steal(struct blocksrc *b, uint64_t k)
-{
-    struct rcache *rc = b->rc;
-    struct qitem it;
-    struct want w = { b, k };
-    pthread_mutex_lock(&rc->mu);
-    bool got = take_out(rc, keep_unwanted, &w, &it);
-    pthread_mutex_unlock(&rc->mu);
-    if (got)
-        run_item(rc, &it, b, true);
 }
 
 /* Block k of a read, pinned (filled by this thread if no one has it);
@@ -442,7 +292,9 @@ static void steal(struct blocksrc *b, uint64_t k)
 static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
 {
     struct rcache *rc = b->rc;
-    steal(b, k);
+    /* queued and no fetch thread has taken it yet: filled here rather
+     * than behind the queue */
+    prefetch_steal(rc->pf, b->id, k);
     *err = 0;
     struct fill_call fc = { .src = b };
     struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &fc, err);
@@ -601,11 +453,7 @@ static void bs_close(struct gguf_source *s)
 {
     struct blocksrc *b = (struct blocksrc *)s;
     struct rcache *rc = b->rc;
-    drop_queued(rc, keep_other_src, b);
-    pthread_mutex_lock(&rc->mu);
-    while (b->busy)
-        pthread_cond_wait(&rc->idle, &rc->mu);
-    pthread_mutex_unlock(&rc->mu);
+    prefetch_drop(rc->pf, b);
     gguf_source_close(b->inner);
     pthread_mutex_destroy(&b->mu);
     free(b);

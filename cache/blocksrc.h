@@ -3,11 +3,12 @@
  *
  * A struct rcache is a bounded in-memory cache of blocks of block_bytes
  * bytes (cache/cache.h) shared by any number of wrapped sources, with a few
- * fetch threads of its own.  blocksrc_wrap() makes a gguf_source that has
- * the size, identity and name of the source it wraps (no descriptor: fd
- * -1) and serves its reads from that cache, so that raw reads, f32 fills
- * and model.gguf of a remote mount all go through it unchanged.  No FUSE
- * header: built as a library of its own (cache/meson.build), tested by
+ * fetch threads of its own (a prefetch engine: cache/prefetch.h).
+ * blocksrc_wrap() makes a gguf_source that has the size, identity and name
+ * of the source it wraps (no descriptor: fd -1) and serves its reads from
+ * that cache, so that raw reads, f32 fills and model.gguf of a remote
+ * mount all go through it unchanged.  No FUSE header: built as a library
+ * of its own (cache/meson.build), tested by
  * tests/unit/test_blocksrc.c over a fake source.
  *
  * Promises:
@@ -59,10 +60,11 @@
  *     rcache_stop stops them (queued prefetches are dropped).  Reads may
  *     come from any number of threads at once.
  *
- * Lock order: a source's stream lock, then the rcache's lock, then the
- * cache's (cache/cache.h); the disk hooks has and check_ahead are called
- * with the first two held (they must not call back into blocksrc); fills
- * run without any of them.
+ * Lock order: a source's stream lock, then the fetch threads' queue (the
+ * rcache's prefetch engine: cache/prefetch.h), then the cache's
+ * (cache/cache.h); the rcache's own lock (its references) is taken alone.
+ * The disk hooks has and check_ahead are called with the stream lock held
+ * (they must not call back into blocksrc); fills run without any lock.
  */
 #ifndef FS_BLOCKSRC_H
 #define FS_BLOCKSRC_H
@@ -106,6 +108,8 @@ struct rcache_stats {
     uint64_t disk_spans;     /* blocks of replies spliced from it
                                 (blocksrc_hold_disk) */
     uint64_t bytes_held, blocks_held, capacity, block_bytes;
+    uint64_t prefetch_wasted;/* blocks fetched ahead and evicted before any
+                                read wanted them (cache/cache.h) */
     uint64_t inflight;       /* fills queued or running on the threads now */
     uint64_t inflight_max;   /* the most at once */
 };

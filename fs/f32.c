@@ -7,7 +7,7 @@
 #include "read.h"
 #include "state.h"
 #include "underneath.h"
-#include "cache/thread.h"
+#include "cache/prefetch.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"
@@ -201,27 +201,33 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
  * The kernel sends a sequential reader's requests one readahead window at a
  * time; to use every core for one reader, workers fill the chunks ahead of
  * it into the cache while the reader's own thread serves the chunk it
- * asked for.  Each open f32 file (a stream) learns its reader's pattern:
- * while reads follow each other, the depth of chunks queued ahead of the
- * read doubles, from 1 up to the workers' depth; a read elsewhere sets it
- * to 0 (no prefetch on random access).  A read that needs several chunks
- * queues all but the first at the front of the queue, so they are filled
- * in parallel with it.  Nothing waits for the queue: a chunk that a worker
- * has not started is taken off the queue and filled by the reader that
- * needs it (a queued chunk the reader has passed would be filled for
- * nothing), and one that a worker is filling is waited for (cache.c).  The queue is bounded; when it is full, hints are dropped
- * (they are only hints).
+ * asked for.  The workers are a prefetch engine's threads
+ * (cache/prefetch.h: it bounds, queues, runs and hands back the fills);
+ * what to fill ahead is decided here.  Each open f32 file (a stream)
+ * learns its reader's pattern: while reads follow each other, the depth of
+ * chunks queued ahead of the read doubles, from 1 up to the workers' depth;
+ * a read elsewhere sets it to 0 (no prefetch on random access).  A read
+ * that needs several chunks queues all but the first at the front of the
+ * queue, so they are filled in parallel with it.  Nothing waits for the
+ * queue: a chunk that a worker has not started is taken back and filled by
+ * the reader that needs it (prefetch_steal; a queued chunk the reader has
+ * passed would be filled for nothing), and one that a worker is filling is
+ * waited for (cache.c).  Each queued chunk holds a reference to the
+ * version it was queued from (tensor data is the same in every version),
+ * so a fill runs with no lock of the mount held: it may wait on a remote
+ * server, and a commit's swap must not wait for it.
  *
- * What all sequential readers together have queued ahead is bounded by
- * what the cache can hold beside what they read now (a quarter of it): the
- * depth of each is at most that bound shared by the streams reading
- * sequentially.  Without the share, 16 readers each queued up to 28 chunks
- * ahead into a cache of 62, and chunks filled ahead were evicted before
- * their reader came and filled again: 1839 fills for 528 chunks
+ * What all readers together have queued or filling at once is bounded by
+ * the engine's limit, the workers' depth: at most a quarter of what the
+ * cache holds, so chunks filled ahead are not evicted by other chunks
+ * filled ahead before their reader comes.  The depth of each sequential
+ * stream is at most that bound shared by the streams reading sequentially.
+ * Without the share, 16 readers each queued up to 28 chunks ahead into a
+ * cache of 62, and chunks filled ahead were evicted before their reader
+ * came and filled again: 1839 fills for 528 chunks
  * (tests/integration/test_prefetch.py, issue 22).
  */
 
-#define QUEUE_CAP 256
 /* How far behind the furthest chunk read a read may start and still count
  * as sequential: the requests of a readahead window of 16 MiB, which the
  * kernel sends at once and which may be served in any order. */
@@ -237,82 +243,43 @@ struct f32_stream {
 };
 
 struct workers {
-    struct ggfs *fs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t *threads;
-    unsigned n_threads;
+    struct prefetch *pf;            /* the threads and their queue */
+    pthread_mutex_t mu;             /* the streams' patterns and n_seq */
     unsigned depth;                 /* the most chunks queued ahead of all reads */
-    unsigned n_seq;                 /* streams reading sequentially, under mu */
-    bool stop;
-    uint64_t q_tensor[QUEUE_CAP], q_chunk[QUEUE_CAP];   /* under mu */
-    unsigned head, len;
+    unsigned n_seq;                 /* streams reading sequentially */
 };
 
-static void *worker_main(void *arg)
+/* The engine's run callback: fills a chunk from the version it was queued
+ * from, or drops it (the fill refuses without a state: EINVAL, not
+ * cached), and lets that version go. */
+static void run_chunk(void *ctx, struct cache_block *blk, void *arg, bool drop)
 {
-    struct workers *wk = arg;
-    struct ggfs *fs = wk->fs;
-    pthread_mutex_lock(&wk->mu);
-    for (;;) {
-        while (!wk->stop && wk->len == 0)
-            pthread_cond_wait(&wk->cv, &wk->mu);
-        if (wk->stop)
-            break;
-        /* A reference to the current state first (it takes the state
-         * lock for a moment: above the queue's in the lock order), then
-         * the queue's lock again: a chunk leaves the queue and is claimed
-         * in the cache at once, so a reader either takes it off the queue
-         * first (and fills it) or finds it being filled (and waits), never
-         * fills it a second time after this worker took it.  The fill runs
-         * with the reference alone: no lock, since it may wait on a remote
-         * server and a commit's swap must not wait for it. */
-        pthread_mutex_unlock(&wk->mu);
-        struct state *st = ggfs_state_current(fs);
-        pthread_mutex_lock(&wk->mu);
-        struct cache_block *blk = NULL;
-        if (wk->len && !wk->stop) {
-            uint64_t t = wk->q_tensor[wk->head], c = wk->q_chunk[wk->head];
-            wk->head = (wk->head + 1) % QUEUE_CAP;
-            wk->len--;
-            if (t < st->n_tensors && c < ggfs_chunks(st, t))
-                blk = cache_claim(fs->cache, t, c, ggfs_chunk_len(st, t, c) * sizeof(float));
-        }
-        pthread_mutex_unlock(&wk->mu);
-        if (blk)
-            cache_fill_claimed(fs->cache, blk, st);
-        ggfs_state_put(st);
-        pthread_mutex_lock(&wk->mu);
-    }
-    pthread_mutex_unlock(&wk->mu);
-    return NULL;
+    struct ggfs *fs = ctx;
+    struct state *st = arg;
+    cache_fill_claimed(fs->cache, blk, drop ? NULL : st);
+    ggfs_state_put(st);
 }
 
 int ggfs_workers_start(struct ggfs *fs, unsigned n)
 {
     /* Prefetching more chunks than a quarter of the cache would evict what
-     * the reader is about to use. */
+     * the readers are about to use. */
     uint64_t cap = cache_capacity_blocks(fs->cache) / 4;
     unsigned depth = 2 * n < cap ? 2 * n : (unsigned)cap;
     if (n == 0 || depth == 0)
         return 0;
     struct workers *wk = calloc(1, sizeof *wk);
-    if (!wk || !(wk->threads = calloc(n, sizeof *wk->threads))) {
+    if (!wk)
+        return ENOMEM;
+    wk->pf = prefetch_new(fs->cache, depth, run_chunk, fs);
+    if (!wk->pf) {
         free(wk);
         return ENOMEM;
     }
-    wk->fs = fs;
     wk->depth = depth;
     pthread_mutex_init(&wk->mu, NULL);
-    pthread_cond_init(&wk->cv, NULL);
-    int e = 0;
-    for (unsigned i = 0; i < n && !e; i++) {
-        e = ggfs_thread_start(&wk->threads[i], worker_main, wk);
-        if (!e)
-            wk->n_threads = i + 1;
-    }
     fs->workers = wk;
-    return e;
+    return prefetch_start(wk->pf, n) ? 0 : EAGAIN;
 }
 
 void ggfs_workers_stop(struct ggfs *fs)
@@ -320,66 +287,31 @@ void ggfs_workers_stop(struct ggfs *fs)
     struct workers *wk = fs->workers;
     if (!wk)
         return;
-    pthread_mutex_lock(&wk->mu);
-    wk->stop = true;
-    pthread_cond_broadcast(&wk->cv);
-    pthread_mutex_unlock(&wk->mu);
-    for (unsigned i = 0; i < wk->n_threads; i++)
-        pthread_join(wk->threads[i], NULL);
+    prefetch_free(wk->pf);          /* joins; what was queued is dropped */
     pthread_mutex_destroy(&wk->mu);
-    pthread_cond_destroy(&wk->cv);
-    free(wk->threads);
     free(wk);
     fs->workers = NULL;
 }
 
-/* Queues chunk c of tensor (at the front if urgent) unless it is cached,
- * being filled or queued; false when the queue is full.  wk->mu held. */
-static bool enqueue(struct workers *wk, uint64_t tensor, uint64_t c, bool urgent)
+/* Queues chunk c of tensor for the workers (at the front if urgent),
+ * filled from st (a reference the caller holds) unless it is cached or
+ * being filled already; false when the engine's bound is reached. */
+static bool enqueue(struct workers *wk, const struct state *st, uint64_t tensor, uint64_t c,
+                    bool urgent)
 {
-    if (wk->len == QUEUE_CAP)
-        return false;
-    if (cache_contains(wk->fs->cache, tensor, c))
-        return true;
-    for (unsigned k = 0; k < wk->len; k++) {
-        unsigned i = (wk->head + k) % QUEUE_CAP;
-        if (wk->q_tensor[i] == tensor && wk->q_chunk[i] == c)
-            return true;
-    }
-    unsigned at;
-    if (urgent) {
-        wk->head = (wk->head + QUEUE_CAP - 1) % QUEUE_CAP;
-        at = wk->head;
-    } else {
-        at = (wk->head + wk->len) % QUEUE_CAP;
-    }
-    wk->q_tensor[at] = tensor;
-    wk->q_chunk[at] = c;
-    wk->len++;
-    pthread_cond_signal(&wk->cv);
-    return true;
+    struct state *ref = ggfs_state_ref((struct state *)st);
+    enum prefetch_added r = prefetch_add(wk->pf, tensor, c,
+                                         ggfs_chunk_len(st, tensor, c) * sizeof(float), ref,
+                                         urgent);
+    if (r != PREFETCH_QUEUED)
+        ggfs_state_put(ref);        /* not the last: the caller holds one */
+    return r != PREFETCH_FULL;
 }
 
 void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c)
 {
-    struct workers *wk = fs->workers;
-    if (!wk || !wk->n_threads)
-        return;
-    pthread_mutex_lock(&wk->mu);
-    for (unsigned k = 0; k < wk->len; k++) {
-        unsigned i = (wk->head + k) % QUEUE_CAP;
-        if (wk->q_tensor[i] != tensor || wk->q_chunk[i] != c)
-            continue;
-        /* close the gap: the entries after it move up one */
-        for (; k + 1 < wk->len; k++) {
-            unsigned a = (wk->head + k) % QUEUE_CAP, b = (wk->head + k + 1) % QUEUE_CAP;
-            wk->q_tensor[a] = wk->q_tensor[b];
-            wk->q_chunk[a] = wk->q_chunk[b];
-        }
-        wk->len--;
-        break;
-    }
-    pthread_mutex_unlock(&wk->mu);
+    if (fs->workers)
+        prefetch_steal(fs->workers->pf, tensor, c);
 }
 
 /* How far ahead to queue for a read of chunks [first, last] of stream s
@@ -416,11 +348,11 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
                    uint64_t tensor, uint64_t first, uint64_t last)
 {
     struct workers *wk = fs->workers;
-    if (!wk || !wk->n_threads)
+    if (!wk)
         return;
     uint64_t n_chunks = ggfs_chunks(st, tensor);
     /* The stream moves and the chunks ahead are queued at once (under the
-     * queue's lock): a read that computed where to prefetch from before
+     * streams' lock): a read that computed where to prefetch from before
      * another read went further would queue chunks that one has read. */
     pthread_mutex_lock(&wk->mu);
     uint64_t from = 1, to = 0;
@@ -432,9 +364,9 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
         stream_ahead(wk, s, first, last, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */
     for (uint64_t c = last; c > first; c--)
-        enqueue(wk, tensor, c, true);
+        enqueue(wk, st, tensor, c, true);
     for (uint64_t c = from; c <= to && c < n_chunks; c++)
-        if (!enqueue(wk, tensor, c, false))
+        if (!enqueue(wk, st, tensor, c, false))
             break;
     pthread_mutex_unlock(&wk->mu);
 }

@@ -16,9 +16,11 @@
  *
  * Locks: ggfs_chunk_get and the fill run with a reference to the state
  * and no lock of the mount held (a fill may wait on a remote server);
- * the cache takes its own mu for bookkeeping only.  ggfs_prefetch,
- * ggfs_unqueue and the workers take workers.mu (a worker takes its state
- * reference with it dropped); the streams' list is under pend_mu.
+ * the cache takes its own mu for bookkeeping only.  ggfs_prefetch takes
+ * workers.mu (the streams' patterns), then the prefetch engine's
+ * (cache/prefetch.h) and states_mu (each queued chunk holds a reference to
+ * its version); ggfs_unqueue takes the engine's alone; the workers run
+ * fills with none held.  The streams' list is under pend_mu.
  */
 #ifndef FS_F32_H
 #define FS_F32_H
@@ -48,8 +50,10 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
  * a remote server). */
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err);
-/* Workers that fill chunks ahead of sequential f32 readers (started after
- * daemonizing: threads do not survive fork). */
+/* Workers that fill chunks ahead of sequential f32 readers: a prefetch
+ * engine of n threads (cache/prefetch.h), started after daemonizing
+ * (threads do not survive fork); 0, or an errno when none could start.
+ * Stopping drops what is queued. */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
 /* A read of chunks [first, last] of tensor through stream s (NULL: none):

@@ -100,14 +100,17 @@
  *                     stall the whole mount.
  *   pend_mu           the lists of created keys, live handles, snapshots,
  *                     f32 streams
- *   workers.mu        the prefetch queue (f32.c); a worker takes its state
- *                     reference with the queue's lock dropped, then takes
- *                     it again
+ *   workers.mu        the f32 streams' patterns (f32.c)
+ *   prefetch mu       a prefetch engine's queue (cache/prefetch.h: the f32
+ *                     workers', a remote cache's fetch threads'); never
+ *                     held while a job runs
  *   cache mu          (cache/cache.c); held for bookkeeping only, never during a
  *                     fill
- *   blocksrc locks    a remote source's streams, then its rcache's queue,
- *                     then that cache's mu (cache/blocksrc.h); reached from reads
- *                     of a source, never held during a fetch
+ *   blocksrc locks    a remote source's streams, then its rcache's prefetch
+ *                     mu, then that cache's mu (cache/blocksrc.h); reached
+ *                     from reads of a source (an f32 fill's among them, with
+ *                     none of the locks above held), never held during a
+ *                     fetch
  *   states_mu         the counted list of live states (state.c)
  *   sig_mu            what gguffs knows of the model's files: each
  *                     state's sig[], own_writing, own_epoch (underneath.c);
