@@ -213,10 +213,12 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
         rcache_get_stats(fs->rcache, &rs);
         n += snprintf(buf + n, cap - (size_t)n,
                       "remote_cache_hits %llu\nremote_cache_misses %llu\n"
-                      "remote_prefetched %llu\nremote_cache_fill_errors %llu\n"
+                      "remote_prefetched %llu\nremote_prefetch_wasted %llu\n"
+                      "remote_cache_fill_errors %llu\n"
                       "remote_cache_bytes_held %llu\nremote_cache_capacity %llu\n"
                       "remote_block_bytes %llu\n",
-                      (ull)rs.hits, (ull)rs.misses, (ull)rs.prefetched, (ull)rs.fill_errors,
+                      (ull)rs.hits, (ull)rs.misses, (ull)rs.prefetched,
+                      (ull)rs.prefetch_wasted, (ull)rs.fill_errors,
                       (ull)rs.bytes_held, (ull)rs.capacity, (ull)rs.block_bytes);
     }
     if (n >= 0 && (size_t)n < cap && fs->n_dcache) {

@@ -486,6 +486,8 @@ def block_cache(h, ng, single):
                 "block cache: stats remote_block_bytes/remote_cache_capacity: %r" % st)
         h.check(st.get("remote_cache_misses", 0) > 0 and st.get("remote_prefetched", 0) > 0,
                 "block cache: sequential reads neither missed nor prefetched: %r" % st)
+        h.check("remote_prefetch_wasted" in st and st["remote_prefetch_wasted"] <= st["remote_prefetched"],
+                "block cache: stats remote_prefetch_wasted missing or above remote_prefetched: %r" % st)
         h.check(st.get("remote_cache_bytes_held", 1 << 40) <= (4 << 20) + (16 << 20),
                 "block cache: %d bytes held, cache of 4 MiB" % st.get("remote_cache_bytes_held", -1))
         # the last tensor again, through model.gguf: its blocks are cached
