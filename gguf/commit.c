@@ -5,16 +5,17 @@
  * The argument for crash safety (a crash may be a kill -9 between any two
  * system calls, or a power loss that keeps only what was fsync'd):
  *
- * In place.  The model's bytes [lo, hi) are overwritten only after the
- * journal holding their old value is durable (fsync of a new journal, then
- * of the directory that names it; or the idle journal of an earlier edit,
- * written over, truncated to its length and fdatasync'd: its name is
- * already durable).  The journal is verifiable: its record and
- * its payload carry checksums and its length is exact, so a journal torn by
- * a crash while it was written reads as incomplete, and an incomplete
- * journal proves that its fsync had not returned, hence that the model had
- * not been touched: gguf_recover just removes it.  A complete journal may
- * guard a model that is old, torn or new.  The journal also carries the
+ * In place.  The model's bytes [lo, hi) (the pages of them that change)
+ * are overwritten only after the journal holding their old value is
+ * durable (fsync of a new journal, then of the directory that names it; or
+ * the idle journal of an earlier edit, written over, truncated to its
+ * length and fdatasync'd: its name is already durable).  The journal is
+ * verifiable: its record and its payload carry checksums and its length is
+ * exact, so a journal torn by a crash while it was written reads as
+ * incomplete, and an incomplete journal proves that its fsync had not
+ * returned, hence that the model had not been touched: gguf_recover just
+ * removes it.  A complete journal may guard a model that is old, torn or
+ * new.  The journal also carries the
  * checksum of the new bytes: when the model's range has exactly the new
  * bytes, the edit was written completely, and gguf_recover keeps it
  * (fdatasync of the model, then the journal is removed); otherwise it
@@ -397,6 +398,48 @@ static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_step
     return gguf_io_fail(d, what, er);
 }
 
+/* The model's range [lo, hi) is written where it changes: in pages of
+ * MODEL_PAGE bytes (aligned in the file), each written only if the new
+ * header differs from the old one there, runs of changed pages each in
+ * one write.  A value that grows by the padding keeps most of its bytes
+ * where they were (its length field before them changes, and what follows
+ * its end moves): those pages are not written again, and the fdatasync
+ * after has that much less to write (a chat template of 1 MB grown at its
+ * end: its length field's page and the pages from its end to the padding,
+ * not the megabyte between).  The journal holds all of [lo, hi), so a mix
+ * of written and unwritten runs is undone as a torn single write is. */
+#define MODEL_PAGE 4096u
+
+static size_t page_end(size_t at, size_t hi)
+{
+    size_t e = (at / MODEL_PAGE + 1) * MODEL_PAGE;
+    return e < hi ? e : hi;
+}
+
+static bool write_changed(struct gguf_steps *s, const char *what, int fd, const uint8_t *old,
+                          const uint8_t *hdr, size_t lo, size_t hi)
+{
+    size_t a = lo;
+    while (a < hi) {
+        size_t e = page_end(a, hi);
+        if (memcmp(old + a, hdr + a, e - a) == 0) {
+            a = e;                  /* the same: not written */
+            continue;
+        }
+        size_t b = e;
+        while (b < hi) {
+            e = page_end(b, hi);
+            if (memcmp(old + b, hdr + b, e - b) == 0)
+                break;
+            b = e;
+        }
+        if (!gguf_write_step(s, what, fd, hdr + a, b - a, a))
+            return false;
+        a = b;
+    }
+    return true;
+}
+
 static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
                                      const struct gguf_file *f,
                                      const uint8_t *old, const uint8_t *hdr,
@@ -420,7 +463,7 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
 
     /* The journal is durable: the model may be written. */
     const char *what;
-    if (!gguf_write_step(&s, what = "writing the header in place", fd, hdr + lo, len, lo))
+    if (!write_changed(&s, what = "writing the header in place", fd, old, hdr, lo, hi))
         goto undo;
     gguf_step(&s, what = "fdatasync of the model");
     if (fdatasync(fd) != 0)

@@ -17,9 +17,11 @@
  *    program with TMPDIR on loop-mounted XFS and btrfs);
  *  - crash injection: a child crashes (_exit) before every step of both
  *    commit paths (torn writes included; the clone of a padded rewrite, or
- *    its refusal), and before every step of the recovery that follows; and
- *    real kill -9 at random moments.  After gguf_recover the model must be
- *    bit for bit the old or the new version.
+ *    its refusal; an in-place range written in runs of changed pages), and
+ *    before every step of the recovery that follows; and real kill -9 at
+ *    random moments.  After gguf_recover the model must be bit for bit the
+ *    old or the new version;
+ *  - an in-place edit writes only the pages that change (counted writes).
  *
  * Environment: GGUFFS_ORACLE (libggml-base.so; without it the ggml check is
  * skipped, unless CI is set), GGUFFS_CRASH_TRIALS (kill -9 trials, default
@@ -2002,6 +2004,21 @@ static void kill_at_random(const struct crash_case *c, unsigned trials)
            "%u old, %u new\n", c->name, trials, dur * 1e3, killed, olds, news);
 }
 
+/* l's header for f, padded by gguf_pad_fit (step 0: where the data is
+ * copied); *len its size. */
+static uint8_t *padded_header(const struct gguf_file *f, const struct kvl *l, size_t *len)
+{
+    struct gguf_newkv *v = kvl_view(l);
+    struct gguf_buf h = { 0 }, p = { 0 };
+    struct gguf_diag d;
+    assert_int_equal(gguf_header_build(f, v, l->n, &h, &d), GGUF_OK);
+    assert_int_equal(gguf_pad_fit(f, (const uint8_t *)h.data, h.len, 0, &p, &d), GGUF_OK);
+    gguf_buf_free(&h);
+    free(v);
+    *len = p.len;
+    return (uint8_t *)p.data;
+}
+
 static void crash_case_init(struct crash_case *c, const char *name, int kind)
 {
     memset(c, 0, sizeof *c);
@@ -2013,6 +2030,46 @@ static void crash_case_init(struct crash_case *c, const char *name, int kind)
     c->old = slurp(path, &c->old_len);
     c->h_old = fnv(FNV0, c->old, c->old_len);
     struct gguf_file *f = open_ok(path);
+    if (kind == 6) {
+        /* a long value and padding (a padded rewrite first: the old
+         * version), then that value grown at its end by 3000 bytes: in
+         * place, the padding taking it, its unchanged pages not written
+         * again (gguf/commit.c write_changed: two runs) */
+        static char a[24000];
+        memset(a, 'a', sizeof a);
+        struct kvl l0;
+        kvl_of_file(&l0, f);
+        kvl_set(&l0, "general.description", v_str(&f->enc, a, 20000));
+        c->hdr = padded_header(f, &l0, &c->hdr_len);
+        bool ip;
+        struct gguf_diag d0;
+        if (commit_file(path, f, c->hdr, c->hdr_len, &ip, &d0))
+            fail_msg("%s: the padded rewrite: %s", name, d0.msg);
+        assert_false(ip);
+        kvl_free(&l0);
+        free(c->hdr);
+        gguf_close(f);
+        free(c->old);
+        c->old = slurp(path, &c->old_len);
+        c->h_old = fnv(FNV0, c->old, c->old_len);
+        f = open_ok(path);
+        kvl_of_file(&c->l_old, f);
+        kvl_of_file(&c->l_new, f);
+        kvl_set(&c->l_new, "general.description", v_str(&f->enc, a, 23000));
+        c->hdr = padded_header(f, &c->l_new, &c->hdr_len);
+        c->in_place = true;
+        assert_int_equal(c->hdr_len, f->data_off);
+        struct gguf_file *nf;
+        assert_int_equal(gguf_parse(c->hdr, c->hdr_len, c->hdr_len + f->file_size - f->data_off,
+                                    &nf, &d0, NULL), GGUF_OK);
+        kvl_free(&c->l_new);
+        kvl_of_file(&c->l_new, nf);
+        gguf_close(nf);
+        c->h_new = fnv(fnv(FNV0, c->hdr, c->hdr_len), c->old + f->data_off,
+                       c->old_len - f->data_off);
+        gguf_close(f);
+        return;
+    }
     kvl_of_file(&c->l_old, f);
     kvl_of_file(&c->l_new, f);
     if (kind >= 4) {
@@ -2079,13 +2136,15 @@ static void crash_case_free(struct crash_case *c)
 static const char *const crash_names[] = { "in place", "rewrite", "rewrite (pread/pwrite)",
                                            "rewrite (padded: cloned where TMPDIR clones)",
                                            "in place over an idle journal",
-                                           "rewrite with an idle journal" };
+                                           "rewrite with an idle journal",
+                                           "in place, a value grown into the padding "
+                                           "(its unchanged pages not written)" };
 
 static void test_crash_steps(void **state)
 {
     (void)state;
     const char *const *names = crash_names;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
         crash_every_step(&c);
@@ -2096,18 +2155,57 @@ static void test_crash_steps(void **state)
            crash_old, crash_new, recover_crash_runs);
 }
 
+static unsigned model_writes;
+
+static void hook_count_writes(unsigned n, const char *what, void *arg)
+{
+    (void)n;
+    (void)arg;
+    if (strcmp(what, "writing the header in place") == 0)
+        model_writes++;
+}
+
+/* An in-place edit writes only the pages of its range that change: a
+ * value of 20000 bytes grown at its end by 3000, the padding taking it,
+ * is two writes (its length field's page; from the page where it ended
+ * to the padding's count), not one of the whole range. */
+static void test_in_place_pages(void **state)
+{
+    (void)state;
+    struct crash_case c;
+    crash_case_init(&c, crash_names[6], 6);
+    reset_model(&c);
+    static struct gguf_edit_hooks hk = { .step = hook_count_writes };
+    struct gguf_file *f = open_ok(mpath());
+    bool ip = false;
+    struct gguf_diag d;
+    model_writes = 0;
+    gguf_edit_hooks = &hk;
+    enum gguf_err e = commit_file(mpath(), f, c.hdr, c.hdr_len, &ip, &d);
+    gguf_edit_hooks = NULL;
+    if (e)
+        fail_msg("commit: %s", d.msg);
+    assert_true(ip);
+    /* the hooks split each write in two (a torn write's step) */
+    assert_int_equal(model_writes, 2 * 2);
+    assert_int_equal(hash_file(mpath(), 0), c.h_new);
+    assert_int_equal(verify_after(&c), 1);
+    gguf_close(f);
+    crash_case_free(&c);
+}
+
 static void test_kill9(void **state)
 {
     (void)state;
     const char *e = getenv("GGUFFS_CRASH_TRIALS");
     unsigned trials = e && *e ? (unsigned)strtoul(e, NULL, 10) : 240;
     const char *const *names = crash_names;
-    static const unsigned share[] = { 1, 1, 1, 1, 1, 1 };
+    static const unsigned share[] = { 1, 1, 1, 1, 1, 1, 1 };
     double t0 = now_s();
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         struct crash_case c;
         crash_case_init(&c, names[k], k);
-        kill_at_random(&c, trials * share[k] / 6);
+        kill_at_random(&c, trials * share[k] / 7);
         crash_case_free(&c);
     }
     printf("kill -9: %u trials in %.1f s, %u killed mid-commit, %u old, %u new: "
@@ -2164,6 +2262,7 @@ int main(void)
         cmocka_unit_test_teardown(test_commit_source, reset_hooks),
         cmocka_unit_test_teardown(test_recover_check, reset_hooks),
         cmocka_unit_test_teardown(test_crash_steps, reset_hooks),
+        cmocka_unit_test_teardown(test_in_place_pages, reset_hooks),
         cmocka_unit_test_teardown(test_kill9, reset_hooks),
     };
     return cmocka_run_group_tests_name("edit", tests, setup, teardown);
