@@ -344,16 +344,14 @@ fail:
 
 /* ---- in place --------------------------------------------------------------------- */
 
-/* Writes the journal (its record rec, then the payload pl of len bytes)
- * and makes it durable: over the idle journal of an earlier edit when
+/* Writes the journal (its image j of n bytes: the payload after the
+ * record, then the record) and makes it durable: over the idle journal of an earlier edit when
  * there is one (an overwrite and an fdatasync), else in a new file (an
  * fsync of it and of the directory); on failure nothing is left (the
  * model was not touched). */
 static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_steps *s,
-                                   const uint8_t rec[GGUF_JREC], const uint8_t *pl,
-                                   size_t len, struct gguf_diag *d)
+                                   const uint8_t *j, size_t n, struct gguf_diag *d)
 {
-    size_t n = GGUF_JREC + len;
     const char *what;
     /* check_unchanged saw no journal, or an idle one */
     int jfd = open(p->journal, O_WRONLY | O_CLOEXEC);
@@ -371,8 +369,9 @@ static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_step
             return gguf_io_fail(d, what, errno);
         }
     }
-    bool ok = gguf_write_step(s, what = "writing the journal", jfd, pl, len, GGUF_JREC) &&
-              gguf_write_step(s, what = "writing the journal's record", jfd, rec, GGUF_JREC, 0);
+    bool ok = gguf_write_step(s, what = "writing the journal", jfd, j + GGUF_JREC,
+                              n - GGUF_JREC, GGUF_JREC) &&
+              gguf_write_step(s, what = "writing the journal's record", jfd, j, GGUF_JREC, 0);
     if (ok && !fresh) {
         gguf_step(s, what = "truncating the journal to its length");
         ok = ftruncate(jfd, (off_t)n) == 0;
@@ -406,8 +405,9 @@ static enum gguf_err write_journal(const struct gguf_jpaths *p, struct gguf_step
  * its end moves): those pages are not written again, and the fdatasync
  * after has that much less to write (a chat template of 1 MB grown at its
  * end: its length field's page and the pages from its end to the padding,
- * not the megabyte between).  The journal holds all of [lo, hi), so a mix
- * of written and unwritten runs is undone as a torn single write is. */
+ * not the megabyte between).  The journal holds the old bytes of the runs
+ * only (journal.h), the same argument holding run by run: a byte outside
+ * them is the same in the old and the new header, and is never written. */
 #define MODEL_PAGE 4096u
 
 static size_t page_end(size_t at, size_t hi)
@@ -416,10 +416,12 @@ static size_t page_end(size_t at, size_t hi)
     return e < hi ? e : hi;
 }
 
-static bool write_changed(struct gguf_steps *s, const char *what, int fd, const uint8_t *old,
-                          const uint8_t *hdr, size_t lo, size_t hi)
+/* The runs of changed pages of [lo, hi) into runs (room for one per page);
+ * their number. */
+static size_t changed_runs(const uint8_t *old, const uint8_t *hdr, size_t lo, size_t hi,
+                           struct gguf_jrun *runs)
 {
-    size_t a = lo;
+    size_t n = 0, a = lo;
     while (a < hi) {
         size_t e = page_end(a, hi);
         if (memcmp(old + a, hdr + a, e - a) == 0) {
@@ -433,11 +435,10 @@ static bool write_changed(struct gguf_steps *s, const char *what, int fd, const 
                 break;
             b = e;
         }
-        if (!gguf_write_step(s, what, fd, hdr + a, b - a, a))
-            return false;
+        runs[n++] = (struct gguf_jrun){ a, b - a };
         a = b;
     }
-    return true;
+    return n;
 }
 
 static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
@@ -455,16 +456,29 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
         hi--;
     size_t len = hi - lo;
 
-    uint8_t rec[GGUF_JREC];
-    gguf_journal_record(rec, f->file_size, lo, old + lo, hdr + lo, len);
-    enum gguf_err err = write_journal(p, &s, rec, old + lo, len, d);
-    if (err)
+    struct gguf_jrun *runs = malloc((len / MODEL_PAGE + 2) * sizeof *runs);
+    size_t nruns = runs ? changed_runs(old, hdr, lo, hi, runs) : 0, jlen;
+    uint8_t *j = runs ? gguf_journal_build(f->file_size, lo, len, runs, nruns, old, hdr,
+                                           &jlen) : NULL;
+    if (!j) {
+        free(runs);
+        return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
+    enum gguf_err err = write_journal(p, &s, j, jlen, d);
+    free(j);
+    if (err) {
+        free(runs);
         return err;
+    }
 
     /* The journal is durable: the model may be written. */
     const char *what;
-    if (!write_changed(&s, what = "writing the header in place", fd, old, hdr, lo, hi))
-        goto undo;
+    for (size_t i = 0; i < nruns; i++)
+        if (!gguf_write_step(&s, what = "writing the header in place", fd,
+                             hdr + runs[i].off, (size_t)runs[i].len, runs[i].off))
+            goto undo;
+    free(runs);
+    runs = NULL;
     gguf_step(&s, what = "fdatasync of the model");
     if (fdatasync(fd) != 0)
         goto undo;
@@ -482,8 +496,10 @@ static enum gguf_err commit_in_place(const struct gguf_jpaths *p, int fd,
     return GGUF_OK;
 
 undo: {
-        /* write the old bytes back; if that is durable the journal can go */
+        /* write the old bytes back (all of [lo, hi): outside the runs they
+         * are the new ones too); if that is durable the journal can go */
         int er = errno;
+        free(runs);
         if (gguf_pwrite_all(fd, old + lo, len, lo) && fdatasync(fd) == 0) {
             if (unlink(p->journal) == 0)
                 gguf_fsync_dir(p->dir);

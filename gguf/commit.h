@@ -22,7 +22,7 @@
  * resolved, so a link to a model keeps pointing at it):
  *
  *   MODEL.gguffs-journal  undo journal of an in-place edit: the old bytes
- *                         of the header range being overwritten; kept,
+ *                         of the header pages being overwritten; kept,
  *                         idle, between edits (gguf_commit_end).
  *   MODEL.gguffs-new      the new file of a rewrite, before its rename.
  *
@@ -54,17 +54,19 @@
  * In place, when hdr_len == f->data_off (*in_place = true; for a file
  * without tensor bytes, whose header is not padded: hdr_len == the file's
  * size): only the range [lo, hi) where the new header differs from the old
- * is written.
- *   1. MODEL.gguffs-journal is written: a 64-byte record (magic, model
- *      size, lo, hi - lo, checksums of the payload and of the new bytes,
- *      checksum of the record) and the old bytes [lo, hi) as payload;
- *      over the idle journal an earlier edit left (then truncated to its
- *      length), else in a new file (O_EXCL);
+ * is written, and of it only the runs of 4 KiB pages (aligned in the file)
+ * that differ.
+ *   1. MODEL.gguffs-journal is written (gguf/journal.h): a 64-byte record
+ *      (magic, model size, lo, hi - lo, checksums of the payload and of the
+ *      runs' new bytes, the number of runs, checksum of the record), then
+ *      the table of runs and their old bytes as payload; over the idle
+ *      journal an earlier edit left (then truncated to its length), else
+ *      in a new file (O_EXCL);
  *   2. fdatasync(journal); for a new file, fsync(journal) and
  *      fsync(directory): the journal is durable;
- *   3. pwrite of the new bytes [lo, hi) into the model, fdatasync(model):
- *      the edit is committed (a journal found later with the model's
- *      range complete and new is kept: gguf_recover finishes the edit);
+ *   3. pwrite of each run's new bytes into the model, fdatasync(model):
+ *      the edit is committed (a journal found later with the model's runs
+ *      complete and new is kept: gguf_recover finishes the edit);
  *   4. the journal is marked idle (no fsync) and kept for the next edit,
  *      until gguf_commit_end or gguf_recover removes it.
  *   An identical header writes nothing.  The model is opened O_RDWR here
@@ -177,14 +179,16 @@ enum gguf_recover_mode {
  * Run before opening the model at path, never while an edit of it is
  * running.  In GGUF_RECOVER_FIX mode (a writable mount):
  *   - MODEL.gguffs-journal complete (record and payload checksums match,
- *     its length is exact): if the model's range holds exactly the new
- *     bytes (their checksum is in the journal), the edit was written
- *     completely: fdatasync, then the journal is removed (+ directory
- *     fsync): the model is the new version.  Otherwise the edit may have
- *     been partly written, so the old bytes are written back, fdatasync,
- *     then the journal is removed (+ directory fsync): the model is the old
- *     version.  If the model's size is not the one the journal records, the
- *     journal belongs to another file: nothing is done, GGUF_E_INVAL.
+ *     its length is exact; journals of the earlier format, one range, too):
+ *     if the model's runs hold exactly the new bytes (their checksum is in
+ *     the journal), the edit was written completely: fdatasync, then the
+ *     journal is removed (+ directory fsync): the model is the new
+ *     version.  Otherwise the edit may have been partly written, so the
+ *     old bytes are written back, fdatasync, then the journal is removed
+ *     (+ directory fsync): the model is the old version.  If the model's
+ *     size is not the one the journal records, the journal belongs to
+ *     another file; if its run table is not one gguf_commit writes, it
+ *     was not written by gguffs: nothing is done, GGUF_E_INVAL.
  *   - journal incomplete: it was never made durable, so the model was not
  *     touched: it is removed.
  *   - journal idle (kept between edits, see gguf_commit): removed, except

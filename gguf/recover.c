@@ -62,20 +62,24 @@ static enum gguf_err open_for(const struct gguf_jpaths *p, const struct gguf_jre
     return GGUF_OK;
 }
 
-/* What the model's range of the complete journal r (payload pl) holds. */
+/* What the model's runs of the complete journal r (payload pl, their old
+ * bytes one after another) hold. */
 enum range { R_OLD, R_NEW, R_OTHER };
 
 static enum gguf_err read_range(int fd, const struct gguf_jrec *r, const uint8_t *pl,
                                 enum range *out, struct gguf_diag *d)
 {
-    size_t len = (size_t)r->len;
+    size_t len = (size_t)r->old_len, at = 0;
     uint8_t *cur = malloc(len ? len : 1);
     if (!cur)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-    if (!gguf_pread_all(fd, cur, len, r->lo)) {
-        int er = errno;
-        free(cur);
-        return gguf_io_fail(d, "reading the model's header", er);
+    for (size_t i = 0; i < r->nruns; i++) {
+        if (!gguf_pread_all(fd, cur + at, (size_t)r->runs[i].len, r->runs[i].off)) {
+            int er = errno;
+            free(cur);
+            return gguf_io_fail(d, "reading the model's header", er);
+        }
+        at += (size_t)r->runs[i].len;
     }
     *out = memcmp(cur, pl, len) == 0 ? R_OLD
          : r->has_new && gguf_cksum(cur, len) == r->new_ck ? R_NEW : R_OTHER;
@@ -83,18 +87,21 @@ static enum gguf_err read_range(int fd, const struct gguf_jrec *r, const uint8_t
     return GGUF_OK;
 }
 
-/* A complete journal r with payload pl, the model's range holding rg: a
+/* A complete journal r with payload pl, the model's runs holding rg: a
  * complete new range is kept; otherwise the old bytes go back (unless
  * they are there).  The model is fdatasync'd either way (its bytes may be
- * cached only: the range is written in place, so only the data matters),
+ * cached only: the runs are written in place, so only the data matters),
  * then the journal is removed. */
 static enum gguf_err finish(const struct gguf_jpaths *p, struct gguf_steps *s,
                             int fd, const struct gguf_jrec *r, const uint8_t *pl,
                             enum range rg, char *what, size_t cap, struct gguf_diag *d)
 {
-    if (rg == R_OTHER &&
-        !gguf_write_step(s, "restoring the old header", fd, pl, (size_t)r->len, r->lo))
-        return gguf_io_fail(d, "restoring the old header", errno);
+    for (size_t i = 0, at = 0; rg == R_OTHER && i < r->nruns; i++) {
+        const struct gguf_jrun *u = &r->runs[i];
+        if (!gguf_write_step(s, "restoring the old header", fd, pl + at, (size_t)u->len, u->off))
+            return gguf_io_fail(d, "restoring the old header", errno);
+        at += (size_t)u->len;
+    }
     gguf_step(s, "fdatasync of the model");
     if (fdatasync(fd) != 0)
         return gguf_io_fail(d, "fdatasync of the model", errno);
@@ -130,6 +137,9 @@ static enum gguf_err journal(const struct gguf_jpaths *p, struct gguf_steps *s,
     struct gguf_jrec r;
     uint8_t *pl = NULL;
     int c = gguf_journal_read(p->journal, &r, &pl);
+    if (c < 0 && errno == EINVAL)
+        return gguf_diag_set(d, GGUF_E_INVAL, UINT64_MAX, "%s holds a run table that "
+                             "gguffs does not write: remove it by hand", p->journal);
     if (c < 0)
         return gguf_io_fail(d, "reading the journal", errno);
     if (c == 0) {
@@ -166,6 +176,7 @@ static enum gguf_err journal(const struct gguf_jpaths *p, struct gguf_steps *s,
     if (fd >= 0)
         close(fd);
     free(pl);
+    gguf_jrec_free(&r);
     return err;
 }
 

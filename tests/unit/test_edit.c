@@ -21,7 +21,10 @@
  *    before every step of the recovery that follows; and real kill -9 at
  *    random moments.  After gguf_recover the model must be bit for bit the
  *    old or the new version;
- *  - an in-place edit writes only the pages that change (counted writes).
+ *  - an in-place edit writes only the pages that change (counted writes),
+ *    and its journal holds only their old bytes (its run table read);
+ *  - journals of the earlier format (GGUFFSJ1, one range) still recovered:
+ *    the model old, new and torn; a run table gguffs does not write refused.
  *
  * Environment: GGUFFS_ORACLE (libggml-base.so; without it the ggml check is
  * skipped, unless CI is set), GGUFFS_CRASH_TRIALS (kill -9 trials, default
@@ -47,6 +50,7 @@
 
 #include "gguf/edit.h"
 #include "gguf/gguf.h"
+#include "gguf/journal.h"     /* the journal's format: its own tests below */
 #include "gguf/source.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
@@ -2165,6 +2169,21 @@ static void hook_count_writes(unsigned n, const char *what, void *arg)
         model_writes++;
 }
 
+/* The journal's integers (little-endian, journal.h). */
+static uint64_t rd64le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void wr64le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
 /* An in-place edit writes only the pages of its range that change: a
  * value of 20000 bytes grown at its end by 3000, the padding taking it,
  * is two writes (its length field's page; from the page where it ended
@@ -2189,8 +2208,142 @@ static void test_in_place_pages(void **state)
     /* the hooks split each write in two (a torn write's step) */
     assert_int_equal(model_writes, 2 * 2);
     assert_int_equal(hash_file(mpath(), 0), c.h_new);
+
+    /* the journal, kept idle, holds the two runs: its table, their old
+     * bytes, nothing else; every byte of the header outside them is the
+     * same in the old and the new header */
+    size_t jl;
+    uint8_t *j = slurp(tpath("c.gguf.gguffs-journal"), &jl);
+    assert_non_null(j);
+    assert_memory_equal(j, "GGUFFSJ0", 8);
+    uint64_t n = rd64le(j + 48), lo = rd64le(j + 16), span = rd64le(j + 24);
+    assert_int_equal(n, 2);
+    uint64_t at = GGUF_JREC + 16 * n, prev = 0, olen = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t off = rd64le(j + GGUF_JREC + 16 * i), len = rd64le(j + GGUF_JREC + 16 * i + 8);
+        assert_true(off >= lo && off + len <= lo + span && off >= prev && len > 0);
+        assert_true(off + len <= c.hdr_len);
+        assert_memory_equal(j + at, c.old + off, len);
+        assert_memory_not_equal(c.old + off, c.hdr + off, len);
+        for (uint64_t b = prev; b < off; b++)
+            assert_int_equal(c.old[b], c.hdr[b]);
+        prev = off + len;
+        at += len;
+        olen += len;
+    }
+    assert_memory_equal(c.old + prev, c.hdr + prev, c.hdr_len - prev);
+    assert_int_equal(jl, at);
+    /* less than half of the range (the value's middle pages stay) */
+    assert_true(olen * 2 < span);
+    free(j);
     assert_int_equal(verify_after(&c), 1);
     gguf_close(f);
+    crash_case_free(&c);
+}
+
+/* A J1 journal (journal.h: the whole range [lo, hi), as gguffs wrote them
+ * before J2) of case 6's edit, its model old, new or torn. */
+static void spit_j1(const struct crash_case *c)
+{
+    size_t lo = 0, hi = c->hdr_len;
+    while (c->old[lo] == c->hdr[lo])
+        lo++;
+    while (c->old[hi - 1] == c->hdr[hi - 1])
+        hi--;
+    size_t len = hi - lo;
+    uint8_t *j = calloc(1, GGUF_JREC + len);
+    assert_non_null(j);
+    memcpy(j, "GGUFFSJ1", 8);
+    wr64le(j + 8, c->old_len);
+    wr64le(j + 16, lo);
+    wr64le(j + 24, len);
+    wr64le(j + 32, gguf_cksum(c->old + lo, len));
+    wr64le(j + 40, gguf_cksum(c->hdr + lo, len));
+    wr64le(j + 48, 1);
+    wr64le(j + 56, gguf_cksum(j, 56));
+    memcpy(j + GGUF_JREC, c->old + lo, len);
+    spit(tpath("c.gguf.gguffs-journal"), j, GGUF_JREC + len);
+    free(j);
+}
+
+static void test_journal_v1(void **state)
+{
+    (void)state;
+    struct crash_case c;
+    crash_case_init(&c, crash_names[6], 6);
+    uint8_t *nw = malloc(c.old_len);
+    assert_non_null(nw);
+    memcpy(nw, c.old, c.old_len);
+    memcpy(nw, c.hdr, c.hdr_len);
+    struct gguf_diag d;
+    char what[300];
+    /* the model old: the journal goes, the model stays old */
+    reset_model(&c);
+    spit_j1(&c);
+    assert_int_equal(gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+    assert_non_null(strstr(what, "had not been modified"));
+    assert_int_equal(verify_after(&c), 0);
+    /* the model new: kept */
+    reset_model(&c);
+    spit(mpath(), nw, c.old_len);
+    spit_j1(&c);
+    assert_int_equal(gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+    assert_non_null(strstr(what, "finished an interrupted edit"));
+    assert_int_equal(verify_after(&c), 1);
+    /* the model torn (its first page new: the value's length): rolled back */
+    reset_model(&c);
+    uint8_t *torn = malloc(c.old_len);
+    assert_non_null(torn);
+    memcpy(torn, c.old, c.old_len);
+    memcpy(torn, c.hdr, 4096);
+    spit(mpath(), torn, c.old_len);
+    spit_j1(&c);
+    assert_int_equal(gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+    assert_non_null(strstr(what, "rolled back"));
+    assert_int_equal(verify_after(&c), 0);
+    free(torn);
+    free(nw);
+    crash_case_free(&c);
+}
+
+/* Journals whose checksums hold but whose run table gguf_commit does not
+ * write: refused, the journal and the model left as they are; a table
+ * longer than the file: incomplete (removed, the model untouched). */
+static void test_journal_hostile(void **state)
+{
+    (void)state;
+    struct crash_case c;
+    crash_case_init(&c, crash_names[6], 6);
+    static const struct gguf_jrun bad[][2] = {
+        { { 100, 8 }, { 104, 8 } },        /* overlapping */
+        { { 200, 8 }, { 100, 8 } },        /* descending */
+        { { 100, 0 }, { 200, 8 } },        /* empty */
+        { { 100, 8 }, { 5000, 8 } },       /* the second outside the span */
+        { { 96, 8 }, { 200, 8 } },         /* the first before it */
+    };
+    struct gguf_diag d;
+    char what[300];
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        reset_model(&c);
+        size_t jl;
+        uint8_t *j = gguf_journal_build(c.old_len, 100, 4000, bad[k], 2, c.old, c.hdr, &jl);
+        assert_non_null(j);
+        spit(tpath("c.gguf.gguffs-journal"), j, jl);
+        enum gguf_err e = gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d);
+        if (e != GGUF_E_INVAL)
+            fail_msg("table %zu: gguf_recover gave %d (%s)", k, (int)e, d.msg);
+        assert_non_null(strstr(d.msg, "run table"));
+        assert_true(exists(tpath("c.gguf.gguffs-journal")));
+        assert_int_equal(hash_file(mpath(), 0), c.h_old);
+        /* a table of more runs than the file holds: the record says 2^40 */
+        wr64le(j + 48, (uint64_t)1 << 40);
+        wr64le(j + 56, gguf_cksum(j, 56));
+        spit(tpath("c.gguf.gguffs-journal"), j, jl);
+        assert_int_equal(gguf_recover(mpath(), GGUF_RECOVER_FIX, what, sizeof what, &d), GGUF_OK);
+        assert_non_null(strstr(what, "incomplete journal"));
+        assert_int_equal(verify_after(&c), 0);
+        free(j);
+    }
     crash_case_free(&c);
 }
 
@@ -2263,6 +2416,8 @@ int main(void)
         cmocka_unit_test_teardown(test_recover_check, reset_hooks),
         cmocka_unit_test_teardown(test_crash_steps, reset_hooks),
         cmocka_unit_test_teardown(test_in_place_pages, reset_hooks),
+        cmocka_unit_test_teardown(test_journal_v1, reset_hooks),
+        cmocka_unit_test_teardown(test_journal_hostile, reset_hooks),
         cmocka_unit_test_teardown(test_kill9, reset_hooks),
     };
     return cmocka_run_group_tests_name("edit", tests, setup, teardown);
