@@ -31,7 +31,7 @@ bool ggfs_dequant_be_supported(uint32_t type)
 {
     switch (type) {
     case GGML_T_Q4_0: case GGML_T_Q8_0: case GGML_T_Q4_K: case GGML_T_Q6_K:
-    case GGML_T_MXFP4:
+    case GGML_T_MXFP4: case GGML_T_NVFP4:
         return true;
     default:
         return plain_size(type) != 0;
@@ -71,7 +71,7 @@ void ggfs_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks)
         for (size_t i = 0; i < n_blocks; i++)
             swap2(p + i * sizeof(struct ggml_block_q6_K) + offsetof(struct ggml_block_q6_K, d));
         break;
-    default:                   /* i8, mxfp4: bytes only */
+    default:                   /* i8, mxfp4, nvfp4: bytes only */
         break;
     }
 }

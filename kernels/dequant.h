@@ -61,8 +61,8 @@ void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
  * the quantized types gguf-py's gguf_convert_endian.py converts (its
  * byteswap_tensors, newest version: q4_0 and q8_0 swap their f16 scale d,
  * q4_K its f16 d and dmin, q6_K its f16 d, the block's last two bytes;
- * mxfp4 has only bytes).  Every other quantized type has no agreed
- * big-endian layout: false.
+ * mxfp4 and nvfp4 have only bytes).  Every other quantized type has no
+ * agreed big-endian layout: false.
  */
 bool ggfs_dequant_be_supported(uint32_t type);
 /* Makes n_blocks blocks (elements, for a plain type) of type, which must

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Big-endian files: f32 of the quantized types gguf-py's gguf_convert_endian.py converts (q4_0, q8_0, q4_K, q6_K, mxfp4) bit-identical to ggml's dequantization of the little-endian twin; other quantized types without f32; model.safetensors of the twin.
+# Big-endian files: f32 of the quantized types gguf-py's gguf_convert_endian.py converts (q4_0, q8_0, q4_K, q6_K, mxfp4, nvfp4) bit-identical to ggml's dequantization of the little-endian twin; other quantized types without f32; model.safetensors of the twin.
 """
 A little-endian file with a tensor of every type ggml can encode (ggml's
 quantizer on random floats) and, for the convertible types, one of random

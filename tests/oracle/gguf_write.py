@@ -269,11 +269,11 @@ def arange_bytes(type_name, n, e="<"):
 # Big-endian tensor data as gguf-py's gguf_convert_endian.py makes it
 # (byteswap_tensors, newest version): plain types element by element;
 # q4_0, q8_0 their f16 scale d (bytes 0-1); q4_K d and dmin (bytes 0-1,
-# 2-3); q6_K d (bytes 208-209); mxfp4 nothing.  {type: (block bytes,
+# 2-3); q6_K d (bytes 208-209); mxfp4 and nvfp4 nothing.  {type: (block bytes,
 # offsets of its 2-byte fields)}; other quantized types have no
 # big-endian layout.
 BE_BLOCKS = {"q4_0": (18, (0,)), "q8_0": (34, (0,)), "q4_K": (144, (0, 2)),
-             "q6_K": (210, (208,)), "mxfp4": (17, ())}
+             "q6_K": (210, (208,)), "mxfp4": (17, ()), "nvfp4": (36, ())}
 PLAIN_SIZES = {"i8": 1, "f16": 2, "bf16": 2, "i16": 2, "f32": 4, "i32": 4, "f64": 8, "i64": 8}
 
 
