@@ -25,3 +25,23 @@ quiet() {
     rm -f "$_q_log"
     return "$_q_rc"
 }
+
+# no_skips DIR: fails (exit status 1, the skipped tests named) when the
+# last `meson test -C DIR` skipped any test: a run that skipped something
+# has not passed, CI or not (a missing prerequisite is installed by
+# scripts/setup --tests).
+no_skips() {
+    /usr/bin/python3 - "$1/meson-logs/testlog.json" <<'PYEOF'
+import json, sys
+skipped = []
+with open(sys.argv[1]) as f:
+    for line in f:
+        t = json.loads(line)
+        if t.get("result") == "SKIP":
+            skipped.append(t.get("name"))
+if skipped:
+    print("test: %d test(s) skipped, so the suite has not passed: %s" % (len(skipped), ", ".join(skipped)),
+          file=sys.stderr)
+    sys.exit(1)
+PYEOF
+}

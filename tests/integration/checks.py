@@ -239,10 +239,8 @@ def _check_mounted(h, exp, mnt, label, concurrent):
                             lab, i, got_f[i:i + 1].view("<f4")[0], want_f[i]))
                     else:
                         h.check(same, "%s/f32: %d floats, expected %d" % (lab, got_f.size, want_f.size))
-    if f32_missing:
-        h.f32_missing = getattr(h, "f32_missing", 0) + len(f32_missing)
-        h.note("no tensors/NAME/f32 files (first seen in %s, e.g. %r): not checked"
-               % (label, f32_missing[0]))
+    h.check(not f32_missing, "%s: no tensors/NAME/f32 though ggml dequantizes the type: %r"
+            % (label, f32_missing[:5]))
 
     # ---- info
     with h.case("%s: info" % label):

@@ -37,6 +37,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,18 @@ def skip_or_fail(why):
         sys.exit(1)
     print("SKIP: %s" % why)
     sys.exit(SKIP)
+
+
+def test_seed(given=None, env="GGUFFS_TEST_SEED", fixed=20261128):
+    """The seed of a randomized test: given (--seed), else $env, else a
+    fixed one when CI is set (a CI run is repeatable), else a new one (runs
+    by hand explore).  The caller prints it, so a failure can be rerun."""
+    import random
+    if given is not None:
+        return given
+    if os.environ.get(env):
+        return int(os.environ[env])
+    return fixed if IN_CI else random.randrange(1 << 30)
 
 
 def corpus_dirs():
@@ -385,6 +398,88 @@ def thread_stacks(pid):
     return "\n".join(out)
 
 
+def live_gguffs():
+    """(pid, mount point) of every running gguffs of this build (the binary
+    the tests run), children of the test or daemonized."""
+    try:
+        exe = os.path.realpath(gguffs_bin())
+    except SystemExit:
+        return []
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.path.realpath("/proc/%s/exe" % d) != exe:
+                continue
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        out.append((int(d), args[-1] if args else "?"))
+    return out
+
+
+def _stats_text(mnt, limit=5.0):
+    """MNT/stats as text, read on a thread of its own: a hung mount may
+    never answer, and the report must not hang with it."""
+    box = []
+
+    def rd():
+        try:
+            with open(os.path.join(mnt, "stats")) as f:
+                box.append(f.read())
+        except OSError as e:
+            box.append("(stats: %s)" % e)
+    t = threading.Thread(target=rd, daemon=True)
+    t.start()
+    t.join(limit)
+    return box[0] if box else "(stats: no answer in %.0f s)" % limit
+
+
+def report_hang(reason, pids=None):
+    """For a hang guard that fires: every live gguffs' threads (kernel
+    stacks and gdb's backtraces: thread_stacks) and its mount's stats,
+    printed into the test's log, before the caller kills anything."""
+    procs = live_gguffs() if pids is None else [(p, m) for p, m in live_gguffs() if p in pids]
+    print("HANG GUARD: %s; %d gguffs process(es)" % (reason, len(procs)), flush=True)
+    for pid, mnt in procs:
+        print("---- gguffs pid %d, mount %s: stats\n%s" % (pid, mnt, _stats_text(mnt)), flush=True)
+        print("---- gguffs pid %d: threads\n%s" % (pid, thread_stacks(pid)), flush=True)
+
+
+def _watchdog(name, limit):
+    """Runs beside the test: past limit seconds, reports the hang
+    (report_hang), kills every gguffs of this build, unmounts lazily and
+    ends the test as failed. meson's own timeout would kill the test's
+    process group after half a second, leaving no stacks."""
+    time.sleep(limit)
+    report_hang("%s still running after %.0f s (its meson timeout is near)" % (name, limit))
+    for pid, mnt in live_gguffs():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        subprocess.run(["fusermount3", "-uz", mnt], capture_output=True, timeout=30)
+    print("FAIL: %s: the hang guard fired after %.0f s (stacks above)" % (name, limit), flush=True)
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def start_watchdog(name):
+    """The test's hang guard, from GGUFFS_TEST_TIMEOUT (its meson timeout,
+    set by tests/integration/meson.build) times
+    GGUFFS_TEST_TIMEOUT_MULTIPLIER (meson test -t, set by scripts/test),
+    less a margin, so that it fires before meson kills the test."""
+    t = os.environ.get("GGUFFS_TEST_TIMEOUT")
+    if not t:
+        return
+    total = float(t) * float(os.environ.get("GGUFFS_TEST_TIMEOUT_MULTIPLIER") or 1)
+    limit = total - max(20.0, 0.05 * total)
+    threading.Thread(target=_watchdog, args=(name, limit), daemon=True).start()
+
+
 # ---- the gguffs child process -------------------------------------------------
 
 def sanitizer_report(text):
@@ -463,6 +558,10 @@ class Gguffs:
         if not ok:
             rc = self.proc.poll()
             err = self.stderr().strip()
+            if rc is None:
+                # a mount that does not answer: its threads first (a hang)
+                report_hang("gguffs -f %s: not mounted after %.0f s" % (os.path.basename(model), MOUNT_WAIT),
+                            [self.proc.pid])
             self.close()
             if rc is None:
                 raise MountError("gguffs -f %s: not mounted after %.0f s; stderr: %s"
@@ -663,6 +762,22 @@ def check_refused(h, model, label, want_offset=None):
             pass
 
 
+def parsed_or_refused(h, model, label, read):
+    """read(model) (a Python reader's parse), or None for a file the
+    reader cannot parse: allowed only for the corpus's nonstandard/ files,
+    which gguffs must refuse too (checked); any other file that does not
+    parse fails the test instead of going unchecked."""
+    try:
+        return read(model)
+    except Exception as e:  # noqa: BLE001 - the reader's own error class
+        if os.path.basename(os.path.dirname(model)) == "nonstandard":
+            check_refused(h, model, label)
+        else:
+            h.fail("%s: the Python reader cannot parse it, so nothing would be checked: %s"
+                   % (label, e))
+        return None
+
+
 # ---- files, commands, values ------------------------------------------------
 
 def file_bytes(path):
@@ -757,6 +872,7 @@ def start(name):
 
 class Harness:
     def __init__(self, name):
+        start_watchdog(name)
         self.name = name
         self.passed = 0
         self.failed = 0
@@ -794,6 +910,9 @@ class Harness:
                 traceback.print_exc()
 
     def finish(self):
+        if self.passed == 0 and self.failed == 0:
+            # a test that checked nothing has not passed
+            self.fail("%s made no check at all" % self.name)
         print("%s: %d passed, %d failed (%.1fs)" % (self.name, self.passed, self.failed,
                                                     time.time() - self.t0))
         return 1 if self.failed else 0

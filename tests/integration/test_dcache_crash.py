@@ -45,6 +45,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
 
 def tool():
     t = os.environ.get("GGUFFS_DCACHE_CRASH")
@@ -68,7 +71,7 @@ def main():
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     exe = tool()
-    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    seed = harness.test_seed(a.seed)
     rng = random.Random(seed)
     print("seed %d, %d trials" % (seed, a.trials))
     top = tempfile.mkdtemp(prefix="gguffs-dcache-crash-", dir=a.dir)

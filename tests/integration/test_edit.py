@@ -4,6 +4,7 @@ import errno
 import os
 import shutil
 import subprocess
+import struct
 import sys
 import tempfile
 
@@ -128,7 +129,9 @@ def main():
                     "array: %r" % (loaded("array")[0]["tokenizer.ggml.tokens"],))
             harness.run("echo 1e-06 > llama.rope.freq_base", meta)
             t, v = loaded("f32")[0]["llama.rope.freq_base"]
-            h.check(t == "f32" and abs(v - 1e-6) < 1e-12, "f32: %r" % ((t, v),))
+            # the bits of the float nearest 1e-06, not a value near it
+            h.check(t == "f32" and struct.pack("<f", v) == struct.pack("<f", 1e-06),
+                    "f32: %r" % ((t, v),))
             arr = [str(i) for i in range(200000)]
             with open(os.path.join(meta, "tokenizer.ggml.tokens"), "w") as f:
                 f.write("\n".join(arr) + "\n")

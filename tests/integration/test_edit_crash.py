@@ -233,7 +233,7 @@ def main():
     h = harness.start("edit-crash")
     ggml = harness.require_oracle()
 
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    seed = harness.test_seed(args.seed)
     rng = random.Random(seed)
     print("seed %d, %d trials, %d MiB model" % (seed, args.trials, args.size_mb), flush=True)
 

@@ -390,9 +390,14 @@ def check_stream(h, path, tens):
             # the readahead is rounded to whole requests (one chunk each)
             want_ra = max(1, ((2 << 20) + CHUNK // 2) // CHUNK) * CHUNK >> 10
             ra = bdi_readahead_kib(mnt)
-            if os.geteuid() == 0 and ra is not None:
+            if os.geteuid() == 0:
                 h.check(ra == want_ra, "-o readahead=2M: the mount's read_ahead_kb is %r, want %d"
                         % (ra, want_ra))
+            elif harness.IN_CI:
+                h.fail("-o readahead=2M: not root, so the mount's read_ahead_kb cannot be checked "
+                       "(CI runs as root)")
+            else:
+                h.note("not root: the mount's read_ahead_kb not checked")
             buf = bytearray(4 << 20)
             mv = memoryview(buf)
             chunks = total = 0

@@ -166,10 +166,8 @@ def check_tensors(h, mnt, pr, label):
 def check_model(h, model, label, url=None, merged=None, options=()):
     """url: mount that instead (the same file over HTTP); merged: the
     file /hashes describes (a split model's model.gguf)."""
-    try:
-        pr = pyreader.read(merged or model)
-    except pyreader.GGUFError as e:
-        h.note("%s: not checked (pyreader: %s)" % (label, e))
+    pr = harness.parsed_or_refused(h, merged or model, label, pyreader.read)
+    if pr is None:
         return
     with h.case("%s: mount" % label), mount(url or model, options) as mnt:
         before = harness.read_stats(mnt)

@@ -9,6 +9,7 @@ cache: through the block cache of remote bytes, whose fills ask the disk
 cache first and store what they fetch; it makes no request for it.
 """
 import os
+import random
 import re
 import shutil
 import stat
@@ -34,7 +35,7 @@ def make_model(path):
     want = {}
     for i, n in enumerate((1 << 20, 1536 * 1024, 1 << 19)):   # floats
         name = "blk.%d.weight" % i
-        want[name] = os.urandom(4 * n)
+        want[name] = random.Random(harness.test_seed() + i).randbytes(4 * n)
         w.add_tensor(name, "f32", [n], data=want[name])
     w.write(path)
     return want

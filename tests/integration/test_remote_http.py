@@ -236,8 +236,8 @@ def ranges(t, ng, rng):
     h.check("etag:" in r.err, "the identity is not the ETag (nginx sends a strong one): %r" % r.err[-300:])
     # a read that crosses the end: pread's answer (what is there) is our reading
     r = run_get(url, SIZE - 100, 1000)
-    if r.rc != 0 or r.out != t.data[SIZE - 100:]:
-        h.note("a read across the end of the file gives %r, not the 100 bytes up to the end" % r)
+    h.check(r.rc == 0 and r.out == t.data[SIZE - 100:],
+            "a read across the end of the file gives %r, not the 100 bytes up to the end" % r)
     # a file smaller than the prefix
     r = run_get(ng.url("small.bin"), 1000, 5000)
     t.ok(r, 1000, 5000, "small file", t.small)
@@ -336,8 +336,9 @@ def status_faults(t, ng):
         h.check(px.n <= MAX_REQS_FAILING, "500 forever: %d requests" % px.n)
     with FaultProxy(ng.base, [Rule("status", code=502, times=1)]) as px:
         r = run_get(px.url("blob.bin"), 0, 100)
-        if r.rc != 0:
-            h.note("a 502 at open is not retried: %r" % r)
+        if h.check(r.rc == 0, "a 502 at open is not retried: %r" % r):
+            t.ok(r, 0, 100, "502 at open")
+            h.check(r.stats["retries"] >= 1, "502 at open: no retry counted: %r" % r.stats)
 
 
 def retry_after(t, ng):
@@ -393,9 +394,7 @@ def resets(t, ng):
     # at open too: the prefix request is cut short once
     with FaultProxy(ng.base, [Rule("short", at=1000, times=1)]) as px:
         r = run_get(px.url("blob.bin"), 0, 4096)
-        if r.rc != 0:
-            h.note("a short body at open is not retried: %r" % r)
-        else:
+        if h.check(r.rc == 0, "a short body at open is not retried: %r" % r):
             t.ok(r, 0, 4096, "short body at open")
 
 

@@ -3,6 +3,7 @@
 import email.utils
 import http.client
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -61,7 +62,7 @@ def main():
         harness.skip_or_fail(missing)
     h = Harness("remote-infra")
     tmp = tempfile.mkdtemp(prefix="gguffs-rinfra-")
-    data = os.urandom(SIZE)
+    data = random.Random(harness.test_seed()).randbytes(SIZE)
     with open(os.path.join(tmp, "blob.bin"), "wb") as f:
         f.write(data)
     try:

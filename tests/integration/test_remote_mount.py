@@ -289,7 +289,7 @@ def split(h, ng, ggml, shards, written):
             names = sorted(os.listdir(os.path.join(mnt, "tensors")))
             h.check(names == sorted(written), "split via shard 2: tensors %r" % names)
     except harness.MountError as e:
-        h.note("a split model is not mounted from shard 2's URL: %s" % e)
+        h.fail("a split model is not mounted from shard 2's URL: %s" % e)
 
 
 def read_only(h, ng, single):
@@ -478,8 +478,12 @@ def block_cache(h, ng, single):
             got = read_file(os.path.join(mnt, "tensors", fname, "raw"))
             h.check(got == data[off:off + nb], "block cache: %s/raw differs from the file" % fname)
             f32 = os.path.join(mnt, "tensors", fname, "f32")
-            if os.path.exists(f32):
-                h.check(read_file(f32) == read_file(os.path.join(local, "tensors", fname, "f32")),
+            local_f32 = os.path.join(local, "tensors", fname, "f32")
+            h.check(os.path.exists(f32) == os.path.exists(local_f32),
+                    "block cache: %s/f32 exists %s remotely, %s locally"
+                    % (fname, os.path.exists(f32), os.path.exists(local_f32)))
+            if os.path.exists(f32) and os.path.exists(local_f32):
+                h.check(read_file(f32) == read_file(local_f32),
                         "block cache: %s/f32 differs from the local mount's" % fname)
         st = read_stats(os.path.join(mnt, "stats"))
         h.check(st.get("remote_block_bytes") == 64 << 10 and st.get("remote_cache_capacity") == 4 << 20,

@@ -606,7 +606,7 @@ def main():
         harness.skip_or_fail(missing)
     harness.require_oracle()
     import ggml
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    seed = harness.test_seed(args.seed)
     print("seed %d" % seed, flush=True)
     tmp = tempfile.mkdtemp(prefix="gguffs-overlay-")
     try:

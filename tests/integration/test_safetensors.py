@@ -139,10 +139,8 @@ def boundary_reads(h, lab, path, whole, starts, rng, n=12):
 
 def check_model(h, model, label, rng, full=True, options=(), url=None):
     """url: mount that (the same file served over HTTP) instead."""
-    try:
-        pr = pyreader.read(model)
-    except pyreader.GGUFError as e:
-        h.note("%s: not checked (pyreader: %s)" % (label, e))
+    pr = harness.parsed_or_refused(h, model, label, pyreader.read)
+    if pr is None:
         return
     with h.case("%s: mount" % label), mount(url or model, options) as mnt:
         check_mounted(h, mnt, pr, label, rng, full)

@@ -565,7 +565,7 @@ def case_signal_trials(h, model):
         print("  (trial readers skip meta/ in this sanitizer build: the known snapshot leak, "
               "test_known_bugs.py)", flush=True)
     # GGUFFS_SIGNAL_SEED repeats a run (the seed is printed)
-    seed = int(os.environ.get("GGUFFS_SIGNAL_SEED") or random.randrange(1 << 30))
+    seed = harness.test_seed(env="GGUFFS_SIGNAL_SEED")
     rng = random.Random(seed)
     ctx = multiprocessing.get_context("fork")
     burners = [subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.DEVNULL)

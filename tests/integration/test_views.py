@@ -241,10 +241,8 @@ def check_info_json(h, mnt, pr, label):
 
 def check_model(h, model, label, rng, full=True, options=(), url=None):
     """url: mount that (the same file served over HTTP) instead."""
-    try:
-        pr = pyreader.read(model)
-    except pyreader.GGUFError as e:
-        h.note("%s: not checked (pyreader: %s)" % (label, e))
+    pr = harness.parsed_or_refused(h, model, label, pyreader.read)
+    if pr is None:
         return
     with h.case("%s: mount" % label):
         with mount(url or model, options) as mnt:

@@ -22,10 +22,9 @@ or tests/oracle/ggml.py:
                 \b \f and \u00XX escapes, other bytes as is; empty
                 array -> empty text
 
-texts_match(type, value, got) -> (ok, note) compares exactly, except that
-the places the contract leaves open (JSON spacing and escapes of nested
-arrays, the spelling of NaN payloads) are compared by meaning and reported
-in note.
+texts_match(type, value, got) -> (ok, note) compares the bytes exactly;
+when they differ but mean the same (JSON spacing or escapes of a nested
+array, another spelling of a NaN payload), ok is False and note says so.
 """
 import ctypes
 import json
@@ -223,11 +222,18 @@ def _json_equal(a, parsed):
 
 
 def texts_match(type_, value, got):
-    """(ok, note): ok if got is the contract's text for value; note says
-    when only the meaning matched (an open point of the contract)."""
+    """(ok, note): ok if got is exactly the contract's text for value (the
+    bytes); when it is not, note says whether it has the same meaning (a
+    spelling that reads back to the same value is still a failure: the
+    text is promised byte for byte)."""
     exp = expected_text(type_, value)
     if got == exp:
         return True, ""
+    same, why = _same_meaning(type_, value, got, exp)
+    return False, why if same else ""
+
+
+def _same_meaning(type_, value, got, exp):
     if type_ in ("f32", "f64"):
         bits = f32_bits(value) if type_ == "f32" else f64_bits(value)
         is32 = type_ == "f32"
