@@ -48,7 +48,8 @@
  *   - 200 to a range request, a wrong first or last byte, a malformed
  *     header, a body longer than announced: the server is broken; -EIO.
  *   - retried, up to max_retries times with a delay of 100 ms x 2^k
- *     (k = 0, 1, ...; at most timeout_s): 5xx, 408, 429, connection
+ *     (k = 0, 1, ...; at most timeout_s), as long as the read's timeout
+ *     leaves time for it (see "Timeouts"): 5xx, 408, 429, connection
  *     failures and resets, timeouts, bodies that end short, failed name
  *     resolution.  A Retry-After on 429/503 replaces the delay, capped to
  *     timeout_s.  When part of a checked body had arrived, the next
@@ -66,9 +67,29 @@
  * Timeouts: connecting (DNS, TCP, TLS) may take timeout_s seconds; a
  * transfer (waiting for the answer or receiving the body) is aborted when
  * it moves fewer than REMOTE_LOW_SPEED bytes per second for timeout_s
- * seconds.  So no request hangs longer than about timeout_s past its
- * progress, and no read longer than (max_retries + 1) such requests plus
- * the delays.
+ * seconds.  A read (remote_read) has, besides, a clock: it starts when the
+ * read is called and moves on each time a KiB (REMOTE_LOW_SPEED bytes) of
+ * its answer arrives; the read fails (-EIO, "timed out: nothing came for
+ * N s") once timeout_s passed on it, retries, redirects and waiting for a
+ * pooled handle included: a retry whose delay would end past it is not
+ * made (the read fails at once, after the failure it would retry).  So a
+ * read that receives nothing — a stalled server — waits timeout_s and then
+ * fails (libcurl looks about once a second: a few milliseconds more, at
+ * most a second), and one that keeps receiving goes on however long the
+ * answer takes.  A read waiting for a handle while every handle is busy
+ * starts its clock anew each time any read of the remote receives a KiB
+ * (a busy pool of working transfers is no stall).
+ * When a read's clock runs out while nothing came to any read of the
+ * remote either, the server is silent: the reads that waited through it
+ * fail at once (they would get nothing either), and a read that starts
+ * within a second of it waits at most until that second is over (a
+ * request held back meanwhile — by the kernel's queue of FUSE requests, or
+ * a queue of fetches — does not wait a whole timeout more), unless
+ * something comes from the server meanwhile.  Later reads wait their whole
+ * timeout again: a server that comes back is read from again.
+ * The open (remote_open) and streams are bounded per request only, as
+ * above, with their retries.  No read waits more than about timeout_s
+ * while nothing arrives from the server.
  *
  * The token (bearer_token) is sent as "Authorization: Bearer TOKEN" only
  * to URLs of the same origin as the original URL (scheme, host and port:
@@ -159,6 +180,13 @@ ssize_t remote_read_diag(struct remote *r, void *buf, size_t len, uint64_t off,
 /* The reason of the latest failed read or stream (of any thread), for
  * callers that only saw -EIO: false when none failed yet. */
 bool remote_last_error(struct remote *r, struct gguf_diag *out);
+
+/* The reason of the latest failed read (or stream) whose range overlaps
+ * [off, off + len), among the last few failures; else the latest one, as
+ * remote_last_error: for a caller whose read of those bytes failed, maybe
+ * because another thread's fetch of them did (a block cache).  false when
+ * none failed yet. */
+bool remote_error_at(struct remote *r, uint64_t off, uint64_t len, struct gguf_diag *out);
 
 /* True once a read found the remote changed since it was opened. */
 bool remote_changed(const struct remote *r);

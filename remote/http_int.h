@@ -32,6 +32,11 @@
 /* libcurl's receive buffer: the largest piece handed to the callbacks. */
 #define RECV_BUFFER (256L << 10)
 #define TOKEN_MAX 16384
+/* failures kept for remote_error_at */
+#define REMOTE_ERRORS_KEPT 16
+/* how long after the server was found silent reads starting then may
+ * wait for it at most */
+#define SILENT_HOLD_NS 1000000000ull
 
 struct slot {
     CURL *h;
@@ -57,10 +62,15 @@ struct remote {
     unsigned created;
     struct slot *free_list;     /* most recently released first */
 
-    pthread_mutex_t mu;         /* final_url, last_err */
+    pthread_mutex_t mu;         /* final_url, errs */
     char *final_url;
-    struct gguf_diag last_err;
-    bool has_err;
+    /* the latest failures (a ring, errs_n of them, the newest at
+     * (errs_next - 1)): what each was reading and why it failed */
+    struct rh_error {
+        uint64_t first, last;
+        struct gguf_diag d;
+    } errs[REMOTE_ERRORS_KEPT];
+    unsigned errs_n, errs_next;
 
     /* fixed at open */
     uint64_t size;
@@ -74,11 +84,21 @@ struct remote {
     size_t prefix_len;
 
     atomic_bool changed;
+    /* when a read last received a KiB, or ended well (CLOCK_MONOTONIC ns,
+     * 0: never): a read that waited for a handle meanwhile starts its
+     * clock there */
+    _Atomic uint64_t progress_ns;
+    /* when a read found the server silent: nothing came from it, to any
+     * request, for the whole of that read's timeout (0: never).  Unless
+     * something comes, the reads that waited meanwhile fail, and those that
+     * start within SILENT_HOLD_NS of it wait no longer than that (http.h,
+     * "Timeouts") */
+    _Atomic uint64_t silent_ns;
     _Atomic uint64_t n_requests, n_bytes, n_retries, n_redirects, n_reresolves, n_errors;
 };
 
 enum kind { K_OPEN, K_RANGE, K_STREAM };
-enum outcome { O_OK, O_REDIRECT, O_RETRY, O_EXPIRED, O_CHANGED, O_FATAL, O_NOMEM };
+enum outcome { O_OK, O_REDIRECT, O_RETRY, O_EXPIRED, O_CHANGED, O_FATAL, O_NOMEM, O_TIMEDOUT };
 enum sink { S_NONE, S_BUF, S_DRAIN, S_STREAM };
 
 /* One request and what its callbacks make of the answer. */
@@ -97,6 +117,15 @@ struct xfer {
     size_t drained;
     bool drain_cut;             /* an error body was cut at DRAIN_MAX */
     bool empty;                 /* open: 416 "bytes * /0", an empty file */
+    /* K_RANGE: the read's clock (http.h, "Timeouts"), CLOCK_MONOTONIC ns:
+     * its start, moved on each time a KiB of its answer arrives; the read
+     * gives up timeout_s after it.  0: no deadline (the open, streams). */
+    uint64_t since_ns;
+    /* K_RANGE started within SILENT_HOLD_NS of the server found silent: when
+     * it was (the read ends SILENT_HOLD_NS after it unless something comes
+     * from the server); 0: not */
+    uint64_t probe_of;
+    uint64_t mark;              /* body bytes of this request at that move */
     enum outcome why;           /* set when a callback ended the transfer */
     char msg[200];              /* what went wrong, for any outcome but O_OK */
 };
@@ -119,6 +148,23 @@ struct remote_stream {
 /* ---- http_xfer.c ---------------------------------------------------------------- */
 
 char *rh_dup_str(const char *s);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t rh_now_ns(void);
+/* The server was found silent now (see silent_ns): wakes the reads that
+ * wait for a handle, so that they fail. */
+void rh_set_silent(struct remote *r, uint64_t now);
+/* Whether a read whose clock was last at since_ns (its start, or its last
+ * KiB) waited through a silence of the server that is still on: true once
+ * the server was found silent after since_ns and nothing came since. */
+bool rh_silenced(struct remote *r, uint64_t since_ns);
+/* For a read starting now: the time the server was found silent if that
+ * was less than SILENT_HOLD_NS ago and nothing came since (the read then
+ * waits no later than SILENT_HOLD_NS after it), else 0. */
+uint64_t rh_silent_since(struct remote *r, uint64_t now);
+/* Whether a read started after the server was found silent at silent
+ * (rh_silent_since) has waited long enough: now is SILENT_HOLD_NS past
+ * it, and nothing came since. */
+bool rh_probe_over(struct remote *r, uint64_t silent, uint64_t now);
 /* printf into x->msg; returns false (for "return rh_fail(...)" in callbacks). */
 __attribute__((format(printf, 3, 4)))
 bool rh_fail(struct xfer *x, enum outcome o, const char *fmt, ...);
@@ -140,6 +186,15 @@ void rh_share_unlock(CURL *h, curl_lock_data data, void *arg);
 /* A free handle (waiting for one while all are busy unless try_only);
  * NULL when none can be made. */
 struct slot *rh_acquire(struct remote *r, bool try_only);
+/* The same for a read that started at start_ns: it waits no longer than
+ * timeout_s past the later of start_ns and the last KiB any read of r
+ * received (a busy pool of working transfers is no stall; a stalled one
+ * is), nor once the server is found silent while it waits, nor, for a read
+ * started within SILENT_HOLD_NS of a silence found at probe_of (non-zero),
+ * past the end of that.  NULL with *timed_out true when that came, false
+ * when no handle can be made. */
+struct slot *rh_acquire_by(struct remote *r, uint64_t start_ns, uint64_t probe_of,
+                           bool *timed_out);
 void rh_release(struct remote *r, struct slot *s);
 
 /* ---- http_read.c ----------------------------------------------------------------- */

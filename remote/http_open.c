@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void wipe_free(char *p, size_t n)
@@ -116,7 +117,12 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
     for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&r->share_mu[i], NULL);
     pthread_mutex_init(&r->pool_mu, NULL);
-    pthread_cond_init(&r->pool_cv, NULL);
+    /* reads wait for a handle until a deadline of CLOCK_MONOTONIC */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->pool_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&r->mu, NULL);
     r->connections = conns;
     r->timeout_s = tmo;

@@ -3,9 +3,12 @@
  * "Connections"): the share object's locks (DNS cache and TLS sessions are
  * shared by the handles) and the pool of easy handles, made on demand up to
  * `connections`, set up once (TLS verification, timeouts, callbacks), and
- * handed out most recently used first so that their connections are reused.
+ * handed out most recently used first so that their connections are reused;
+ * a read waits for one no longer than its timeout allows.
  */
 #include "http_int.h"
+
+#include <time.h>
 
 /* ---- the share object's locks ------------------------------------------------ */
 
@@ -62,34 +65,70 @@ static bool slot_setup(struct remote *r, struct slot *s)
     return ok;
 }
 
+/* A free slot, or a new one while fewer than `connections` exist: 1; 0 when
+ * all are busy; -1 when a handle cannot be made.  pool_mu held. */
+static int take_slot(struct remote *r, struct slot **out)
+{
+    if (r->free_list) {
+        *out = r->free_list;
+        r->free_list = (*out)->next_free;
+        return 1;
+    }
+    if (r->created < r->connections) {
+        struct slot *s = &r->slots[r->created];
+        if (!slot_setup(r, s))
+            return -1;
+        r->created++;
+        *out = s;
+        return 1;
+    }
+    return 0;
+}
+
 /* A free handle (waiting for one while all are busy unless try_only);
  * NULL when none can be made. */
 struct slot *rh_acquire(struct remote *r, bool try_only)
 {
+    struct slot *s = NULL;
     pthread_mutex_lock(&r->pool_mu);
-    for (;;) {
-        if (r->free_list) {
-            struct slot *s = r->free_list;
-            r->free_list = s->next_free;
-            pthread_mutex_unlock(&r->pool_mu);
-            return s;
-        }
-        if (r->created < r->connections) {
-            struct slot *s = &r->slots[r->created];
-            if (!slot_setup(r, s)) {
-                pthread_mutex_unlock(&r->pool_mu);
-                return NULL;
-            }
-            r->created++;
-            pthread_mutex_unlock(&r->pool_mu);
-            return s;
-        }
-        if (try_only) {
-            pthread_mutex_unlock(&r->pool_mu);
-            return NULL;
-        }
+    int got;
+    while ((got = take_slot(r, &s)) == 0 && !try_only)
         pthread_cond_wait(&r->pool_cv, &r->pool_mu);
+    pthread_mutex_unlock(&r->pool_mu);
+    return got == 1 ? s : NULL;
+}
+
+struct slot *rh_acquire_by(struct remote *r, uint64_t start_ns, uint64_t probe_of,
+                           bool *timed_out)
+{
+    struct slot *s = NULL;
+    const uint64_t tmo = (uint64_t)r->timeout_s * 1000000000u;
+    *timed_out = false;
+    pthread_mutex_lock(&r->pool_mu);
+    int got;
+    while ((got = take_slot(r, &s)) == 0) {
+        uint64_t base = atomic_load(&r->progress_ns);
+        if (base < start_ns)
+            base = start_ns;
+        uint64_t until = base + tmo, now = rh_now_ns();
+        if (probe_of && probe_of + SILENT_HOLD_NS < until)
+            until = probe_of + SILENT_HOLD_NS;
+        if (now >= base + tmo || rh_silenced(r, base) || rh_probe_over(r, probe_of, now)) {
+            /* nothing came for a whole timeout to the transfers that hold
+             * every handle: the server is silent */
+            if (now >= base + tmo) {
+                atomic_store(&r->silent_ns, now);
+                pthread_cond_broadcast(&r->pool_cv);
+            }
+            *timed_out = true;
+            break;
+        }
+        struct timespec t = { .tv_sec = (time_t)(until / 1000000000u),
+                              .tv_nsec = (long)(until % 1000000000u) };
+        pthread_cond_timedwait(&r->pool_cv, &r->pool_mu, &t);
     }
+    pthread_mutex_unlock(&r->pool_mu);
+    return got == 1 ? s : NULL;
 }
 
 void rh_release(struct remote *r, struct slot *s)

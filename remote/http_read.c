@@ -1,7 +1,7 @@
 /*
  * remote/http_read.c — reading a struct remote once it is open (see http.h,
  * "Reading" and "Streaming"): validated range reads (one rh_fetch each, the
- * reason of a failure kept for remote_last_error), the stream (one range)
+ * reasons of the latest failures kept for remote_error_at), the stream (one range)
  * the header parser reads from (a thread of its own running the transfer,
  * handing bytes straight into the reader's buffers), and the accessors.
  */
@@ -15,22 +15,40 @@
 
 /* ---- reads ------------------------------------------------------------------------------ */
 
-static void record_error(struct remote *r, const struct gguf_diag *d)
+/* Keeps a failure of bytes first..last (inclusive) and its reason. */
+static void record_error(struct remote *r, const struct gguf_diag *d, uint64_t first,
+                         uint64_t last)
 {
     pthread_mutex_lock(&r->mu);
-    r->last_err = *d;
-    r->has_err = true;
+    r->errs[r->errs_next] = (struct rh_error){ first, last, *d };
+    r->errs_next = (r->errs_next + 1) % REMOTE_ERRORS_KEPT;
+    if (r->errs_n < REMOTE_ERRORS_KEPT)
+        r->errs_n++;
     pthread_mutex_unlock(&r->mu);
+}
+
+bool remote_error_at(struct remote *r, uint64_t off, uint64_t len, struct gguf_diag *out)
+{
+    pthread_mutex_lock(&r->mu);
+    bool has = r->errs_n > 0;
+    const struct rh_error *pick = NULL;
+    /* newest first */
+    for (unsigned i = 1; i <= r->errs_n && !pick; i++) {
+        const struct rh_error *e =
+            &r->errs[(r->errs_next + REMOTE_ERRORS_KEPT - i) % REMOTE_ERRORS_KEPT];
+        if (len && e->first < off + len && e->last >= off)
+            pick = e;
+    }
+    if (has)
+        *out = (pick ? pick : &r->errs[(r->errs_next + REMOTE_ERRORS_KEPT - 1) %
+                                       REMOTE_ERRORS_KEPT])->d;
+    pthread_mutex_unlock(&r->mu);
+    return has;
 }
 
 bool remote_last_error(struct remote *r, struct gguf_diag *out)
 {
-    pthread_mutex_lock(&r->mu);
-    bool has = r->has_err;
-    if (has)
-        *out = r->last_err;
-    pthread_mutex_unlock(&r->mu);
-    return has;
+    return remote_error_at(r, 0, 0, out);
 }
 
 ssize_t remote_read_diag(struct remote *r, void *buf, size_t len, uint64_t off,
@@ -50,31 +68,52 @@ ssize_t remote_read_diag(struct remote *r, void *buf, size_t len, uint64_t off,
                       "(reading bytes %llu-%llu)", shown, (unsigned long long)off,
                       (unsigned long long)(off + len - 1));
         atomic_fetch_add(&r->n_errors, 1);
+        record_error(r, &d, off, off + len - 1);
         if (diag)
             *diag = d;
         return -EIO;
     }
-    struct slot *s = rh_acquire(r, false);
+    /* the read's clock (http.h, "Timeouts") starts now; waiting for a
+     * handle counts, unless the transfers that hold them make progress */
+    uint64_t start = rh_now_ns();
+    /* the server was found silent a moment ago: this read waits for it no
+     * longer than a moment after that (a request the kernel or a queue held
+     * back meanwhile does not wait a whole timeout more) */
+    uint64_t probe_of = rh_silent_since(r, start);
+    bool timed_out;
+    struct slot *s = rh_acquire_by(r, start, probe_of, &timed_out);
     if (!s) {
-        gguf_diag_set(&d, GGUF_E_NOMEM, UINT64_MAX, "%s: out of memory (libcurl handle)", shown);
-        record_error(r, &d);
+        if (timed_out)
+            gguf_diag_set(&d, GGUF_E_IO, UINT64_MAX, "%s: timed out: every connection busy and "
+                          "the server has sent nothing for %u s (timeout=%u) (reading bytes "
+                          "%llu-%llu)", shown, r->timeout_s, r->timeout_s, (unsigned long long)off,
+                          (unsigned long long)(off + len - 1));
+        else
+            gguf_diag_set(&d, GGUF_E_NOMEM, UINT64_MAX, "%s: out of memory (libcurl handle)",
+                          shown);
+        atomic_fetch_add(&r->n_errors, 1);
+        record_error(r, &d, off, off + len - 1);
         if (diag)
             *diag = d;
-        return -ENOMEM;
+        return timed_out ? -EIO : -ENOMEM;
     }
+    uint64_t since = atomic_load(&r->progress_ns);
     struct xfer x = { .r = r, .s = s, .kind = K_RANGE, .off = off,
-                      .last = off + len - 1, .buf = buf };
+                      .last = off + len - 1, .buf = buf,
+                      .since_ns = since > start ? since : start, .probe_of = probe_of };
     enum outcome o = rh_fetch(&x, NULL);
     rh_release(r, s);
-    if (o == O_OK)
+    if (o == O_OK) {
+        atomic_store(&r->progress_ns, rh_now_ns());     /* it answered */
         return (ssize_t)len;
+    }
     if (o == O_CHANGED)
         atomic_store(&r->changed, true);
     atomic_fetch_add(&r->n_errors, 1);
     gguf_diag_set(&d, o == O_NOMEM ? GGUF_E_NOMEM : GGUF_E_IO, UINT64_MAX,
                   "%s: %s (reading bytes %llu-%llu)", shown, x.msg,
                   (unsigned long long)off, (unsigned long long)(off + len - 1));
-    record_error(r, &d);
+    record_error(r, &d, off, off + len - 1);
     if (diag)
         *diag = d;
     return o == O_NOMEM ? -ENOMEM : -EIO;
@@ -132,7 +171,7 @@ static void *stream_main(void *arg)
         gguf_diag_set(&d, GGUF_E_IO, UINT64_MAX, "%s: %s (streaming from byte %llu)",
                       remote_url_redact_to(st->r->url, shown, sizeof shown), st->x.msg,
                       (unsigned long long)st->x.off);
-        record_error(st->r, &d);
+        record_error(st->r, &d, st->x.off, st->x.last);
     }
     pthread_mutex_lock(&st->mu);
     st->ended = true;

@@ -26,6 +26,38 @@ char *rh_dup_str(const char *s)
     return p ? memcpy(p, s, n) : NULL;
 }
 
+uint64_t rh_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void rh_set_silent(struct remote *r, uint64_t now)
+{
+    atomic_store(&r->silent_ns, now);
+    pthread_mutex_lock(&r->pool_mu);
+    pthread_cond_broadcast(&r->pool_cv);
+    pthread_mutex_unlock(&r->pool_mu);
+}
+
+bool rh_silenced(struct remote *r, uint64_t since_ns)
+{
+    uint64_t s = atomic_load(&r->silent_ns);
+    return s && s > since_ns && atomic_load(&r->progress_ns) < s;
+}
+
+uint64_t rh_silent_since(struct remote *r, uint64_t now)
+{
+    uint64_t s = atomic_load(&r->silent_ns);
+    return s && now - s < SILENT_HOLD_NS && atomic_load(&r->progress_ns) < s ? s : 0;
+}
+
+bool rh_probe_over(struct remote *r, uint64_t silent, uint64_t now)
+{
+    return silent && now >= silent + SILENT_HOLD_NS && atomic_load(&r->progress_ns) < silent;
+}
+
 static void sleep_ms(uint64_t ms)
 {
     struct timespec t;
@@ -239,14 +271,53 @@ size_t rh_on_body(char *p, size_t size, size_t n, void *arg)
     }
 }
 
+/* The read's deadline: timeout_s past its clock (http_int.h, since_ns). */
+static uint64_t deadline_ns(const struct xfer *x)
+{
+    return x->since_ns + (uint64_t)x->r->timeout_s * 1000000000u;
+}
+
+/* Called by libcurl while a transfer runs (often while bytes arrive, about
+ * once a second while none do): a stream told to stop ends; a read's clock
+ * moves on each KiB of its answer (REMOTE_LOW_SPEED bytes), and a read
+ * whose clock ran past its timeout ends (a trickle of a few bytes moves
+ * nothing) — if nothing came to any other read meanwhile either, the
+ * server is silent (rh_set_silent) — and so does a read that waited
+ * through a silence found by another. */
 int rh_on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     (void)dt;
-    (void)dn;
     (void)ut;
     (void)un;
     struct xfer *x = arg;
-    return x->st && atomic_load(&x->st->cancel) ? 1 : 0;
+    if (x->st && atomic_load(&x->st->cancel))
+        return 1;
+    if (!x->since_ns)
+        return 0;
+    uint64_t now = rh_now_ns();
+    if (dn >= 0 && (uint64_t)dn >= x->mark + REMOTE_LOW_SPEED) {
+        x->mark = (uint64_t)dn;
+        x->since_ns = now;
+        atomic_store(&x->r->progress_ns, now);
+        return 0;
+    }
+    /* libcurl calls about once a second while nothing comes, counted from
+     * the request's start, which is the clock's start or just after it: a
+     * call a few milliseconds short of the deadline is taken as on it,
+     * rather than a second late */
+    if (now + 20000000u >= deadline_ns(x)) {
+        if (atomic_load(&x->r->progress_ns) <= x->since_ns)
+            rh_set_silent(x->r, now);
+        rh_fail(x, O_TIMEDOUT, "timed out: nothing came for %u s (timeout=%u)",
+                x->r->timeout_s, x->r->timeout_s);
+        return 1;
+    }
+    if (rh_silenced(x->r, x->since_ns) || rh_probe_over(x->r, x->probe_of, now)) {
+        rh_fail(x, O_TIMEDOUT, "timed out: the server has sent nothing for %u s "
+                "(timeout=%u)", x->r->timeout_s, x->r->timeout_s);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- one request -------------------------------------------------------------- */
@@ -353,6 +424,7 @@ enum outcome rh_perform(struct xfer *x, const char *url)
     x->empty = false;
     x->why = O_OK;
     x->msg[0] = '\0';
+    x->mark = 0;
     remote_resp_init(&s->resp);
     s->err[0] = '\0';
 
@@ -391,7 +463,17 @@ enum outcome rh_perform(struct xfer *x, const char *url)
         curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, x->kind == K_STREAM ? 0L : 1L);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, x->kind == K_STREAM || x->since_ns ? 0L : 1L);
+        /* connecting may take timeout_s, and no longer than a read has left */
+        uint64_t conn_ms = (uint64_t)r->timeout_s * 1000;
+        if (x->since_ns) {
+            uint64_t now = rh_now_ns(), dl = deadline_ns(x);
+            uint64_t left = dl > now ? (dl - now) / 1000000 : 0;
+            conn_ms = left < conn_ms ? left : conn_ms;
+            if (conn_ms < 1)
+                conn_ms = 1;
+        }
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)conn_ms);
         atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
         CURLcode rc = curl_easy_perform(h);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
@@ -433,7 +515,7 @@ enum outcome rh_fetch(struct xfer *x, char **final)
             x->off += x->got;
             x->buf += x->got;
             x->got = 0;
-            if (x->off > x->last && o == O_RETRY)
+            if (x->off > x->last && (o == O_RETRY || o == O_TIMEDOUT))
                 o = O_OK;       /* every byte came; only the ending failed */
         }
         switch (o) {
@@ -491,6 +573,14 @@ enum outcome rh_fetch(struct xfer *x, char **final)
             if (!url)
                 return rh_fail(x, O_NOMEM, "out of memory"), O_NOMEM;
             continue;
+        case O_TIMEDOUT: {
+            /* the read's timeout ran out during a request */
+            size_t n = strlen(x->msg);
+            if (retries)
+                snprintf(x->msg + n, sizeof x->msg - n, " (after %u retries)", retries);
+            free(url);
+            return O_FATAL;
+        }
         case O_RETRY: {
             if (retries >= r->max_retries) {
                 size_t n = strlen(x->msg);
@@ -504,6 +594,18 @@ enum outcome rh_fetch(struct xfer *x, char **final)
                 ms = h->retry_after < cap_ms / 1000 ? h->retry_after * 1000 : cap_ms;
             if (ms > cap_ms)
                 ms = cap_ms;
+            /* a read does not wait past its timeout for a retry: what it
+             * would then get is an answer later than it may wait; nor
+             * retry while the server is found silent */
+            uint64_t woken = rh_now_ns() + ms * 1000000u;
+            if (x->since_ns && (woken >= deadline_ns(x) || rh_silenced(r, x->since_ns) ||
+                                rh_probe_over(r, x->probe_of, woken))) {
+                size_t n = strlen(x->msg);
+                snprintf(x->msg + n, sizeof x->msg - n, " (after %u retries; no time left "
+                         "for another within timeout=%u)", retries, r->timeout_s);
+                free(url);
+                return O_FATAL;
+            }
             retries++;
             atomic_fetch_add_explicit(&r->n_retries, 1, memory_order_relaxed);
             sleep_ms(ms);
