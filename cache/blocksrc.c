@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct rcache {
     pthread_mutex_t mu;             /* refs and next_id */
@@ -34,7 +35,8 @@ struct rcache {
     unsigned max_window;            /* readahead, blocks */
     unsigned refs;                  /* the creator's and one per wrapper */
     uint64_t next_id;
-    _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans;
+    uint64_t fail_hold_ns, fail_slow_ns;
+    _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans, failed_held;
 };
 
 struct stream {
@@ -55,9 +57,16 @@ struct blocksrc {
     uint64_t direct_below;
     uint64_t nblocks;
     struct blocksrc_disk disk;
-    pthread_mutex_t mu;             /* the streams */
+    pthread_mutex_t mu;             /* the streams and the failures */
     struct stream st[BLOCKSRC_STREAMS];
     uint64_t tick;
+    /* blocks whose fill failed lately (a ring; at_ns 0: a free entry) */
+    struct failed {
+        uint64_t block;
+        uint64_t at_ns;             /* CLOCK_MONOTONIC */
+    } failed[BLOCKSRC_FAILED];
+    unsigned failed_next;
+    _Atomic unsigned n_failed;      /* entries in use */
 };
 
 /* What a fill is for: the source whose block it fills (NULL: drop it);
@@ -76,6 +85,55 @@ static size_t block_len(const struct blocksrc *b, uint64_t k)
     return n < b->rc->block_bytes ? (size_t)n : b->rc->block_bytes;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Block k's fill from the wrapped source failed slowly (remembered), or
+ * one succeeded: the source answers again, and every failure is
+ * forgotten. */
+static void note_fill(struct blocksrc *b, uint64_t k, bool ok)
+{
+    if (!b->rc->fail_hold_ns || (ok && !atomic_load(&b->n_failed)))
+        return;
+    pthread_mutex_lock(&b->mu);
+    if (ok) {
+        memset(b->failed, 0, sizeof b->failed);
+        atomic_store(&b->n_failed, 0);
+    } else {
+        struct failed *f = NULL;
+        for (unsigned i = 0; i < BLOCKSRC_FAILED && !f; i++)
+            if (b->failed[i].at_ns && b->failed[i].block == k)
+                f = &b->failed[i];
+        if (!f) {
+            f = &b->failed[b->failed_next];
+            b->failed_next = (b->failed_next + 1) % BLOCKSRC_FAILED;
+            if (!f->at_ns)
+                atomic_fetch_add(&b->n_failed, 1);
+        }
+        *f = (struct failed){ k, now_ns() };
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Whether block k's fill failed slowly less than fail_hold_ns ago. */
+static bool failed_lately(struct blocksrc *b, uint64_t k)
+{
+    if (!b->rc->fail_hold_ns || !atomic_load(&b->n_failed))
+        return false;
+    uint64_t now = now_ns();
+    bool held = false;
+    pthread_mutex_lock(&b->mu);
+    for (unsigned i = 0; i < BLOCKSRC_FAILED && !held; i++)
+        held = b->failed[i].at_ns && b->failed[i].block == k &&
+               now - b->failed[i].at_ns < b->rc->fail_hold_ns;
+    pthread_mutex_unlock(&b->mu);
+    return held;
+}
+
 /* The cache's fill callback. */
 static int fill_block(void *ctx, void *call, uint64_t id, uint64_t k, void *dst, size_t len)
 {
@@ -91,11 +149,16 @@ static int fill_block(void *ctx, void *call, uint64_t id, uint64_t k, void *dst,
         atomic_fetch_add(&rc->disk_hits, 1);
         return 0;
     }
+    uint64_t t0 = rc->fail_hold_ns ? now_ns() : 0;
     int e = gguf_source_read_all(b->inner, dst, len, k * rc->block_bytes);
     if (e) {
         atomic_fetch_add(&rc->fill_errors, 1);
+        /* a slow failure is held (blocksrc.h, "Errors") */
+        if (e == EIO && rc->fail_hold_ns && now_ns() - t0 >= rc->fail_slow_ns)
+            note_fill(b, k, false);
         return e;
     }
+    note_fill(b, k, true);
     if (b->disk.write)
         b->disk.write(b->disk.ctx, k, dst, len);
     return 0;
@@ -148,6 +211,8 @@ struct rcache *rcache_new(const struct rcache_opts *o)
         return NULL;
     rc->block_bytes = o->block_bytes;
     rc->fetchers = o->fetchers;
+    rc->fail_hold_ns = (uint64_t)o->fail_hold_ms * 1000000u;
+    rc->fail_slow_ns = (uint64_t)o->fail_slow_ms * 1000000u;
     rc->cache = cache_new(o->block_bytes, o->capacity, fill_block, rc);
     if (!rc->cache) {
         free(rc);
@@ -202,6 +267,7 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
     out->misses = atomic_load(&rc->misses);
     out->prefetched = atomic_load(&rc->prefetched);
     out->fill_errors = atomic_load(&rc->fill_errors);
+    out->failed_held = atomic_load(&rc->failed_held);
     out->disk_hits = atomic_load(&rc->disk_hits);
     out->disk_spans = atomic_load(&rc->disk_spans);
     out->bytes_held = cs.bytes_held;
@@ -292,6 +358,13 @@ static void top_up(struct blocksrc *b, uint64_t *next, uint64_t last)
 static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
 {
     struct rcache *rc = b->rc;
+    /* its fetch failed slowly a moment ago: the same answer, without
+     * asking again (blocksrc.h, "Errors") */
+    if (failed_lately(b, k)) {
+        atomic_fetch_add(&rc->failed_held, 1);
+        *err = EIO;
+        return NULL;
+    }
     /* queued and no fetch thread has taken it yet: filled here rather
      * than behind the queue */
     prefetch_steal(rc->pf, b->id, k);

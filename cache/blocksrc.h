@@ -50,8 +50,16 @@
  *   - Memory: the cache's capacity bounds the blocks held (plus the ones
  *     pinned at a time: one per reading thread, and the in-flight fills).
  *   - Errors: a failed fill is not cached; the reads that needed the block
- *     fail with that error (EIO), the next read of it tries again.  A
- *     failed prefetch costs nothing but the request.  Cached blocks stay
+ *     fail with that error (EIO), and the next read of it tries again —
+ *     but for a slow failure: a fill that failed after fail_slow_ms or
+ *     more (a stalled server, retries that used up its timeout) is held
+ *     for fail_hold_ms, during which a read of that block fails at once
+ *     with EIO, without asking the source (the kernel asks again at once
+ *     for the pages of a readahead that failed, in a request of its own:
+ *     without the hold, one read() of a stalled server would wait for it
+ *     twice, or more), unless a fill of the source succeeded since (it
+ *     answers again).  A failed prefetch costs nothing but the request
+ *     (and holds the block's failure the same way).  Cached blocks stay
  *     valid whatever happens to the wrapped source later (they are bytes of
  *     its identity).
  *   - Threads: rcache_start starts the fetch threads (call it after a
@@ -77,6 +85,14 @@
 
 #define BLOCKSRC_STREAMS 8
 #define BLOCKSRC_MAX_FETCHERS 64
+/* Failed blocks remembered per source for fail_hold_ms (the latest ones). */
+#define BLOCKSRC_FAILED 16
+/* What a mount holds a slow failure for: long enough for the kernel's
+ * second request of the same pages, short beside any timeout; and what
+ * it takes as slow: a second, far more than a request that fails at once
+ * (a 404, a refused connection) and less than any timeout. */
+#define BLOCKSRC_FAIL_HOLD_MS 1000
+#define BLOCKSRC_FAIL_SLOW_MS 1000
 
 struct rcache;
 
@@ -84,6 +100,9 @@ struct rcache_opts {
     size_t block_bytes;      /* B (at least 4096) */
     uint64_t capacity;       /* bytes of blocks held (cache/cache.h) */
     unsigned fetchers;       /* fetch threads: the connections (1 to 64) */
+    unsigned fail_hold_ms;   /* a slow failure is held this long (see
+                                "Errors"); 0: every read tries again */
+    unsigned fail_slow_ms;   /* a failure is slow after this long (0: all) */
 };
 
 /* NULL when out of memory or for options out of range. */
@@ -104,6 +123,8 @@ struct rcache_stats {
     uint64_t prefetched;     /* blocks handed to the fetch threads (readahead
                                 and the other blocks of a multi-block read) */
     uint64_t fill_errors;    /* fetches that failed */
+    uint64_t failed_held;    /* reads of a block failed at once: its fetch
+                                failed slowly less than fail_hold_ms before */
     uint64_t disk_hits;      /* fills served by a disk cache (blocksrc_disk) */
     uint64_t disk_spans;     /* blocks of replies spliced from it
                                 (blocksrc_hold_disk) */

@@ -498,7 +498,9 @@ static bool open_model(struct ggfs *fs, const struct options *o)
         struct rcache_opts rco = { .block_bytes = (size_t)o->remote_block,
                                    .capacity = o->remote_cache,
                                    .fetchers = conns < BLOCKSRC_MAX_FETCHERS
-                                               ? conns : BLOCKSRC_MAX_FETCHERS };
+                                               ? conns : BLOCKSRC_MAX_FETCHERS,
+                                   .fail_hold_ms = BLOCKSRC_FAIL_HOLD_MS,
+                                   .fail_slow_ms = BLOCKSRC_FAIL_SLOW_MS };
         fs->rcache = rcache_new(&rco);
         if (!fs->rcache) {
             fprintf(stderr, "gguffs: out of memory\n");

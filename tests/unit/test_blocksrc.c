@@ -5,11 +5,13 @@
  * with a directly served prefix), a multi-block read filled in parallel,
  * sequential reads prefetching a window that ramps 1, 2, 4, ..., random
  * reads prefetching nothing, failed fills (EIO, not cached, retried by
- * the next read, never wrong bytes), the memory bound, a long stream
+ * the next read, never wrong bytes; with a hold, failed at once until the
+ * source answers again or the hold ends), the memory bound, a long stream
  * reusing what it read, the disk-cache
  * hook, closing a source with prefetches queued.
  *
- * Nothing sleeps or looks at a clock to decide anything.  The fake source
+ * Nothing sleeps or looks at a clock to decide anything (but the end of a
+ * failure's hold of 1 ms, slept past by 20 ms).  The fake source
  * can hold reads made by threads other than the test's at a gate that the
  * test opens; the test waits for the number of reads inside the source
  * (a condition variable).  One hang guard: a wait for reads that do not
@@ -437,6 +439,100 @@ static void test_errors(void **state)
     fake_free(&f);
 }
 
+/* A block whose fill failed slowly fails at once for fail_hold_ms (the
+ * kernel's second request for the pages of a failed readahead must not
+ * wait for the source again), until a fill of the source succeeds, or the
+ * hold ends; a quick failure is not held.  (fail_slow_ms 0: every failure
+ * is slow.) */
+static void test_failure_hold(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f, 32ull * BLK);
+    struct rcache_opts o = { .block_bytes = BLK, .capacity = 64 * (BLK + 1024), .fetchers = 4,
+                             .fail_hold_ms = 3600 * 1000 };
+    struct rcache *rc = rcache_new(&o);
+    assert_non_null(rc);
+    struct gguf_source *s = wrap(rc, &f, 0);
+    uint8_t *buf = malloc(BLK);
+    assert_non_null(buf);
+    /* the reader's own fill fails; the next read of that block fails at
+     * once, without a read of the source */
+    f.fail_lo = 3 * BLK;
+    f.fail_hi = 3 * BLK + 1;
+    f.fail_n = 1;
+    assert_int_equal(s->ops->read(s, buf, 100, 3 * BLK + 50), -EIO);
+    uint64_t n = fake_reads(&f);
+    assert_int_equal(s->ops->read(s, buf, 100, 3 * BLK + 4000), -EIO);
+    assert_int_equal(fake_reads(&f), n);
+    assert_int_equal(stats(rc).failed_held, 1);
+    /* another block is read from the source: it answers again, so the
+     * failed block is asked for again too */
+    assert_true(read_ok(s, &f, 9 * BLK, 100));
+    assert_int_equal(fake_reads(&f), n + 1);
+    assert_true(read_ok(s, &f, 3 * BLK + 50, 100));
+    assert_int_equal(fake_reads(&f), n + 2);
+    /* a prefetch that fails holds its block's failure the same way: a
+     * sequential reader's window reaches block 12 and on, which fail (the
+     * source is down from there) */
+    assert_true(rcache_start(rc));
+    f.fail_lo = 12 * BLK;
+    f.fail_hi = 32 * BLK;
+    f.fail_n = 1000;
+    for (uint64_t o2 = 10 * BLK; o2 < 12 * BLK; o2 += BLK / 2)
+        assert_true(read_ok(s, &f, o2, BLK / 2));
+    drain(rc);
+    assert_true(stats(rc).fill_errors >= 2);
+    rcache_stop(rc);                /* no more prefetches: reads are counted */
+    n = fake_reads(&f);
+    uint64_t held = stats(rc).failed_held;
+    assert_int_equal(s->ops->read(s, buf, 100, 12 * BLK), -EIO);
+    assert_int_equal(fake_reads(&f), n);
+    assert_int_equal(stats(rc).failed_held, held + 1);
+    f.fail_n = 0;
+    gguf_source_close(s);
+    rcache_put(rc);
+
+    /* the hold ends: after 1 ms, the block is asked for again (a sleep of
+     * 20 ms is at least that long: nothing races) */
+    o.fail_hold_ms = 1;
+    rc = rcache_new(&o);
+    assert_non_null(rc);
+    s = wrap(rc, &f, 0);
+    f.fail_lo = 5 * BLK;
+    f.fail_hi = 5 * BLK + 1;
+    f.fail_n = 1;
+    assert_int_equal(s->ops->read(s, buf, 100, 5 * BLK), -EIO);
+    nanosleep(&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
+    n = fake_reads(&f);
+    assert_true(read_ok(s, &f, 5 * BLK, 100));
+    assert_int_equal(fake_reads(&f), n + 1);
+    assert_int_equal(stats(rc).failed_held, 0);
+    gguf_source_close(s);
+    rcache_put(rc);
+
+    /* only slow failures are held: one that takes less than fail_slow_ms
+     * (the fake fails at once; a minute is far more) is asked for again by
+     * the next read */
+    o.fail_hold_ms = 3600 * 1000;
+    o.fail_slow_ms = 60 * 1000;
+    rc = rcache_new(&o);
+    assert_non_null(rc);
+    s = wrap(rc, &f, 0);
+    f.fail_lo = 7 * BLK;
+    f.fail_hi = 7 * BLK + 1;
+    f.fail_n = 1;
+    assert_int_equal(s->ops->read(s, buf, 100, 7 * BLK), -EIO);
+    n = fake_reads(&f);
+    assert_true(read_ok(s, &f, 7 * BLK, 100));
+    assert_int_equal(fake_reads(&f), n + 1);
+    assert_int_equal(stats(rc).failed_held, 0);
+    free(buf);
+    gguf_source_close(s);
+    rcache_put(rc);
+    fake_free(&f);
+}
+
 /* ---- memory ----------------------------------------------------------------------- */
 
 static void test_memory_bound(void **state)
@@ -725,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_sequential_ramps),
         cmocka_unit_test(test_random_no_prefetch),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_failure_hold),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_long_stream),
         cmocka_unit_test(test_disk_hook),
