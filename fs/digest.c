@@ -166,7 +166,8 @@ static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
             else if (gguf_source_read_all(sh->src, raw, n * sizeof(float),
                                           sh->gf->data_off + r->t->offset +
                                           c * fs->chunk_bytes) != 0) {
-                ggfs_source_failed(fs, sh->src);
+                ggfs_source_failed(fs, sh->src, sh->gf->data_off + r->t->offset +
+                                   c * fs->chunk_bytes, n * sizeof(float));
                 err = EIO;
             } else if (ggfs_under_check_shard(fs, st, r->shard)) {
                 err = EIO;
@@ -219,7 +220,7 @@ static int hash_tensor(struct ggfs *fs, const struct state *st, uint64_t idx, ui
     while (left) {
         size_t n = left < DIGEST_PIECE ? (size_t)left : DIGEST_PIECE;
         if (gguf_source_read_all(sh->src, buf, n, pos) != 0) {
-            ggfs_source_failed(fs, sh->src);
+            ggfs_source_failed(fs, sh->src, pos, n);
             return EIO;
         }
         /* the file changed underneath (underneath.c): checked after the

@@ -167,7 +167,7 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
     uint64_t pos = sh->gf->data_off + r->t->offset + first_block * ti->blck_bytes;
     /* a read error, or the file shrank underneath */
     if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0) {
-        ggfs_source_failed(fs, sh->src);
+        ggfs_source_failed(fs, sh->src, pos, bytes);
         return EIO;
     }
     /* the file changed underneath (underneath.c): checked after the read,

@@ -33,11 +33,11 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
     fuse_reply_buf(req, data + off, n);
 }
 
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src)
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
 {
     struct remote *r = ggfs_remote(src);
     struct gguf_diag d;
-    if (!r || !remote_last_error(r, &d))
+    if (!r || !remote_error_at(r, pos, len, &d))
         return;
     /* A remote that changed fails every read not yet cached: say so once.
      * Other failures (after the retries) are rare enough to log each. */
@@ -119,7 +119,7 @@ static void reply_source(fuse_req_t req, const struct state *st, unsigned shard,
     int n = size ? blocksrc_pin(src, pos, size, iov, pins, REPLY_PINS) : -EINVAL;
     if (n > 0 || n == -EIO || n == -ENOMEM) {
         if (n == -EIO)
-            ggfs_source_failed(req_fs(req), src);
+            ggfs_source_failed(req_fs(req), src, pos, size);
         if (n < 0) {
             fuse_reply_err(req, -n);
             return;
@@ -131,7 +131,7 @@ static void reply_source(fuse_req_t req, const struct state *st, unsigned shard,
     char *buf = malloc(size ? size : 1);
     int e = buf ? gguf_source_read_all(src, buf, size, pos) : ENOMEM;
     if (e == EIO)
-        ggfs_source_failed(req_fs(req), src);
+        ggfs_source_failed(req_fs(req), src, pos, size);
     if (e)
         fuse_reply_err(req, e);
     else
@@ -319,6 +319,8 @@ static void piece_source(struct pieces *p, const struct state *st, unsigned shar
         return;
     }
     if (h->n == -EIO || h->n == -ENOMEM) {
+        if (h->n == -EIO)
+            ggfs_source_failed(st->fs, src, pos, size);
         p->err = -h->n;
         return;
     }
@@ -330,6 +332,8 @@ static void piece_source(struct pieces *p, const struct state *st, unsigned shar
     p->owned[p->n_owned++] = buf;
     fb->mem = buf;
     int e = gguf_source_read_all(src, buf, size, pos);
+    if (e == EIO)
+        ggfs_source_failed(st->fs, src, pos, size);
     if (e)
         p->err = e;
 }
@@ -546,7 +550,7 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
                 gguf_source_read_all(sh->src, dst, (size_t)n,
                                      sh->gf->data_off + r->t->offset + in);
             if (e == EIO)
-                ggfs_source_failed(st->fs, sh->src);
+                ggfs_source_failed(st->fs, sh->src, sh->gf->data_off + r->t->offset + in, n);
         }
         if (e)
             return e;

@@ -22,9 +22,15 @@
 
 #include "fs.h"
 
-/* A read of src failed with EIO: logs the reason if src is remote (a
- * remote that changed is logged once per mount). */
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src);
+/* A read of len bytes at pos of src failed with EIO: if src is remote,
+ * logs one line (rate-limited, fs/log.h) with the reason: the redacted
+ * URL, the range that failed (the latest failure among those of these
+ * bytes, as remote_error_at finds it) and its cause.  A remote that
+ * changed is logged once per mount.  Called wherever a read of a remote
+ * source fails with EIO — a reply's (raw, model.gguf, model.safetensors,
+ * the npy views), a digest's, an f32 chunk's fill (one line for all the
+ * readers waiting on it) — so that no EIO reaches a reader unsaid. */
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len);
 void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
 struct f32_stream;
 /* s: the open file's stream (NULL: none, no prefetching) */
