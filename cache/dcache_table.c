@@ -286,6 +286,7 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     k->crc = crc;
     k->state = B_PENDING;
     dc->readable++;
+    dc->st.written++;
     /* the flusher starts with the first write (not at open: a process that
      * daemonizes after opening keeps no thread across its fork) */
     if (!dc->flusher_on && !dc->sync_each && !dc->stop) {

@@ -199,7 +199,9 @@ void dcache_set_batch(struct dcache *dc, unsigned batch_blocks);
 
 struct dcache_stats {
     uint64_t hits, misses;   /* dcache_read: true, false */
-    uint64_t stored;         /* blocks made durable and marked */
+    uint64_t written;        /* blocks written by this process: stored, or
+                                waiting for the flusher to make them so */
+    uint64_t stored;         /* of those, blocks made durable and marked */
     uint64_t evicted;        /* blocks removed to make room */
     uint64_t rejected;       /* blocks whose bytes did not check: dropped */
     uint64_t checked_ahead;  /* checks made by dcache_check_ahead's thread */

@@ -232,7 +232,8 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
             dcache_get_stats(fs->dcache[i], &ds);
             sum.hits += ds.hits;
             sum.misses += ds.misses;
-            sum.stored += ds.stored;
+            sum.written += ds.written;
+            sum.blocks += ds.blocks;
             sum.rejected += ds.rejected;
             sum.evicted += ds.evicted;
             sum.bytes_used += ds.bytes_used;
@@ -245,11 +246,11 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                           "disk_cache_hits %llu\ndisk_cache_misses %llu\n"
                           "disk_cache_stored %llu\ndisk_cache_rejected %llu\n"
                           "disk_cache_evicted %llu\ndisk_cache_bytes %llu\n"
-                          "disk_cache_spliced %llu\n",
+                          "disk_cache_blocks %llu\ndisk_cache_spliced %llu\n",
                           (unsigned long long)sum.hits, (unsigned long long)sum.misses,
-                          (unsigned long long)sum.stored, (unsigned long long)sum.rejected,
+                          (unsigned long long)sum.written, (unsigned long long)sum.rejected,
                           (unsigned long long)sum.evicted, (unsigned long long)sum.bytes_used,
-                          (unsigned long long)rs.disk_spans);
+                          (unsigned long long)sum.blocks, (unsigned long long)rs.disk_spans);
     }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -152,11 +152,20 @@ def run(tmp, ng, name, local, want):
             if len(files) == 2:
                 h.check(os.path.getsize(os.path.join(cdir, files[0])) == size, "the data file's size")
             s0 = read_stats(g.mnt)
-            for k in ("disk_cache_hits", "disk_cache_misses", "disk_cache_stored", "disk_cache_rejected"):
+            for k in ("disk_cache_hits", "disk_cache_misses", "disk_cache_stored", "disk_cache_rejected",
+                      "disk_cache_blocks"):
                 h.check(k in s0, "stats lacks %s: %r" % (k, sorted(s0)))
             got = read_all_raw(g.mnt)
             h.check(got == want, "first mount: raw bytes: %s" % diff(got, want))
             first = read_stats(g.mnt)
+            # every block fetched was stored, and counted as it was written
+            # (not only once the flusher made it durable, up to a second
+            # later): read right after the reads
+            h.check(first.get("disk_cache_stored", 0) > 0 and
+                    first["disk_cache_stored"] == first["disk_cache_misses"] and
+                    first.get("disk_cache_blocks") == first["disk_cache_stored"],
+                    "first mount: disk_cache_stored/blocks do not count the blocks stored: %r"
+                    % {k: v for k, v in first.items() if k.startswith("disk_cache")})
             # a second gguffs on the same model and directory: without the
             # disk cache, said once, and it works
             g2 = Gguffs(url, opts)
@@ -199,6 +208,14 @@ def run(tmp, ng, name, local, want):
         h.check(connected(first), "the first mount never asked the disk cache: %r" % first)
         h.check(s["disk_cache_hits"] > 0 and s["disk_cache_rejected"] == 0,
                 "second mount: disk cache hits %r" % s)
+        # what the first mount stored is there, and reused; this mount
+        # stored nothing
+        h.check(s.get("disk_cache_blocks") == first.get("disk_cache_stored") and
+                s.get("disk_cache_stored") == 0,
+                "second mount: disk_cache_blocks %r (want %r, stored by the first), "
+                "disk_cache_stored %r (want 0)" % (s.get("disk_cache_blocks"),
+                                                   first.get("disk_cache_stored"),
+                                                   s.get("disk_cache_stored")))
         h.check(not reqs and s["remote_requests"] == s0["remote_requests"],
                 "second mount: what the first read cost %d requests: %r"
                 % (len(reqs), [r["uri"] for r in reqs][:5]))
