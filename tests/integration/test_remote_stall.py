@@ -50,11 +50,12 @@ asserted.
 import json
 import os
 import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import shutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -124,7 +125,7 @@ print(json.dumps(rep), flush=True)
 
 def make_model(path):
     """Tensors past the 2 MiB a mount fetches first: {name: (file offset,
-    raw bytes)}, and the file's bytes."""
+    raw bytes)}."""
     w = GGUFWriter()
     w.add("general.architecture", "string", "llama")
     w.add("general.name", "string", "stall")
@@ -149,7 +150,7 @@ def make_model(path):
     hdr, _ = w.layout()
     w.write(path)
     offs = {t["name"].decode(): len(hdr) + t["offset"] for t in w.tensors}
-    return {n: (offs[n], d) for n, d in tensors.items()}, open(path, "rb").read()
+    return {n: (offs[n], d) for n, d in tensors.items()}
 
 
 class Child:
@@ -162,7 +163,6 @@ class Child:
     def line(self, timeout):
         """The child's next stdout line, or None past timeout (a liveness
         bound)."""
-        import select
         r, _, _ = select.select([self.p.stdout], [], [], timeout)
         return self.p.stdout.readline().decode().strip() if r else None
 
@@ -300,7 +300,7 @@ def after_stall(h, g, label, spare, rel, start, want):
             % (label, rel, len(got), len(want)))
 
 
-def dead_server(h, ng, name, tensors, whole, tmp, label, rel, start, length, span):
+def dead_server(h, ng, name, tmp, label, rel, start, length, span):
     """A sequential read whose third request the proxy holds; the proxy is
     stopped meanwhile: EIO, and a log line for it."""
     logf = os.path.join(tmp, "dead-%s.log" % label.replace(" ", "_").replace(".", "_"))
@@ -345,7 +345,7 @@ def main():
         root = os.path.join(tmp, "root")
         os.mkdir(root)
         name = "stall.gguf"
-        tensors, whole = make_model(os.path.join(root, name))
+        tensors = make_model(os.path.join(root, name))
         with Nginx(root) as ng:
             url = ng.url(name) + "?" + SECRET
             shown = ng.url(name)
@@ -389,12 +389,12 @@ def main():
                         after_stall(h, g, "default timeout", next(spares), "tensors/dflt/raw", 0, raw)
             off, raw = tensors["dead"]
             with h.case("server dies: raw"):
-                dead_server(h, ng, name, tensors, whole, tmp, "server dies: raw", "tensors/dead/raw",
-                            0, len(raw), (off, off + len(raw)))
+                dead_server(h, ng, name, tmp, "server dies: raw", "tensors/dead/raw", 0, len(raw),
+                            (off, off + len(raw)))
             off, raw = tensors["deadmg"]
             with h.case("server dies: model.gguf"):
-                dead_server(h, ng, name, tensors, whole, tmp, "server dies: model.gguf", "model.gguf",
-                            off, len(raw), (off, off + len(raw)))
+                dead_server(h, ng, name, tmp, "server dies: model.gguf", "model.gguf", off, len(raw),
+                            (off, off + len(raw)))
         return h.finish()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
