@@ -73,6 +73,8 @@
  * (cache/cache.h); the rcache's own lock (its references) is taken alone.
  * The disk hooks has and check_ahead are called with the stream lock held
  * (they must not call back into blocksrc); fills run without any lock.
+ * The stream lock also guards a source's failures held (see "Errors"):
+ * fills and reads take it alone for them, briefly.
  */
 #ifndef FS_BLOCKSRC_H
 #define FS_BLOCKSRC_H
