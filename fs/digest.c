@@ -23,18 +23,15 @@
  * blocks), DIGEST_PIECE bytes at a time; /hashes hashes every tensor once,
  * its own digests and the model's together, and keeps the tensors'.
  *
- * The digests' sizes are known without them (hex digits of a fixed
- * length; /hashes: lines of fixed length around the names), so only a
- * read computes them, and a stat (ls -l) reads nothing; a stats file's
- * size is its text's, computed on the first stat.
+ * Every size is known without computing anything (hex digits of a fixed
+ * length; /hashes: lines of fixed length around the names; a stats file:
+ * a fixed-width layout, gguf/fstats.h), so only a read computes, and a
+ * walk of the tree (ls -lR, du, find) reads no tensor data.
  *
  * Everything here runs with a reference to a state, not the state lock,
  * as reads do (fs.h): a computation may take a while (/hashes reads the
  * whole model, perhaps from a slow server), and an edit waiting for the
  * lock, which prefers writers, would hold every handler back meanwhile.
- * Reads hold a reference already; lookup and getattr, which hold the lock,
- * call ggfs_digest_prepare before they take it, so that a stats file they
- * need is computed first.
  */
 #include "fs.h"
 #include "digest.h"
@@ -193,6 +190,8 @@ static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
         return err;
     char buf[GGUF_FSTATS_TEXT_MAX];
     size_t len = gguf_fstats_render(&acc, buf);
+    if (len != GGUF_FSTATS_TEXT_LEN)
+        return EIO;             /* the size stat gave: cannot differ */
     struct gguf_buf b = { 0 };
     gguf_buf_put(&b, buf, len);
     return (*out = text_of(&b)) ? 0 : ENOMEM;
@@ -459,33 +458,4 @@ const struct text *ggfs_hashes(struct state *st, int *err)
         t = publish_text(&dg->hashes, t);
     pthread_mutex_unlock(&dg->hashes_mu);
     return *err ? NULL : t;
-}
-
-int ggfs_digest_prepare(struct ggfs *fs, fuse_ino_t ino)
-{
-    if (ino < TENSOR_BASE || (ino - TENSOR_BASE) % TENSOR_STRIDE != TF_STATS)
-        return 0;
-    struct digests *dg = fs->digests;
-    pthread_rwlock_rdlock(&fs->lock);
-    struct node n = ggfs_classify(fs->st, ino);
-    if (n.kind != K_TENSOR || known(dg, n.idx, n.tf)) {
-        pthread_rwlock_unlock(&fs->lock);
-        return 0;                /* known, or no such file: the handler says */
-    }
-    struct state *st = ggfs_state_ref(fs->st);
-    pthread_rwlock_unlock(&fs->lock);
-    struct text *t = NULL;
-    int e = stats_compute(fs, st, n.idx, &t);
-    if (!e)
-        publish_text(&dg->stats[n.idx], t);
-    ggfs_state_put(st);
-    return e;
-}
-
-int ggfs_digest_prepare_name(struct ggfs *fs, fuse_ino_t parent, const char *name)
-{
-    if (parent < TENSOR_BASE || (parent - TENSOR_BASE) % TENSOR_STRIDE != TF_DIR ||
-        strcmp(name, ggfs_tensor_files[TF_STATS]) != 0)
-        return 0;
-    return ggfs_digest_prepare(fs, parent + TF_STATS);
 }

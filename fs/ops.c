@@ -226,16 +226,13 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     e.entry_timeout = fs->timeout;
     fuse_reply_entry(req, &e);
 }
-/* A stats file (digest.c) is computed before the state lock is taken: its
- * size is in the reply.  (The digests' sizes are known without them; a
- * read computes them, holding a reference to its state and no lock.) */
+/* Every size is known from the header (a stats file's and the digests' are
+ * fixed): a lookup computes nothing; a read computes them, holding a
+ * reference to its state and no lock. */
 static void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct ggfs *fs = req_fs(req);
     set_readahead(fs);
-    int e = ggfs_digest_prepare_name(fs, parent, name);
-    if (e)
-        return (void)fuse_reply_err(req, e);
     pthread_rwlock_rdlock(&fs->lock);
     do_lookup(req, fs, fs->st, parent, name);
     pthread_rwlock_unlock(&fs->lock);
@@ -267,9 +264,6 @@ static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_inf
 {
     struct ggfs *fs = req_fs(req);
     set_readahead(fs);
-    int e = ggfs_digest_prepare(fs, ino);       /* see lookup */
-    if (e)
-        return (void)fuse_reply_err(req, e);
     pthread_rwlock_rdlock(&fs->lock);
     do_getattr(req, fs, fs->st, ino, fi);
     pthread_rwlock_unlock(&fs->lock);

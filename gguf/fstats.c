@@ -143,21 +143,31 @@ void gguf_fstats_add(struct gguf_fstats *s, const float *v, size_t n)
 
 size_t gguf_fstats_render(const struct gguf_fstats *s, char *buf)
 {
-    char mn[GGUF_FMT_MAX] = "nan", mx[GGUF_FMT_MAX] = "nan", am[GGUF_FMT_MAX] = "nan";
-    char mean[40] = "nan", sd[40] = "nan";
+    char v[9][GGUF_FSTATS_VALUE_WIDTH + 8];
+    snprintf(v[0], sizeof v[0], "%llu", (unsigned long long)s->count);
+    snprintf(v[1], sizeof v[1], "%llu", (unsigned long long)s->nan);
+    snprintf(v[2], sizeof v[2], "%llu", (unsigned long long)s->inf);
+    snprintf(v[3], sizeof v[3], "%llu", (unsigned long long)s->zeros);
+    for (int i = 4; i < 9; i++)
+        strcpy(v[i], "nan");
     if (s->finite) {
-        gguf_fmt_f32(s->min, mn, sizeof mn);
-        gguf_fmt_f32(s->max, mx, sizeof mx);
-        gguf_fmt_f32(s->absmax, am, sizeof am);
-        snprintf(mean, sizeof mean, "%.17g", s->sum / (double)s->finite);
-        snprintf(sd, sizeof sd, "%.17g", sqrt(s->m2 / (double)s->finite));
+        gguf_fmt_f32(s->min, v[4], sizeof v[4]);
+        gguf_fmt_f32(s->max, v[5], sizeof v[5]);
+        gguf_fmt_f32(s->absmax, v[6], sizeof v[6]);
+        snprintf(v[7], sizeof v[7], "%.17g", s->sum / (double)s->finite);
+        snprintf(v[8], sizeof v[8], "%.17g", sqrt(s->m2 / (double)s->finite));
     }
-    int len = snprintf(buf, GGUF_FSTATS_TEXT_MAX,
-                       "count %llu\nnan %llu\ninf %llu\nzeros %llu\n"
-                       "min %s\nmax %s\nabsmax %s\nmean %s\nstd %s\n",
-                       (unsigned long long)s->count, (unsigned long long)s->nan,
-                       (unsigned long long)s->inf, (unsigned long long)s->zeros,
-                       mn, mx, am, mean, sd);
-    return len < 0 ? 0 : (size_t)len < GGUF_FSTATS_TEXT_MAX ? (size_t)len
-                                                           : GGUF_FSTATS_TEXT_MAX - 1;
+    static const char *const name[9] = { "count", "nan", "inf", "zeros", "min", "max",
+                                         "absmax", "mean", "std" };
+    size_t len = 0;
+    for (int i = 0; i < 9; i++) {
+        /* every value fits its column (a u64 has 20 digits, "%.17g" of a
+         * double at most 24 characters): each line has the same length */
+        int n = snprintf(buf + len, GGUF_FSTATS_TEXT_MAX - len, "%-*s %*s\n",
+                         GGUF_FSTATS_NAME_WIDTH, name[i], GGUF_FSTATS_VALUE_WIDTH, v[i]);
+        if (n != GGUF_FSTATS_LINE)
+            return 0;
+        len += (size_t)n;
+    }
+    return len;
 }

@@ -19,7 +19,10 @@
  * The text (gguf_fstats_render): one "name value" line each, in the order
  * count nan inf zeros min max absmax mean std; min, max and absmax in the
  * shortest form that reads back to the same float (gguf/numfmt.h), mean
- * and std with "%.17g".
+ * and std with "%.17g".  Fixed width: the name left-aligned in 6 columns,
+ * a space, the value right-aligned in 24 (wide enough for any u64 and any
+ * "%.17g" double), so every stats file is GGUF_FSTATS_TEXT_LEN bytes and
+ * its size is known before anything is computed.
  *
  * No FUSE, no allocation, no printing.
  */
@@ -36,15 +39,23 @@ struct gguf_fstats {
     double mean, m2;            /* running mean, sum of squared deviations */
 };
 
+/* The layout: every line is a name in NAME_WIDTH columns, a space, the
+ * value right-aligned in VALUE_WIDTH columns, "\n"; nine lines. */
+#define GGUF_FSTATS_NAME_WIDTH 6
+#define GGUF_FSTATS_VALUE_WIDTH 24
+#define GGUF_FSTATS_LINE (GGUF_FSTATS_NAME_WIDTH + 1 + GGUF_FSTATS_VALUE_WIDTH + 1)
+/* The text's length: the same for every tensor. */
+#define GGUF_FSTATS_TEXT_LEN (9 * GGUF_FSTATS_LINE)
 /* Room for the text, NUL included. */
-#define GGUF_FSTATS_TEXT_MAX 512
+#define GGUF_FSTATS_TEXT_MAX (GGUF_FSTATS_TEXT_LEN + 1)
 
 void gguf_fstats_init(struct gguf_fstats *s);
 /* Adds n values. */
 void gguf_fstats_add(struct gguf_fstats *s, const float *v, size_t n);
 /* Adds what b counted to a (as if b's values had been added to a). */
 void gguf_fstats_merge(struct gguf_fstats *a, const struct gguf_fstats *b);
-/* The text into buf (GGUF_FSTATS_TEXT_MAX bytes); its length. */
+/* The text into buf (GGUF_FSTATS_TEXT_MAX bytes); its length,
+ * GGUF_FSTATS_TEXT_LEN. */
 size_t gguf_fstats_render(const struct gguf_fstats *s, char *buf);
 
 #endif

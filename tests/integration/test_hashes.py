@@ -54,10 +54,20 @@ FIELDS = ["count", "nan", "inf", "zeros", "min", "max", "absmax", "mean", "std"]
 RTOL = 1e-9
 
 
+# the fixed-width layout (gguf/fstats.h): the name in 6 columns, a space,
+# the value right-aligned in 24, so every stats file has the same size
+LINE = 6 + 1 + 24 + 1
+STATS_SIZE = 9 * LINE
+
+
 def parse_stats(text):
     lines = text.decode().split("\n")
     assert lines[-1] == "", "stats does not end in a newline: %r" % text
-    pairs = [ln.split(" ") for ln in lines[:-1]]
+    assert len(text) == STATS_SIZE and all(len(ln) + 1 == LINE for ln in lines[:-1]), \
+        "stats is not in its fixed-width layout: %r" % text
+    assert all(ln[:6].rstrip() == f and ln[6] == " " and ln[7:].strip() and ln[7:].strip() == ln[7:].lstrip()
+               and ln[-1] != " " for ln, f in zip(lines[:-1], FIELDS)), "stats lines %r" % lines
+    pairs = [ln.split() for ln in lines[:-1]]
     assert [p[0] for p in pairs] == FIELDS and all(len(p) == 2 for p in pairs), \
         "stats lines %r" % lines
     return {k: v for k, v in pairs}
@@ -140,9 +150,9 @@ def check_tensors(h, mnt, pr, label):
                         "not", "exists" if os.path.exists(sp) else "ENOENT"))
             if has_f32:
                 n_stats += 1
-                st = os.stat(sp)           # a stat first: the size is exact
+                st = os.stat(sp)           # a stat first: the size is exact, and fixed
                 text = read_all(sp)
-                h.check(st.st_size == len(text), "%s/stats: st_size %d, %d bytes"
+                h.check(st.st_size == len(text) == STATS_SIZE, "%s/stats: st_size %d, %d bytes"
                         % (lab, st.st_size, len(text)))
                 check_stats(h, lab, parse_stats(text), read_all(os.path.join(d, b"f32")))
             else:

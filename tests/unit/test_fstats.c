@@ -35,12 +35,35 @@ static void field(const char *t, const char *name, char *out, size_t cap)
     fail_msg("no %s in %s", name, t);
 }
 
+/* Renders s, checks the fixed-width layout (nine lines of the same
+ * length: the name left-aligned, the value right-aligned, so the size is
+ * known before anything is computed), then rewrites buf as "name value"
+ * lines for the comparisons below. */
 static void render(const struct gguf_fstats *s, char *buf)
 {
+    static const char *const names[9] = { "count", "nan", "inf", "zeros", "min", "max",
+                                          "absmax", "mean", "std" };
     size_t len = gguf_fstats_render(s, buf);
-    assert_true(len > 0 && len < GGUF_FSTATS_TEXT_MAX);
+    assert_int_equal(len, GGUF_FSTATS_TEXT_LEN);
     assert_int_equal(buf[len], '\0');
-    assert_int_equal(buf[len - 1], '\n');
+    char compact[GGUF_FSTATS_TEXT_MAX];
+    size_t n = 0;
+    for (int i = 0; i < 9; i++) {
+        const char *line = buf + i * GGUF_FSTATS_LINE;
+        size_t nl = strlen(names[i]);
+        assert_memory_equal(line, names[i], nl);
+        for (size_t c = nl; c <= GGUF_FSTATS_NAME_WIDTH; c++)
+            assert_int_equal(line[c], ' ');
+        assert_int_equal(line[GGUF_FSTATS_LINE - 1], '\n');
+        const char *v = line + GGUF_FSTATS_NAME_WIDTH + 1;
+        size_t pad = strspn(v, " ");
+        assert_true(pad < GGUF_FSTATS_VALUE_WIDTH);   /* a value, right-aligned */
+        size_t vl = GGUF_FSTATS_VALUE_WIDTH - pad;
+        assert_null(memchr(v + pad, ' ', vl));
+        n += (size_t)snprintf(compact + n, sizeof compact - n, "%s %.*s\n", names[i], (int)vl,
+                              v + pad);
+    }
+    memcpy(buf, compact, n + 1);
 }
 
 static void test_empty_and_all_nan(void **state)
@@ -57,6 +80,25 @@ static void test_empty_and_all_nan(void **state)
     render(&s, buf);
     assert_string_equal(buf, "count 4\nnan 2\ninf 2\nzeros 0\nmin nan\nmax nan\n"
                              "absmax nan\nmean nan\nstd nan\n");
+}
+
+/* The widest values there are still fit their columns: the size a stat
+ * gives is the text's, whatever the tensor holds. */
+static void test_widest(void **state)
+{
+    (void)state;
+    char buf[GGUF_FSTATS_TEXT_MAX];
+    struct gguf_fstats s;
+    gguf_fstats_init(&s);
+    s.count = s.nan = s.inf = s.zeros = UINT64_MAX;
+    s.finite = 1;
+    s.min = -1.17549435e-38f;              /* "-1.1754944e-38" */
+    s.max = s.absmax = -1.40129846e-45f;
+    s.sum = -4.9406564584124654e-324;      /* "%.17g": 24 characters */
+    s.m2 = 1.2345678901234567e+300;
+    render(&s, buf);
+    assert_non_null(strstr(buf, "count 18446744073709551615\n"));
+    assert_non_null(strstr(buf, "mean -4.9406564584124654e-324\n"));
 }
 
 static void test_small(void **state)
@@ -155,6 +197,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_and_all_nan),
         cmocka_unit_test(test_small),
+        cmocka_unit_test(test_widest),
         cmocka_unit_test(test_extremes_exact),
         cmocka_unit_test(test_runs_merge),
     };
