@@ -315,8 +315,36 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
 /* The offsets of meta/'s pending files start here (above any key's). */
 #define PEND_OFF (1ull << 40)
 
-static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
-                       size_t size, off_t off)
+/* One entry of a readdir (plus: a readdirplus, with the entry's attributes,
+ * so that ls -l, find and du need no lookup of each name); its size, which
+ * is past the room left when it does not fit. */
+static size_t add_entry(fuse_req_t req, struct ggfs *fs, struct state *st, bool plus, char *buf,
+                        size_t room, const char *name, fuse_ino_t child, mode_t mode, off_t next)
+{
+    if (!plus) {
+        struct stat a = { .st_ino = child, .st_mode = mode };
+        return fuse_add_direntry(req, buf, room, name, &a, next);
+    }
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    /* "." and "..", or an entry without attributes (a key created and not
+     * committed: no caching), go with ino 0: the kernel lists the name
+     * and looks it up when asked */
+    if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+        ggfs_stat(fs, st, child, &e.attr) == 0) {
+        e.ino = child;
+        e.generation = 1;
+        e.attr_timeout = fs->timeout;
+        e.entry_timeout = fs->timeout;
+    } else {
+        e.attr.st_ino = child;
+        e.attr.st_mode = mode;
+    }
+    return fuse_add_direntry_plus(req, buf, room, name, &e, next);
+}
+
+static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+                           size_t size, off_t off, bool plus)
 {
     struct node n = ggfs_classify(st, ino);
     if (n.kind == K_NONE)
@@ -338,8 +366,8 @@ static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     for (uint64_t k = (uint64_t)off; dir_entry(st, ino, &n, k, &name, &child, &mode); k++) {
         if (n.kind == K_TENSOR && k >= 2 && !ggfs_tensor_has(st, n.idx, (enum tensor_file)(child % TENSOR_STRIDE)))
             continue;
-        struct stat a = { .st_ino = child, .st_mode = mode };
-        size_t len = fuse_add_direntry(req, buf + used, size - used, name, &a, (off_t)(k + 1));
+        size_t len = add_entry(req, fs, st, plus, buf + used, size - used, name, child, mode,
+                               (off_t)(k + 1));
         if (len > size - used) {
             full = true;
             break;
@@ -355,8 +383,15 @@ static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     while (n.kind == K_META && !full && ggfs_pending_next(fs, id, &id, pname, sizeof pname)) {
         if (ntab_find(&st->meta_names, pname) < 0) {    /* committed meanwhile */
             struct stat a = { .st_ino = KV_BASE + id, .st_mode = S_IFREG };
-            size_t len = fuse_add_direntry(req, buf + used, size - used, pname, &a,
-                                           (off_t)(PEND_OFF + id + 1));
+            size_t len;
+            if (plus) {
+                struct fuse_entry_param e = { .attr = a };      /* ino 0: no caching */
+                len = fuse_add_direntry_plus(req, buf + used, size - used, pname, &e,
+                                             (off_t)(PEND_OFF + id + 1));
+            } else {
+                len = fuse_add_direntry(req, buf + used, size - used, pname, &a,
+                                        (off_t)(PEND_OFF + id + 1));
+            }
             if (len > size - used)
                 break;
             used += len;
@@ -366,8 +401,20 @@ static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     fuse_reply_buf(req, buf, used);
     free(buf);
 }
+static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+                       size_t size, off_t off)
+{
+    do_readdir_any(req, fs, st, ino, size, off, false);
+}
+static void do_readdirplus(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+                           size_t size, off_t off)
+{
+    do_readdir_any(req, fs, st, ino, size, off, true);
+}
 READ_LOCKED(readdir, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       struct fuse_file_info *fi UNUSED), ino, size, off)
+READ_LOCKED(readdirplus, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                          struct fuse_file_info *fi UNUSED), ino, size, off)
 
 /* ---- opening and reading ---------------------------------------------------- */
 
@@ -877,6 +924,7 @@ const struct fuse_lowlevel_ops ggfs_ops = {
     .getattr = ggfs_op_getattr,
     .setattr = ggfs_op_setattr,
     .readdir = ggfs_op_readdir,
+    .readdirplus = ggfs_op_readdirplus,
     .open = ggfs_op_open,
     .read = ggfs_op_read,
     .getxattr = ggfs_op_getxattr,
