@@ -8,11 +8,18 @@ Part 1 (core):
   raw     sequential read of tensors/NAME/raw through the mount vs a direct
           read of the same bytes of the model file; cold (page cache dropped
           before each) and warm (read again)
-  --quick: a 15k-token header, 3 runs, 2 mounts, 16 MiB of raw, one read each.
+  walk    `ls -lR` then `du -s` of a mount of 2000 tensors, the first walk
+          after the mount (nothing cached by the kernel) and again, vs the
+          same walks of the same tree of directories and sparse files on
+          the disk (TMPDIR); target 0.1 s per 1000 tensors
+  --quick: a 15k-token header, 3 runs, 2 mounts, 16 MiB of raw, one read each,
+  a walk of 200 tensors.
 """
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import time
 
 import common
@@ -106,12 +113,58 @@ def bench_raw(work, size_mb, rows, quick):
     return can_drop
 
 
+def walk_once(root):
+    """Seconds for `ls -lR` then `du -s` of root."""
+    t0 = time.perf_counter()
+    sh("ls", "-lR", root, stdout=subprocess.DEVNULL)
+    sh("du", "-s", root, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def mirror(src, dst):
+    """The tree under src made again under dst: directories, and sparse
+    files of the same sizes."""
+    for d, dirs, files in os.walk(src):
+        rel = os.path.relpath(d, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for f in files:
+            with open(os.path.join(dst, rel, f), "wb") as fh:
+                fh.truncate(os.stat(os.path.join(d, f)).st_size)
+
+
+def bench_walk(work, rows, quick):
+    n_t = 200 if quick else 2000
+    path = os.path.join(work, "walk.gguf")
+    make_header_file(path, 1000, n_t)
+    mnt = os.path.join(work, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    first, again = [], []
+    for _ in range(1 if quick else 5):
+        with harness.mounted(path, mnt=mnt):
+            first.append(walk_once(mnt))
+            again.append(walk_once(mnt))
+    with harness.mounted(path, mnt=mnt):
+        tree = os.path.join(work, "walk-tree")
+        mirror(mnt, tree)
+    walk_once(tree)
+    disk = statistics.median([walk_once(tree) for _ in range(1 if quick else 5)])
+    for label, v in (("first walk after the mount", first), ("again", again)):
+        m = statistics.median(v)
+        rows.append(("ls -lR + du -s, %d tensors (%s)" % (n_t, label),
+                     "%.3f s (%.3f s per 1000 tensors)" % (m, m * 1000 / n_t),
+                     "the same tree on disk %.3f s" % disk, "%.2f" % (m / disk),
+                     "<= 0.1 s per 1000 tensors"))
+    shutil.rmtree(tree, ignore_errors=True)
+    os.unlink(path)
+
+
 def run(work, args):
     need(ORACLE, "scripts/setup --tests fetches ggml's library")
     size_mb = args.size_mb or (16 if args.quick else 2048)
     rows = []
     hdr_file = bench_parse(work, rows, args.quick)
     bench_mount(work, hdr_file, rows, args.quick)
+    bench_walk(work, rows, args.quick)
     if not bench_raw(work, size_mb, rows, args.quick):
         common.left_out(NAME, "not root: no cold raw rows (page cache not dropped)")
     print("Part 1")
