@@ -16,6 +16,7 @@
  */
 #include "fs.h"
 #include "commit.h"
+#include "follow.h"
 #include "model.h"
 #include "notify.h"
 #include "overlay.h"
@@ -153,6 +154,7 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
          * that outgrows its room is copied once, with room to spare */
         int nfd = -1;
         ggfs_under_begin(fs);   /* our own writes: not a change underneath */
+        ggfs_follow_begin(fs, old);     /* read-only mounts: a commit under way */
         ce = gguf_commit_edit_locked(fs->model_real, st_meta(old), old->model->shards[0].src,
                                      (const uint8_t *)hdr->data, hdr->len, &how,
                                      fs->lock_fd >= 0 ? &nfd : NULL, &d);
@@ -177,20 +179,32 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
                      : ggfs_open_model(fs->model_real, fs->read_only, true, NULL, NULL,
                                        &model, &d)) != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
-        if (!fs->overlay)
+        if (!fs->overlay) {
             ggfs_under_end(fs);
+            ggfs_follow_end(fs, NULL);
+        }
         return EIO;
     }
     struct state *ns;
     int e = ggfs_state_new(fs, model, old->gen + 1, &ns);
     /* the files as this commit left them, the new state's included (its
-     * sig was taken after the last write): the window closes */
-    if (!fs->overlay)
+     * sig was taken after the last write): the window closes; read-only
+     * mounts get the record of the edit (follow.h) */
+    if (!fs->overlay) {
         ggfs_under_end(fs);
+        ggfs_follow_end(fs, e ? NULL : ns);
+    }
     if (e) {
         gguf_split_close(model);
         return e;
     }
+    ggfs_state_swap(fs, ns);
+    return ce == GGUF_OK ? 0 : EIO;
+}
+
+void ggfs_state_swap(struct ggfs *fs, struct state *ns)
+{
+    struct state *old = fs->st;
     pthread_rwlock_wrlock(&fs->lock);
     fs->st = ns;
     pthread_rwlock_unlock(&fs->lock);
@@ -221,7 +235,6 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
      * the notify thread for frees (fs/notify.c), which nobody waits for,
      * so the writer's close() does not wait for it. */
     ggfs_state_put(old);
-    return ce == GGUF_OK ? 0 : EIO;
 }
 
 /* Commits the header an edit built: 0, or its refusal as an errno. */

@@ -47,6 +47,15 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name);                        
 int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
 int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
 
+/* (C, with nothing to return) Makes ns the current version: swapped in
+ * under the state lock (write), the model's path watched again (a
+ * rewrite put a new file there), the kernel told that the root's
+ * version files and every name and file of meta/ may have changed
+ * (notify.h; waits for the root's), and the old version's reference
+ * dropped (open handles keep it).  After a commit, and when a read-only
+ * mount adopts another gguffs' edit (follow.h). */
+void ggfs_state_swap(struct ggfs *fs, struct state *ns);
+
 /* Asks the kernel to read st's header into the page cache, without
  * waiting: the commit reads it back to see that the model is the one
  * indexed (gguf/commit.c, check_unchanged), and where the page cache no

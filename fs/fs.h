@@ -42,6 +42,9 @@
  *   underneath.c/.h noticing a local model changed by another program
  *                   while mounted (inotify, and fstat before bytes are
  *                   served)
+ *   follow.c/.h     a read-only mount following the edits of a read-write
+ *                   mount of the same model (the records of its edits
+ *                   beside the model)
  *   list.h          an intrusive doubly-linked list
  *
  * Inode numbers are computed from the index, never allocated:
@@ -78,9 +81,11 @@
  *                     by a read holding a state reference and no lock
  *   commit_mu         one edit at a time: handlers that may commit (open
  *                     for writing, create, write handles' flush and
- *                     release, unlink, rename, setxattr, setattr); while it
- *                     is held, fs->st cannot change, so those read it
- *                     without the state lock
+ *                     release, unlink, rename, setxattr, setattr), and a
+ *                     read-only mount's inotify thread adopting another
+ *                     gguffs' edit (follow.c); while it is held, fs->st
+ *                     cannot change, so those read it without the state
+ *                     lock
  *   whandle.mu        a write handle's text and flags (whandle.c)
  *   lock (write)      swapping fs->st in (commit.c), briefly
  *   lock (read)       the handlers that only look (lookup, getattr,
@@ -113,8 +118,9 @@
  *                     fetch
  *   states_mu         the counted list of live states (state.c)
  *   sig_mu            what gguffs knows of the model's files: each
- *                     state's sig[], own_writing, own_epoch (underneath.c);
- *                     held for a copy or an update, never during I/O
+ *                     state's sig[], own_writing, own_epoch (underneath.c),
+ *                     the signature a follower knows (follow.c); held for
+ *                     a copy or an update, never during I/O
  *   notify queue mu   (notify.c), last: never held while waiting
  *
  * The notify queues' threads take no lock above their own but the state
@@ -257,6 +263,7 @@ struct digests;                  /* digest.c */
 struct notify;                   /* notify.c */
 struct whandle;                  /* whandle.c */
 struct snap;                     /* ops.c */
+struct follow;                   /* follow.c */
 
 /* The mount: passed to every handler as the session's userdata. */
 struct ggfs {
@@ -344,9 +351,16 @@ struct ggfs {
     char under_file[512];        /* the file, and when: set once, before */
     struct timespec under_when;  /*   the bit (release) */
     atomic_uint_least64_t under_eio, under_refused;   /* stats */
+    /* edits of another gguffs followed (follow.c: a read-only mount) */
+    atomic_uint_least64_t under_followed;
     int in_fd;                   /* inotify (-1: none) */
+    int in_dir_wd;               /* its watch of the model's folder (-1: none) */
     int in_stop[2];              /* a pipe that ends its thread */
     pthread_t in_thread;
+    /* The records of edits beside the model (follow.h): this mount's, or
+     * another gguffs' that this read-only mount follows; NULL for a
+     * remote model.  Made before the session, freed after it. */
+    struct follow *follow;
 
     /* The disk cache of a remote model (-o cache_dir, cache/diskcache.h): one
      * per shard of the model (the model is fixed for a remote mount), NULL

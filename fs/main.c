@@ -17,6 +17,7 @@
 #include "overlay.h"
 #include "state.h"
 #include "underneath.h"
+#include "follow.h"
 #include "whandle.h"
 #include "cache/thread.h"
 #include "cache/diskcache.h"
@@ -937,6 +938,7 @@ int main(int argc, char *argv[])
     pthread_mutex_init(&fs.states_mu, NULL);
     pthread_mutex_init(&fs.sig_mu, NULL);
     fs.in_fd = -1;
+    fs.in_dir_wd = -1;
     pthread_mutex_init(&fs.pend_mu, NULL);
     glist_init(&fs.states);
     glist_init(&fs.live);
@@ -949,7 +951,8 @@ int main(int argc, char *argv[])
         ggfs_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         /* tensors never change: their stats and digests are kept per tensor */
-        if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0)
+        if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0 &&
+            ggfs_follow_init(&fs) == 0)
             ret = run_session(&fs, &o, &args);
         else
             fprintf(stderr, "gguffs: out of memory\n");
@@ -968,6 +971,9 @@ int main(int argc, char *argv[])
     free((char *)fs.overlay);
     rcache_put(fs.rcache);     /* freed with the last shard's source */
     ggfs_key_ids_free(&fs.ids);
+    /* the records of this mount's edits (follow.h), while the model is
+     * still locked */
+    ggfs_follow_fini(&fs);
     /* the idle journal in-place edits kept between them (still locked) */
     if (fs.model_real && !fs.overlay && !fs.remote && !fs.read_only && !fs.write_err)
         gguf_commit_end(fs.model_real);

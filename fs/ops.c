@@ -16,6 +16,7 @@
 #include "read.h"
 #include "state.h"
 #include "underneath.h"
+#include "follow.h"
 #include "whandle.h"
 
 #include "gguf/value.h"
@@ -456,12 +457,14 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
             fi->direct_io = 1;
         else
             fi->keep_cache = 1;
-    } else if (n.kind == K_KV && !fs->read_only) {
+    } else if (n.kind == K_KV && (!fs->read_only || ggfs_follows(fs))) {
         /* A writer of the same file changes the kernel's idea of its size
          * (O_TRUNC, ftruncate) before anything is committed, so the page
          * cache could hand a reader zeros or nothing.  Readers get a copy
          * of the committed text taken at open, read past the page cache:
-         * a value is always one committed version, never torn. */
+         * a value is always one committed version, never torn, and a
+         * handle keeps the version it was opened on.  So on a read-only
+         * mount that follows another gguffs' edits (follow.h) too. */
         const struct text *t = ggfs_kv_text(st, n.idx);
         struct snap *snap = t ? malloc(sizeof *snap + t->len) : NULL;
         if (!snap)

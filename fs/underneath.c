@@ -39,6 +39,15 @@
  *     ggfs_write_check) and every commit runs the check of the whole state
  *     first, under commit_mu, and is refused with EIO, logged, once the
  *     mount is marked.
+ *   - A mount that never writes follows the edits of a read-write gguffs
+ *     mount of the same model (follow.h): where shard 0's fstat or its
+ *     path differ, the records that mount keeps beside the model decide
+ *     before anything is marked (a commit under way: the header is being
+ *     written, tensor bytes are served; edits recorded from the signature
+ *     known to the file's now: learned, served; anything else: marked as
+ *     above).  Its inotify thread also watches the model's folder (events
+ *     naming the model or the records' file: the close that ends a
+ *     commit) and, after the check, adopts the new version.
  *
  * gguffs' own edits write the model too (in place: the header, mtime and
  * ctime change; a rewrite: a new inode renamed over the path, and the old
@@ -64,6 +73,7 @@
  */
 #include "fs.h"
 #include "underneath.h"
+#include "follow.h"
 #include "state.h"
 #include "cache/thread.h"
 
@@ -163,10 +173,23 @@ static bool changed(struct ggfs *fs, const struct state *st, unsigned i)
             return false;
         if (e1 != e2)
             continue;           /* a commit ended meanwhile: compare again */
+        if (i == 0 && ggfs_follows(fs)) {
+            /* a read-only mount: another gguffs' edit of the header? */
+            enum follow_verdict v = ggfs_follow_check(fs, &want, &now);
+            if (v == FOLLOW_BUSY)
+                return false;   /* its commit is under way (follow.h) */
+            if (v == FOLLOW_OK)
+                continue;       /* verified and learned: compare again */
+        }
         mark(fs, UNDER_CHANGED, st->model->shards[i].src->name, &now.mtime);
         return true;
     }
     return false;
+}
+
+void ggfs_under_mark(struct ggfs *fs, int bit, const char *file)
+{
+    mark(fs, bit, file, NULL);
 }
 
 int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i)
@@ -196,12 +219,21 @@ int ggfs_under_check(struct ggfs *fs, const struct state *st)
         pthread_mutex_unlock(&fs->sig_mu);
         struct stat sb;
         const char *path = st->model->shards[i].src->name;
-        bool same = stat(path, &sb) == 0 && sb.st_dev == dev && sb.st_ino == ino;
+        bool there = stat(path, &sb) == 0;
+        bool same = there && sb.st_dev == dev && sb.st_ino == ino;
         if (same || w1)
             continue;           /* a rewrite of gguffs' own puts a new file there */
         pthread_mutex_lock(&fs->sig_mu);
         bool quiet = !fs->own_writing && fs->own_epoch == e1;
         pthread_mutex_unlock(&fs->sig_mu);
+        if (quiet && there && i == 0 && ggfs_follows(fs)) {
+            /* a read-only mount: another gguffs' rewrite (follow.h)?  The
+             * inotify thread then opens the new file */
+            struct fsig now = { sb.st_dev, sb.st_ino, sb.st_size, sb.st_nlink, sb.st_mtim,
+                                sb.st_ctim };
+            if (ggfs_follow_path(fs, &now) != FOLLOW_NO)
+                continue;
+        }
         if (quiet)
             mark(fs, UNDER_REPLACED, path, NULL);
     }
@@ -274,6 +306,25 @@ const char *ggfs_under_why(struct ggfs *fs)
 
 /* ---- inotify ---------------------------------------------------------------- */
 
+/* Whether the n bytes of events at buf concern the model: any event of
+ * a model file's watch; of the folder's (a follower's), those naming the
+ * model (a rename over it) or the records' file (an edit recorded). */
+static bool relevant(struct ggfs *fs, const char *buf, size_t n)
+{
+    const char *rec = ggfs_follow_file(fs), *model = base_name(fs->model_real);
+    for (size_t at = 0; at + sizeof(struct inotify_event) <= n;) {
+        const struct inotify_event *ev = (const void *)(buf + at);
+        size_t len = sizeof *ev + ev->len;
+        if (len > n - at)
+            return true;
+        if ((ev->mask & IN_Q_OVERFLOW) || ev->wd != fs->in_dir_wd ||
+            (ev->len && ((rec && strcmp(ev->name, rec) == 0) || strcmp(ev->name, model) == 0)))
+            return true;
+        at += len;
+    }
+    return false;
+}
+
 static void *watch_main(void *arg)
 {
     struct ggfs *fs = arg;
@@ -290,12 +341,15 @@ static void *watch_main(void *arg)
         ssize_t n = read(fs->in_fd, buf, sizeof buf);
         if (n <= 0 && errno != EINTR && errno != EAGAIN)
             break;
-        if (n <= 0 || atomic_load(&fs->under) == (UNDER_CHANGED | UNDER_REPLACED))
+        if (n <= 0 || atomic_load(&fs->under) == (UNDER_CHANGED | UNDER_REPLACED) ||
+            !relevant(fs, buf, (size_t)n))
             continue;
-        /* whatever the events, the check decides */
+        /* whatever the events, the check decides; a read-only mount then
+         * adopts what another gguffs' edit made of the model (follow.h) */
         struct state *st = ggfs_state_current(fs);
         ggfs_under_check(fs, st);
         ggfs_state_put(st);
+        ggfs_follow_update(fs);
     }
     return NULL;
 }
@@ -303,6 +357,7 @@ static void *watch_main(void *arg)
 void ggfs_under_start(struct ggfs *fs)
 {
     fs->in_fd = -1;
+    fs->in_dir_wd = -1;
     if (fs->remote || fs->overlay || !fs->st->sig)
         return;
     pthread_mutex_lock(&fs->sig_mu);
@@ -320,6 +375,18 @@ void ggfs_under_start(struct ggfs *fs)
     const struct gguf_split *m = fs->st->model;
     for (unsigned i = 0; i < m->n; i++)
         inotify_add_watch(fd, m->shards[i].src->name, WATCH_MASK);
+    /* a follower: the folder too, for the records' file (its close after
+     * a commit) and a rename over the model */
+    const char *slash = strrchr(fs->model_real, '/');
+    if (ggfs_follows(fs) && slash) {
+        char dir[4096];
+        size_t dl = slash == fs->model_real ? 1 : (size_t)(slash - fs->model_real);
+        if (dl < sizeof dir) {
+            memcpy(dir, fs->model_real, dl);
+            dir[dl] = '\0';
+            fs->in_dir_wd = inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
+        }
+    }
     if (ggfs_thread_start(&fs->in_thread, watch_main, fs) != 0) {
         close(fd);
         close(fs->in_stop[0]);

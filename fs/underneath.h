@@ -12,16 +12,26 @@
  * (a rename over it, the model removed) marks UNDER_REPLACED, and reads go
  * on from the file opened.  Either way every edit is refused with EIO.  gguffs' own commits are not a change
  * (ggfs_under_begin/end); what remains of that race is in underneath.c.
+ * Nor, for a mount that never writes (-o ro), are the commits of a
+ * read-write gguffs mount of the same model: before it marks the mount,
+ * the check of shard 0 and of its path asks follow.h whether the records
+ * that mount keeps beside the model verify the change (a commit under
+ * way, or edits recorded from the signature known to the file's now), and
+ * the inotify thread (which also watches the model's folder then, for
+ * the records' file) adopts the new version (ggfs_follow_update).
  *
  * Locks: the checks and begin take sig_mu alone (for a copy or an update,
  * never during I/O), which is below every lock but the notify queues'
  * (fs.h), so they may be called with any of those above held: from reads
  * holding a state reference, from handlers holding the state lock (read),
  * from edits under commit_mu; line and why take none (the UNDER_* bits
- * are atomic, the file and time set before them).  ggfs_under_end takes
+ * are atomic, the file and time set before them).  A follower's checks
+ * call follow.h (no lock while they read the records, then states_mu and
+ * sig_mu to record what they verified).  ggfs_under_end takes
  * states_mu, then sig_mu (it records every live state's shard 0); it,
  * begin and rewatch run under commit_mu.  The inotify thread holds none:
- * it checks the current state through a reference (ggfs_state_current).
+ * it checks the current state through a reference (ggfs_state_current),
+ * then, for a follower, takes commit_mu to adopt a new version.
  */
 #ifndef FS_UNDERNEATH_H
 #define FS_UNDERNEATH_H
@@ -45,6 +55,9 @@ bool ggfs_sig_take(int fd, struct fsig *out);
  * before a tensor's bytes are spliced from the file and after a chunk's
  * bytes were read for f32. */
 int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
+/* Marks the mount (UNDER_CHANGED or UNDER_REPLACED), logged once per
+ * bit: for follow.c, which decides it on the inotify thread. */
+void ggfs_under_mark(struct ggfs *fs, int bit, const char *file);
 /* Every shard of st, and whether their paths still name the files
  * mounted: the mount's UNDER_* bits after the check. */
 int ggfs_under_check(struct ggfs *fs, const struct state *st);

@@ -816,11 +816,15 @@ def run(cmd, cwd=None, input=None, timeout=60):
 def beside(model):
     """The files in the model's folder, but for the idle journal that a rw
     mount keeps between in-place edits (MODEL.gguffs-journal starting with
-    GGUFFSJ0: it guards nothing, and the unmount removes it)."""
+    GGUFFSJ0: it guards nothing, and the unmount removes it) and the
+    records of its edits for read-only mounts (MODEL.gguffs-edits, removed
+    by the unmount too)."""
     d = os.path.dirname(model) or "."
     names = []
     for n in sorted(os.listdir(d)):
         p = os.path.join(d, n)
+        if n == os.path.basename(model) + ".gguffs-edits":
+            continue
         if n == os.path.basename(model) + ".gguffs-journal":
             try:
                 with open(p, "rb") as f:
