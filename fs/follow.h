@@ -20,8 +20,8 @@
  *                        data offset before and after.  Written whole
  *                        at each commit with one pwrite, no fsync (it
  *                        guards nothing: a record lost to a crash only
- *                        leaves a follower unable to verify, which is
- *                        today's EIO).  A byte of it ([0, 1)) is
+ *                        leaves a follower unable to verify: the EIO
+ *                        of a change underneath).  A byte of it ([0, 1)) is
  *                        write-locked (OFD lock) from before the
  *                        commit's first write of the model until its
  *                        record is written: while it is held a
@@ -65,8 +65,9 @@
  * header parsed is the one recorded), and the new state is swapped in as
  * after a local edit (commit.h ggfs_state_swap: new inodes for info,
  * info.json, model.gguf and model.safetensors, the kernel's caches of
- * meta/ invalidated; handles opened before keep their version).  A
- * tensor table that differs marks the mount changed.
+ * meta/ invalidated; handles opened before keep their version, a meta/
+ * value too: on such a mount it is read from a copy taken at open, ops.c).
+ * A tensor table that differs marks the mount changed.
  *
  * What remains: a change by another program while a commit is under way,
  * or in the same timestamp tick after one without changing the size, is
