@@ -33,6 +33,7 @@
 #include "remote/http.h"
 #include "remote/source.h"
 #include "remote/url.h"
+#include "remote/s3.h"
 #include "kernels/dequant.h"
 
 #include <dirent.h>
@@ -43,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,13 +170,17 @@ static void remote_refuse(const char *model, struct gguf_diag *d)
     fprintf(stderr, "gguffs: %s\n", line);
 }
 
-/* The token for a remote model: -o bearer_token_file, else HF_TOKEN, else
- * none.  *tok is NULL (none) or malloc'd; false after a one-line error. */
+/* The token for a remote model: -o bearer_token_file, else HF_TOKEN
+ * (GOOGLE_OAUTH_ACCESS_TOKEN for gs://; none for s3://, whose requests
+ * are signed), else none.  *tok is NULL (none) or malloc'd; false after a
+ * one-line error. */
 static bool read_token(const struct options *o, char **tok)
 {
     *tok = NULL;
     if (!o->bearer_token_file) {
-        const char *env = getenv("HF_TOKEN");
+        const char *var = strncasecmp(o->model, "gs://", 5) == 0 ? "GOOGLE_OAUTH_ACCESS_TOKEN"
+                        : strncasecmp(o->model, "s3://", 5) == 0 ? NULL : "HF_TOKEN";
+        const char *env = var ? getenv(var) : NULL;
         if (env && *env && !(*tok = strdup(env))) {
             fprintf(stderr, "gguffs: out of memory\n");
             return false;
@@ -212,24 +218,43 @@ static bool read_token(const struct options *o, char **tok)
 
 /* What opens a remote model, for a mount and for --dump: the URL to read
  * (*real: hf:// expanded; malloc'd, shown only redacted), the token
- * (*token: NULL or malloc'd; free_token) and the options of remote_open
- * pointing at them.  False after a one-line error. */
+ * (*token: NULL or malloc'd; free_token), the object store of an s3:// or
+ * gs:// model (*store: NULL or remote_store_free; its warning, a
+ * credentials file others may read, printed here) and the options of
+ * remote_open pointing at them.  False after a one-line error. */
 static bool remote_setup(const struct options *o, char **real, char **token,
-                         struct remote_opts *ro)
+                         struct remote_store **store, struct remote_opts *ro)
 {
     struct gguf_diag d;
     *real = *token = NULL;
+    *store = NULL;
     if (remote_url_expand(o->model, real, &d) != GGUF_OK) {
         remote_refuse(o->model, &d);
         return false;
     }
+    if (remote_store_is_store(o->model)) {
+        struct remote_store_opts so = { .profile = o->aws_profile, .endpoint = o->s3_endpoint,
+                                        .region = o->s3_region,
+                                        .addressing = o->s3_addressing };
+        if (remote_store_load(o->model, &so, store, &d) != GGUF_OK) {
+            remote_refuse(o->model, &d);
+            free(*real);
+            *real = NULL;
+            return false;
+        }
+        if ((*store)->warning)
+            fprintf(stderr, "gguffs: warning: %s\n", (*store)->warning);
+    }
     if (!read_token(o, token)) {
         free(*real);
         *real = NULL;
+        remote_store_free(*store);
+        *store = NULL;
         return false;
     }
-    *ro = (struct remote_opts){ .url = *real, .bearer_token = *token, .ca_file = o->ca_file,
-                                .connections = o->connections, .timeout_s = o->timeout };
+    *ro = (struct remote_opts){ .url = *real, .store = *store, .bearer_token = *token,
+                                .ca_file = o->ca_file, .connections = o->connections,
+                                .timeout_s = o->timeout };
     return true;
 }
 
@@ -249,14 +274,16 @@ static void free_token(char *token)
 static int dump_remote(const struct options *o)
 {
     char *real, *token;
+    struct remote_store *store;
     struct remote_opts ro;
-    if (!remote_setup(o, &real, &token, &ro))
+    if (!remote_setup(o, &real, &token, &store, &ro))
         return 1;
     struct gguf_source *src = NULL;
     struct gguf_file *gf = NULL;
     struct gguf_diag d;
     enum gguf_err e = remote_source_open(&ro, &src, &d);
     free_token(token);
+    remote_store_free(store);
     free(real);
     if (e == GGUF_OK)
         e = gguf_open_source(src, &gf, &d);
@@ -487,12 +514,13 @@ static bool lock_model(struct ggfs *fs, const char *real, const char *given)
 static bool open_model(struct ggfs *fs, const struct options *o)
 {
     char *real = NULL, *token = NULL;
+    struct remote_store *store = NULL;
     struct remote_opts ro = { 0 };
     struct gguf_diag d;
     enum gguf_err ge;
     struct gguf_split *model = NULL;
     if (o->remote) {
-        if (!remote_setup(o, &real, &token, &ro))
+        if (!remote_setup(o, &real, &token, &store, &ro))
             return false;
         /* the block cache of remote bytes: one fetch thread per connection */
         unsigned conns = o->connections ? o->connections : REMOTE_DEFAULT_CONNECTIONS;
@@ -507,10 +535,12 @@ static bool open_model(struct ggfs *fs, const struct options *o)
             fprintf(stderr, "gguffs: out of memory\n");
             free(real);
             free_token(token);
+            remote_store_free(store);
             return false;
         }
         ge = ggfs_open_model(real, true, false, &ro, fs->rcache, &model, &d);
         free_token(token);
+        remote_store_free(store);
     } else {
         /* Edits rename files beside the model and daemonizing changes to /:
          * keep the absolute path. */

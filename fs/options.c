@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef GGUFFS_VERSION
 #define GGUFFS_VERSION "0.0.0"
@@ -29,6 +30,10 @@ struct raw_options {
     char *cache_dir;
     char *cache_max;
     char *log_file;
+    char *aws_profile;
+    char *s3_endpoint;
+    char *s3_region;
+    char *s3_addressing;
 };
 
 enum { KEY_RO, KEY_RW, KEY_DUMP };
@@ -60,6 +65,10 @@ static const struct fuse_opt opt_spec[] = {
     { "cache_dir=%s", offsetof(struct raw_options, cache_dir), 0 },
     { "cache_max=%s", offsetof(struct raw_options, cache_max), 0 },
     { "log_file=%s", offsetof(struct raw_options, log_file), 0 },
+    { "aws_profile=%s", offsetof(struct raw_options, aws_profile), 0 },
+    { "s3_endpoint=%s", offsetof(struct raw_options, s3_endpoint), 0 },
+    { "s3_region=%s", offsetof(struct raw_options, s3_region), 0 },
+    { "s3_addressing=%s", offsetof(struct raw_options, s3_addressing), 0 },
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_KEY("--dump", KEY_DUMP),
@@ -146,9 +155,14 @@ static void usage(const char *prog)
            "                         FILE (created with mode 0600), one line each with\n"
            "                         a timestamp; without it they go to syslog once\n"
            "                         daemonized, to stderr with -f\n"
-           "Remote models (URL: http://..., https://... or hf://ORG/REPO/FILE[@REV];\n"
-           "read-only without an overlay; HF_ENDPOINT replaces https://huggingface.co,\n"
-           "HF_TOKEN is the token unless bearer_token_file is given):\n"
+           "Remote models (URL: http://..., https://..., hf://ORG/REPO/FILE[@REV],\n"
+           "s3://BUCKET/KEY or gs://BUCKET/OBJECT; read-only without an overlay;\n"
+           "HF_ENDPOINT replaces https://huggingface.co, HF_TOKEN is the token unless\n"
+           "bearer_token_file is given; for gs:// GOOGLE_OAUTH_ACCESS_TOKEN is, and\n"
+           "STORAGE_EMULATOR_HOST replaces https://storage.googleapis.com; s3:// uses\n"
+           "the AWS CLI's credentials and settings: AWS_ACCESS_KEY_ID and\n"
+           "AWS_SECRET_ACCESS_KEY, AWS_PROFILE in ~/.aws/credentials and ~/.aws/config,\n"
+           "AWS_REGION, AWS_ENDPOINT_URL; with none, requests are anonymous):\n"
            "  -o overlay=FILE        edits of meta/ go to this local file (created by\n"
            "                         the first edit; a later mount with it shows them\n"
            "                         again); model.gguf is the edited model\n"
@@ -171,7 +185,13 @@ static void usage(const char *prog)
            "                         the same remote file reads them from there\n"
            "                         (checked, never trusted); DIR is not ~-expanded\n"
            "  -o cache_max=SIZE      bytes DIR may hold (K/M/G suffixes; default 10G);\n"
-           "                         least recently used models go first\n"
+           "                         least recently used models go first\n"           "  -o aws_profile=NAME    s3://: the AWS profile (instead of AWS_PROFILE;\n"
+           "                         AWS_ACCESS_KEY_ID is then not looked at)\n"
+           "  -o s3_endpoint=URL     s3://: an S3-compatible store (Ceph RGW, Swift,\n"
+           "                         MinIO, R2, ...) instead of AWS; path-style requests\n"
+           "  -o s3_region=REGION    s3://: the region requests are signed for\n"
+           "  -o s3_addressing=path|virtual  s3://: ENDPOINT/BUCKET/KEY or\n"
+           "                         BUCKET.ENDPOINT/KEY\n"
            "  --dump                 print the info summary of MODEL.gguf (or of URL:\n"
            "                         its header only is fetched), no mount\n"
            "  -h, --help             this help\n"
@@ -318,7 +338,28 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
                        raw.cache_max)) {
         fprintf(stderr, "gguffs: connections, timeout, bearer_token_file, ca_file, "
                 "remote_cache, remote_block, cache_dir and cache_max are options of remote "
-                "models (http://, https://, hf://)\n");
+                "models (http://, https://, hf://, s3://, gs://)\n");
+        goto out;
+    }
+    bool s3 = strncasecmp(o->model, "s3://", 5) == 0;
+    if (!s3 && (raw.aws_profile || raw.s3_endpoint || raw.s3_region || raw.s3_addressing)) {
+        fprintf(stderr, "gguffs: aws_profile, s3_endpoint, s3_region and s3_addressing are "
+                "options of s3:// models\n");
+        goto out;
+    }
+    if (s3 && raw.bearer_token_file) {
+        fprintf(stderr, "gguffs: bearer_token_file is not an option of s3:// models (their "
+                "requests are signed with the AWS credentials: AWS_ACCESS_KEY_ID, a profile)\n");
+        goto out;
+    }
+    if (raw.s3_addressing && strcmp(raw.s3_addressing, "path") != 0 &&
+        strcmp(raw.s3_addressing, "virtual") != 0) {
+        fprintf(stderr, "gguffs: s3_addressing=%s: path or virtual\n", raw.s3_addressing);
+        goto out;
+    }
+    if ((raw.aws_profile && !raw.aws_profile[0]) || (raw.s3_endpoint && !raw.s3_endpoint[0]) ||
+        (raw.s3_region && !raw.s3_region[0])) {
+        fprintf(stderr, "gguffs: aws_profile, s3_endpoint and s3_region need a value\n");
         goto out;
     }
     o->remote_cache = DEFAULT_REMOTE_CACHE;
@@ -343,7 +384,7 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
     }
     if (!o->remote && raw.overlay) {
         fprintf(stderr, "gguffs: overlay is an option of remote models (http://, https://, "
-                "hf://): a local model is edited in place\n");
+                "hf://, s3://, gs://): a local model is edited in place\n");
         goto out;
     }
     if (raw.overlay && !raw.overlay[0]) {
@@ -385,6 +426,11 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
     o->overlay = raw.overlay;
     o->cache_dir = raw.cache_dir;
     raw.bearer_token_file = raw.ca_file = raw.overlay = raw.cache_dir = NULL;
+    o->aws_profile = raw.aws_profile;
+    o->s3_endpoint = raw.s3_endpoint;
+    o->s3_region = raw.s3_region;
+    o->s3_addressing = raw.s3_addressing;
+    raw.aws_profile = raw.s3_endpoint = raw.s3_region = raw.s3_addressing = NULL;
     if (o->remote && !o->overlay)
         o->ro = true;          /* no overlay: nothing to write to */
     r = OPTS_RUN;
@@ -399,6 +445,10 @@ out:
     free(raw.cache_dir);
     free(raw.cache_max);
     free(raw.log_file);
+    free(raw.aws_profile);
+    free(raw.s3_endpoint);
+    free(raw.s3_region);
+    free(raw.s3_addressing);
     free(raw.cache_size);
     free(raw.threads);
     free(raw.readahead);
@@ -412,6 +462,10 @@ void options_free(struct options *o, struct fuse_args *args)
     free(o->overlay);
     free(o->cache_dir);
     free(o->log_file);
+    free(o->aws_profile);
+    free(o->s3_endpoint);
+    free(o->s3_region);
+    free(o->s3_addressing);
     free(o->copts.mountpoint);
     free(o->model);
     free(o->mountpoint);

@@ -24,7 +24,7 @@ struct options {
     int threads;                /* -o threads, 0 to 1024 (-1: the default) */
     uint64_t readahead;         /* -o readahead, bytes (0: the kernel's) */
     bool readahead_given;       /* -o readahead was given (not the default) */
-    /* a model given as a URL (http://, https://, hf://) */
+    /* a model given as a URL (http://, https://, hf://, s3://, gs://) */
     bool remote;
     unsigned connections;       /* -o connections (0: the default) */
     unsigned timeout;           /* -o timeout, seconds (0: the default) */
@@ -36,6 +36,11 @@ struct options {
     char *cache_dir;            /* -o cache_dir: the disk cache (NULL: none) */
     uint64_t cache_max;         /* -o cache_max, or the default */
     char *log_file;             /* -o log_file: messages appended there (NULL: none) */
+    /* s3:// models (remote/s3.h): each NULL when not given */
+    char *aws_profile;          /* -o aws_profile */
+    char *s3_endpoint;          /* -o s3_endpoint */
+    char *s3_region;            /* -o s3_region */
+    char *s3_addressing;        /* -o s3_addressing: path or virtual */
     bool ro;
     bool dump;
     bool allow_other;           /* allow_other or allow_root given */

@@ -351,11 +351,14 @@ static int render_info(struct state *st, const char *path)
     }
     for (unsigned i = 0; i < st->model->n; i++) {
         struct remote *r = ggfs_remote(st->model->shards[i].src);
-        if (r)
-            gguf_buf_printf(&b, "remote: %s\nidentity: %s\nsize: %llu bytes\n%s",
+        if (r) {
+            /* an object in a store: where, which region, whose credentials */
+            const char *store = remote_store_lines(r);
+            gguf_buf_printf(&b, "remote: %s\nidentity: %s\nsize: %llu bytes\n%s%s",
                             remote_display_url(r), remote_identity(r),
-                            (unsigned long long)remote_size(r),
+                            (unsigned long long)remote_size(r), store ? store : "",
                             i + 1 == st->model->n ? "\n" : "");
+        }
     }
     if (st->fs->overlay)
         gguf_buf_printf(&b, "overlay: %s\n\n", st->fs->overlay);

@@ -98,6 +98,27 @@
  * TLS peers are always verified (against ca_file when given, else the
  * system's CAs); there is no switch to turn that off.
  *
+ * Object stores (opts->store, remote/s3.h; http_store.c): opts->url is
+ * then an object's name, s3://BUCKET/KEY or gs://BUCKET/OBJECT, shown as
+ * it is (remote_display_url), and the requests go to the store's URL of
+ * it.  An s3:// request to that URL's origin, when the store has
+ * credentials, is signed by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3",
+ * the access key and secret as CURLOPT_USERNAME and CURLOPT_PASSWORD),
+ * with "x-amz-content-sha256: UNSIGNED-PAYLOAD" and, with a session token,
+ * "x-amz-security-token"; a request elsewhere, or of a store without
+ * credentials, is not.  (gs:// objects take a bearer token, as above.)
+ * The error document of a failed answer (the first EBODY_MAX bytes of its
+ * body) makes the message: its Code and Message, and for what a user can
+ * act on, what they mean — the credentials of (who) refused
+ * (SignatureDoesNotMatch, InvalidAccessKeyId), an expired or refused
+ * session token (ExpiredToken: a new mount reads new credentials), access
+ * denied to the key (AccessDenied), no such bucket or key — or, without
+ * one, that the server does not seem to be an S3 (or Cloud Storage)
+ * endpoint.  A 401, 403 or 410 of a store is not an expired URL: it is
+ * not resolved again.  A bucket in another region (301 or 400 naming it,
+ * by x-amz-bucket-region or the document's Region) is asked again in that
+ * region at open, once (one request more), and remote_store_lines says so.
+ *
  * Connections: a pool of up to `connections` libcurl easy handles; a read
  * takes one (waiting while all are busy) and gives it back, most recently
  * used first, so that a handle's open connection (HTTP/1.1 keep-alive, or
@@ -136,8 +157,13 @@
 #define REMOTE_MAX_TIMEOUT 3600
 #define REMOTE_MAX_RETRIES 30
 
+struct remote_store;
+
 struct remote_opts {
-    const char *url;           /* http:// or https:// (remote_url_expand) */
+    const char *url;           /* http:// or https:// (remote_url_expand); with
+                                  store, s3://BUCKET/KEY or gs://BUCKET/OBJECT */
+    const struct remote_store *store;  /* the object store (remote/s3.h), or NULL;
+                                  copied: it may go once remote_open returned */
     const char *bearer_token;  /* or NULL; no control characters */
     const char *ca_file;       /* PEM CA bundle for TLS, or NULL: the system's */
     unsigned connections;      /* the pool; 0: REMOTE_DEFAULT_CONNECTIONS */
@@ -196,6 +222,10 @@ const char *remote_identity(const struct remote *r);
 /* The original URL, redacted: for messages and the info file. */
 const char *remote_display_url(const struct remote *r);
 void remote_get_stats(const struct remote *r, struct remote_stats *out);
+/* For the info file, an object in a store: "store: ...\nregion: ...\n
+ * credentials: ...\n" (where its requests go, the region and where it came
+ * from, whose credentials: never a secret); NULL for an HTTP(S) URL. */
+const char *remote_store_lines(const struct remote *r);
 
 /* The first min(size, REMOTE_PREFIX_SIZE) bytes, fetched at open; NULL
  * (*len 0) after remote_drop_prefix.  remote_drop_prefix frees it: call it

@@ -11,6 +11,9 @@
  *   http_open.c   remote_open (the first request: size, identity, prefix)
  *                 and remote_close
  *   http_read.c   validated range reads, the header stream, the accessors
+ *   http_store.c  an object in a store (s3://, gs://): signing, the error
+ *                 documents, a bucket in another region (hooks called by
+ *                 http_xfer.c and http_open.c when r->store is set)
  *
  * Functions shared between these files carry the prefix rh_.
  */
@@ -37,6 +40,9 @@
 /* how long after the server was found silent reads starting then may
  * wait for it at most */
 #define SILENT_HOLD_NS 1000000000ull
+/* The first bytes of an error body kept for http_store.c (an S3 error
+ * document is a few hundred bytes). */
+#define EBODY_MAX 4096
 
 struct slot {
     CURL *h;
@@ -49,6 +55,7 @@ struct remote {
     char *url;                  /* the original URL */
     char *display;              /* the original URL, redacted */
     char *auth;                 /* "Authorization: Bearer TOKEN", or NULL */
+    struct rh_store *store;     /* s3:// or gs:// (http_store.c), or NULL */
     size_t auth_len;
     char *ca_file;              /* or NULL */
     unsigned connections, timeout_s, max_retries;
@@ -98,7 +105,9 @@ struct remote {
 };
 
 enum kind { K_OPEN, K_RANGE, K_STREAM };
-enum outcome { O_OK, O_REDIRECT, O_RETRY, O_EXPIRED, O_CHANGED, O_FATAL, O_NOMEM, O_TIMEDOUT };
+/* O_REGION: a store's bucket is in another region (x->region_hdr), at open */
+enum outcome { O_OK, O_REDIRECT, O_RETRY, O_EXPIRED, O_CHANGED, O_FATAL, O_NOMEM, O_TIMEDOUT,
+               O_REGION };
 enum sink { S_NONE, S_BUF, S_DRAIN, S_STREAM };
 
 /* One request and what its callbacks make of the answer. */
@@ -127,7 +136,10 @@ struct xfer {
     uint64_t probe_of;
     uint64_t mark;              /* body bytes of this request at that move */
     enum outcome why;           /* set when a callback ended the transfer */
-    char msg[200];              /* what went wrong, for any outcome but O_OK */
+    char msg[256];              /* what went wrong, for any outcome but O_OK */
+    char ebody[EBODY_MAX];      /* the start of a drained (error) body */
+    size_t ebody_len;
+    char region_hdr[64];        /* a store's x-amz-bucket-region, or "" */
 };
 
 struct remote_stream {
@@ -178,6 +190,28 @@ char *rh_current_url(struct remote *r);
 /* Runs x to the end: O_OK, or the failure with x->msg.  At open (final
  * non-NULL) it starts from the original URL and returns the final one. */
 enum outcome rh_fetch(struct xfer *x, char **final);
+
+/* ---- http_store.c ---------------------------------------------------------------- */
+
+struct remote_store;
+struct rh_store;
+/* r->store for the object name in cfg, and r->url its URL. */
+enum gguf_err rh_store_open(struct remote *r, const struct remote_store *cfg, const char *name,
+                            struct gguf_diag *d);
+void rh_store_free(struct rh_store *s);
+/* Lines for the info file: where the store is, its region, whose credentials. */
+const char *rh_store_info(const struct rh_store *s);
+/* Before a request of x to url: signing and its headers; false when memory
+ * is short. */
+bool rh_store_prepare(struct xfer *x, const char *url, struct curl_slist **hl);
+/* Each header line of an answer. */
+void rh_store_header(struct xfer *x, const char *line, size_t len);
+/* After a request: the outcome o, or another one, with x->msg from the
+ * answer's error document. */
+enum outcome rh_store_outcome(struct xfer *x, enum outcome o);
+/* The object in region: r->url and the signing scope; false when memory
+ * is short. */
+bool rh_store_move(struct remote *r, const char *region);
 
 /* ---- http_pool.c ----------------------------------------------------------------- */
 

@@ -46,6 +46,7 @@ static void free_remote(struct remote *r)
     pthread_mutex_destroy(&r->pool_mu);
     pthread_cond_destroy(&r->pool_cv);
     pthread_mutex_destroy(&r->mu);
+    rh_store_free(r->store);
     free(r->url);
     free(r->display);
     free(r->ca_file);
@@ -60,7 +61,8 @@ static enum gguf_err open_fail(struct remote *r, struct gguf_diag *d, enum gguf_
                                const char *what)
 {
     char shown[140];
-    remote_url_redact_to(r ? r->url : "", shown, sizeof shown);
+    remote_url_redact_to(r ? (r->display ? r->display : r->url ? r->url : "") : "", shown,
+                         sizeof shown);
     gguf_diag_set(d, e, UINT64_MAX, "%s: %s", shown, what);
     free_remote(r);
     return e;
@@ -127,8 +129,18 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
     r->connections = conns;
     r->timeout_s = tmo;
     r->max_retries = retries;
-    r->url = rh_dup_str(o->url);
-    r->display = remote_url_redact(o->url);
+    if (o->store) {
+        /* an object in a store: its name is shown, its URL is asked */
+        r->display = remote_url_redact(o->url);
+        enum gguf_err e = rh_store_open(r, o->store, o->url, d);
+        if (e) {
+            free_remote(r);
+            return e;
+        }
+    } else {
+        r->url = rh_dup_str(o->url);
+        r->display = remote_url_redact(o->url);
+    }
     r->ca_file = o->ca_file ? rh_dup_str(o->ca_file) : NULL;
     r->slots = calloc(conns, sizeof *r->slots);
     r->prefix = malloc(REMOTE_PREFIX_SIZE);
@@ -157,6 +169,14 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
                       .last = REMOTE_PREFIX_SIZE - 1, .buf = r->prefix };
     char *final = NULL;
     enum outcome oc = rh_fetch(&x, &final);
+    if (oc == O_REGION) {
+        /* the bucket is in another region: asked there, once */
+        char region[sizeof x.region_hdr];
+        memcpy(region, x.region_hdr, sizeof region);
+        oc = rh_store_move(r, region) ? rh_fetch(&x, &final) : O_NOMEM;
+        if (oc == O_NOMEM)
+            snprintf(x.msg, sizeof x.msg, "out of memory");
+    }
     if (oc != O_OK) {
         /* 404: nothing of that name (what a split model's opener needs to
          * know about a shard); the answer's status is still in the slot */

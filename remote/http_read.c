@@ -62,7 +62,7 @@ ssize_t remote_read_diag(struct remote *r, void *buf, size_t len, uint64_t off,
         len = (size_t)SSIZE_MAX & ~(size_t)4095;
     struct gguf_diag d;
     char shown[100];
-    remote_url_redact_to(r->url, shown, sizeof shown);
+    remote_url_redact_to(r->display, shown, sizeof shown);
     if (atomic_load(&r->changed)) {
         gguf_diag_set(&d, GGUF_E_IO, UINT64_MAX, "%s: the file changed since it was opened "
                       "(reading bytes %llu-%llu)", shown, (unsigned long long)off,
@@ -169,7 +169,7 @@ static void *stream_main(void *arg)
         struct gguf_diag d;
         char shown[140];
         gguf_diag_set(&d, GGUF_E_IO, UINT64_MAX, "%s: %s (streaming from byte %llu)",
-                      remote_url_redact_to(st->r->url, shown, sizeof shown), st->x.msg,
+                      remote_url_redact_to(st->r->display, shown, sizeof shown), st->x.msg,
                       (unsigned long long)st->x.off);
         record_error(st->r, &d, st->x.off, st->x.last);
     }
@@ -284,6 +284,11 @@ const char *remote_identity(const struct remote *r)
 const char *remote_display_url(const struct remote *r)
 {
     return r->display;
+}
+
+const char *remote_store_lines(const struct remote *r)
+{
+    return r->store ? rh_store_info(r->store) : NULL;
 }
 
 void remote_get_stats(const struct remote *cr, struct remote_stats *out)

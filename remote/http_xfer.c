@@ -6,7 +6,10 @@
  * caller's buffer, the stream, or drained); a transfer's end is classified
  * (done, redirect, retry, expired, changed, fatal); rh_fetch follows
  * redirects by hand, retries with backoff (Retry-After honoured) and
- * resolves an expired final URL again from the original one.
+ * resolves an expired final URL again from the original one.  An object in
+ * a store (r->store) also goes through http_store.c's hooks: before each
+ * request (signing), on each header line, and on each request's outcome
+ * (its error document).
  */
 #include "http_int.h"
 
@@ -228,6 +231,8 @@ size_t rh_on_header(char *p, size_t size, size_t n, void *arg)
 {
     struct xfer *x = arg;
     size_t len = size * n;
+    if (x->r->store)
+        rh_store_header(x, p, len);
     enum remote_hdr_step step = remote_resp_line(&x->s->resp, p, len, (int64_t)time(NULL));
     if (step == REMOTE_HDR_FAIL) {
         rh_fail(x, O_FATAL, "the server sent %s", x->s->resp.bad_what);
@@ -257,6 +262,11 @@ size_t rh_on_body(char *p, size_t size, size_t n, void *arg)
         x->got += len;
         return len;
     case S_DRAIN:
+        if (x->ebody_len < sizeof x->ebody) {
+            size_t k = sizeof x->ebody - x->ebody_len < len ? sizeof x->ebody - x->ebody_len : len;
+            memcpy(x->ebody + x->ebody_len, p, k);
+            x->ebody_len += k;
+        }
         x->drained += len;
         if (x->drained > DRAIN_MAX) {
             x->drain_cut = true;
@@ -421,6 +431,8 @@ enum outcome rh_perform(struct xfer *x, const char *url)
     x->sink = S_NONE;
     x->drained = 0;
     x->drain_cut = false;
+    x->ebody_len = 0;
+    x->region_hdr[0] = '\0';
     x->empty = false;
     x->why = O_OK;
     x->msg[0] = '\0';
@@ -452,6 +464,8 @@ enum outcome rh_perform(struct xfer *x, const char *url)
         oom |= !(t = curl_slist_append(hl, cond));
         hl = t ? t : hl;
     }
+    if (r->store)
+        oom |= !rh_store_prepare(x, url, &hl);
     enum outcome o;
     if (oom) {
         rh_fail(x, O_NOMEM, "out of memory");
@@ -478,6 +492,8 @@ enum outcome rh_perform(struct xfer *x, const char *url)
         CURLcode rc = curl_easy_perform(h);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
         o = classify(x, rc);
+        if (r->store)
+            o = rh_store_outcome(x, o);
     }
     for (t = hl; t; t = t->next)
         explicit_bzero(t->data, strlen(t->data));

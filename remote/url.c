@@ -1,5 +1,6 @@
 /* remote/url.c — URLs of remote models (see url.h). */
 #include "url.h"
+#include "s3.h"
 
 #include <curl/curl.h>
 #include <stdint.h>
@@ -34,7 +35,8 @@ static bool prefix_ci(const char *s, const char *lit)
 
 bool remote_url_is_remote(const char *arg)
 {
-    return prefix_ci(arg, "http://") || prefix_ci(arg, "https://") || prefix_ci(arg, "hf://");
+    return prefix_ci(arg, "http://") || prefix_ci(arg, "https://") || prefix_ci(arg, "hf://") ||
+           remote_store_is_store(arg);
 }
 
 /* ---- redaction ------------------------------------------------------------ */
@@ -442,11 +444,19 @@ enum gguf_err remote_url_expand(const char *arg, char **url, struct gguf_diag *d
     *url = NULL;
     if (prefix_ci(arg, "hf://"))
         return expand_hf(arg, url, d);
+    if (remote_store_is_store(arg)) {
+        enum gguf_err e = remote_store_check_name(arg, d);
+        if (e)
+            return e;
+        *url = dup_n(arg, strlen(arg));
+        return *url ? GGUF_OK : gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    }
     if (!prefix_ci(arg, "http://") && !prefix_ci(arg, "https://")) {
         size_t sl = scheme_len(arg);
         if (sl)
-            return refuse(d, arg, "unsupported URL scheme (http://, https:// and hf:// are)");
-        return refuse(d, arg, "not a URL (http://, https:// or hf://)");
+            return refuse(d, arg, "unsupported URL scheme (http://, https://, hf://, s3:// and "
+                          "gs:// are)");
+        return refuse(d, arg, "not a URL (http://, https://, hf://, s3:// or gs://)");
     }
     enum gguf_err e = check_http(arg, d);
     if (e)

@@ -15,6 +15,9 @@
  *        "@refs/pr/1" becomes "refs%2Fpr%2F1").  "@" starts the revision
  *        at its last occurrence.  hf://datasets/ORG/REPO/PATH is a file of
  *        a dataset repo (ENDPOINT/datasets/ORG/REPO/resolve/...).
+ *   s3://BUCKET/KEY, gs://BUCKET/OBJECT   an object in a store: checked
+ *        (remote_store_check_name, remote/s3.h) and passed on as written;
+ *        remote_open opens it with a store (remote_opts.store).
  *
  * Anything else (another scheme, a URL without a host, control characters
  * or blanks, an empty or "." or ".." component of an hf:// name) is
@@ -53,8 +56,8 @@
 /* Turns what the user wrote into the URL to open (*url, malloc'd). */
 enum gguf_err remote_url_expand(const char *arg, char **url, struct gguf_diag *diag);
 
-/* True when arg looks like a remote model (http://, https:// or hf://,
- * case-insensitively) rather than a local path. */
+/* True when arg looks like a remote model (http://, https://, hf://, s3://
+ * or gs://, case-insensitively) rather than a local path. */
 bool remote_url_is_remote(const char *arg);
 
 /* A copy of url fit to be shown (see above). */
