@@ -244,16 +244,23 @@ enum outcome rh_store_outcome(struct xfer *x, enum outcome o)
         rh_fail(x, O_FATAL, "the session token of %s was refused: %s: %s", who, c, e.message);
     else if (strcmp(c, "AccessDenied") == 0 || strcmp(c, "AllAccessDisabled") == 0 ||
              strcmp(c, "AccountProblem") == 0)
-        rh_fail(x, O_FATAL, "access to key '%s' of bucket '%s' denied (%s: %s)%s", key, bucket,
-                c, e.message, !anonymous ? ""
-                : s3 ? "; no credentials were found, the request was anonymous"
-                     : "; no token was given (GOOGLE_OAUTH_ACCESS_TOKEN or -o bearer_token_file)");
+        rh_fail(x, O_FATAL, "access to key '%s' of bucket '%s' denied (%s: %s)", key, bucket,
+                c, e.message);
     else if (strcmp(c, "NoSuchBucket") == 0)
         rh_fail(x, O_FATAL, "no bucket '%s' (%s: %s)", bucket, c, e.message);
     else if (strcmp(c, "NoSuchKey") == 0)
         rh_fail(x, O_FATAL, "no key '%s' in bucket '%s' (%s: %s)", key, bucket, c, e.message);
     else
         rh_fail(x, O_FATAL, "HTTP %d: %s: %s", st, c, e.message);
+    if (anonymous && (st == 401 || st == 403)) {
+        /* the hint goes in whole or not at all (the message is cut at its end) */
+        const char *hint = s3 ? "; no credentials were found: the request was anonymous"
+                              : "; no token was given (GOOGLE_OAUTH_ACCESS_TOKEN or -o "
+                                "bearer_token_file)";
+        size_t n = strlen(x->msg);
+        if (n + strlen(hint) < sizeof x->msg)
+            memcpy(x->msg + n, hint, strlen(hint) + 1);
+    }
     return O_FATAL;
 }
 

@@ -3,6 +3,8 @@
     with Nginx(root_dir, https=True) as ng:         # nginx-light, ports chosen by the kernel
         ng.url("model.gguf")                        # https://127.0.0.1:P/files/model.gguf
         ng.hf_endpoint                              # https://127.0.0.1:P/hf  (for HF_ENDPOINT)
+        ng.base + "/gcs/model.gguf"                 # root_dir's file, only with the bearer token
+                                                    # Nginx.GCS_TOKEN (else 401, an error document)
         ng.hf_url("model.gguf")                     # .../hf/org/repo/resolve/main/model.gguf:
                                                     # 302 to https://127.0.0.1:Q/files/model.gguf?...
         ng.ca_file                                  # the test CA (PEM), for --cacert / CA options
@@ -321,6 +323,12 @@ http {{
             return 302 {scheme}://{addr}:{cdn_port}/files/$1?expires=4102444800&signature={sig};
         }}
         location = /__sync {{ return 204; }}
+        location /gcs/ {{
+            if ($http_authorization != "Bearer {gcs_token}") {{
+                return 401 "<?xml version='1.0' encoding='UTF-8'?><Error><Code>AuthenticationRequired</Code><Message>Authentication required.</Message></Error>";
+            }}
+            alias {root}/;
+        }}
     }}
     server {{
         listen {addr}:{cdn_port}{listen_opts};
@@ -337,6 +345,10 @@ class Nginx:
     # the query string of the hub's redirects: a presigned URL's credentials,
     # which must never appear in a message
     SIGNATURE = "gguffs-test-signature-0f3a9c"
+    # /gcs/ serves root_dir as /files/ does, only to "Authorization: Bearer
+    # GCS_TOKEN" (else 401 with a Cloud Storage error document): a stand-in
+    # for storage.googleapis.com (STORAGE_EMULATOR_HOST=base + "/gcs")
+    GCS_TOKEN = "ya29.gguffs-test-gcs-token-41c7"
 
     def __init__(self, root_dir, https=False, lifetime=600.0, max_requests=20000, addr=LOOPBACK,
                  netns=None, access_log=True):
@@ -399,6 +411,7 @@ class Nginx:
                     d=self.dir, root=self.root, addr=self.addr, port=self.port, cdn_port=self.cdn_port,
                     access_log="%s/access.log gguffs" % self.dir if self.access_log else "off",
                     scheme=self.scheme, ssl=ssl_conf, listen_opts=listen_opts, sig=self.SIGNATURE,
+                    gcs_token=self.GCS_TOKEN,
                     # workers would be "nobody", who cannot read a test's 0700 temp dirs
                     user="user root;" if os.geteuid() == 0 else ""))
             self.log_path = os.path.join(self.dir, "access.log")

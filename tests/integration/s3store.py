@@ -21,7 +21,8 @@ swift's RingBuilder, what swift-ring-builder runs: one device,
 false.  The proxy's pipeline is `catch_errors proxy-logging cache
 [gguffs_test] s3api tempauth proxy-logging proxy-server`: tempauth's user
 `user_test_tester = testing .admin` is the S3 access key `test:tester` with
-the secret `testing`; s3api answers for the region `location` (us-east-1
+the secret `testing` (and `test:tester3` / `testing3`, who may read
+nothing: AccessDenied); s3api answers for the region `location` (us-east-1
 unless given: another one gives the 400 AuthorizationHeaderMalformed naming
 the right region that AWS gives).  No memcached runs: the cache filter finds
 none and Swift goes on without it.
@@ -79,6 +80,8 @@ AWS = "/usr/bin/aws"
 LOOPBACK = "127.0.0.1"
 ACCESS_KEY = "test:tester"
 SECRET_KEY = "testing"
+# a user of the account with no rights on its buckets
+NOBODY_KEY, NOBODY_SECRET = "test:tester3", "testing3"
 ACCOUNT = "AUTH_test"
 SERVERS = ("account", "container", "object", "proxy")
 # Hang guards for the store's own start, stop and clients, not performance bounds
@@ -156,6 +159,7 @@ error_suppression_limit = 1000
 [filter:tempauth]
 use = egg:swift#tempauth
 user_test_tester = testing .admin
+user_test_tester3 = testing3
 [filter:s3api]
 use = egg:swift#s3api
 location = {location}
