@@ -94,7 +94,8 @@ def mounts_by_env(h, st, single):
                 "info does not name the object, store, region and credentials: %r" % info[:600])
         h.check(open(os.path.join(g.mnt, "model.gguf"), "rb").read() == data,
                 "model.gguf differs from the object")
-        texts = [info, open(os.path.join(g.mnt, "stats")).read(), proc_mounts()]
+        texts = [info, open(os.path.join(g.mnt, "stats")).read(),
+                 open(os.path.join(g.mnt, "info.json")).read(), proc_mounts()]
         g.stop(h, "by env")
         texts.append(g.stderr())
     finally:
