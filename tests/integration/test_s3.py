@@ -255,6 +255,8 @@ def store_gone(h, st, single):
         p = os.path.join(g.mnt, "tensors", fname, "raw")
         fd = os.open(p, os.O_RDONLY)
         try:
+            # no kernel readahead: the end of the file stays unread
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             first = os.pread(fd, 64 << 10, 0)
             h.check(first == raw[:64 << 10], "store gone: the first block")
             st.stop_proxy()
@@ -289,8 +291,15 @@ def replaced(h, st, single, tmp):
     with open(newp, "wb") as f:
         f.write(data)
     with harness.mounted(name, SMALL_CACHE) as g:
+        # bytes of the first 2 MiB, held since the mount (no read ahead
+        # towards the last tensor)
         first, fraw = tb[0]
-        h.check(read_file(os.path.join(g.mnt, "tensors", first, "raw")) == fraw, "replaced: first read")
+        fd = os.open(os.path.join(g.mnt, "tensors", first, "raw"), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            h.check(os.pread(fd, 64 << 10, 0) == fraw[:64 << 10], "replaced: first read")
+        finally:
+            os.close(fd)
         st.put("models", "replaced.gguf", newp)
         for attempt in (1, 2):
             try:
@@ -420,7 +429,8 @@ def four_nodes(h, st, single):
     print("4 nodes: the store answered %d requests (%d GETs of the object, %d bytes); per node: %s"
           % (len(reqs), len(gets), sum(r["bytes"] for r in gets),
              ", ".join("%d requests %d bytes" % (s["remote_requests"], s["remote_bytes"]) for s in per)))
-    h.check(len(gets) == sum(s["remote_requests"] for s in per),
+    # (a fetch ahead may still have been on its way when a node's stats were read)
+    h.check(len(gets) >= sum(s["remote_requests"] for s in per) > 0,
             "4 nodes: the store saw %d GETs, the nodes count %d" % (len(gets), sum(s["remote_requests"] for s in per)))
 
 
