@@ -195,9 +195,10 @@ enum outcome rh_fetch(struct xfer *x, char **final);
 
 struct remote_store;
 struct rh_store;
-/* r->store for the object name in cfg, and r->url its URL. */
+/* r->store for the object name in cfg, and r->url its URL; bearer: a
+ * bearer token goes with the requests (gs://). */
 enum gguf_err rh_store_open(struct remote *r, const struct remote_store *cfg, const char *name,
-                            struct gguf_diag *d);
+                            bool bearer, struct gguf_diag *d);
 void rh_store_free(struct rh_store *s);
 /* Lines for the info file: where the store is, its region, whose credentials. */
 const char *rh_store_info(const struct rh_store *s);

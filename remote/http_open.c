@@ -132,7 +132,7 @@ enum gguf_err remote_open(const struct remote_opts *o, struct remote **out,
     if (o->store) {
         /* an object in a store: its name is shown, its URL is asked */
         r->display = remote_url_redact(o->url);
-        enum gguf_err e = rh_store_open(r, o->store, o->url, d);
+        enum gguf_err e = rh_store_open(r, o->store, o->url, o->bearer_token != NULL, d);
         if (e) {
             free_remote(r);
             return e;

@@ -34,6 +34,7 @@ struct rh_store {
     size_t token_len;
     char asked[REMOTE_REGION_MAX + 1];     /* the region asked first, once moved */
     bool moved;
+    bool bearer;                /* gs://: a bearer token goes with the requests */
     char info[700];
 };
 
@@ -59,9 +60,10 @@ static void set_info(struct rh_store *s)
                  c->region_from);
     else
         snprintf(region, sizeof region, "region: %s (from %s)\n", c->region, c->region_from);
-    snprintf(s->info, sizeof s->info, "store: %s\n%scredentials: %s%s\n", where, region,
-             c->who, c->kind == REMOTE_STORE_S3 && c->session_token ? ", with a session token"
-                                                                    : "");
+    const char *who = c->kind == REMOTE_STORE_S3 ? c->who
+                    : s->bearer ? "a bearer token" : "none (anonymous)";
+    snprintf(s->info, sizeof s->info, "store: %s\n%scredentials: %s%s\n", where, region, who,
+             c->kind == REMOTE_STORE_S3 && c->session_token ? ", with a session token" : "");
 }
 
 static void set_scope(struct rh_store *s)
@@ -70,12 +72,13 @@ static void set_scope(struct rh_store *s)
 }
 
 enum gguf_err rh_store_open(struct remote *r, const struct remote_store *cfg, const char *name,
-                            struct gguf_diag *d)
+                            bool bearer, struct gguf_diag *d)
 {
     struct rh_store *s = calloc(1, sizeof *s);
     if (!s)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     r->store = s;
+    s->bearer = bearer;
     if (remote_store_check_name(name, d) != GGUF_OK)
         return GGUF_E_INVAL;
     s->cfg = remote_store_dup(cfg);

@@ -457,7 +457,9 @@ def gs_cases(h, single, tmp):
             try:
                 h.check(open(os.path.join(g.mnt, "model.gguf"), "rb").read() == data, "gs %s: model.gguf" % lab)
                 info = open(os.path.join(g.mnt, "info")).read()
-                h.check("remote: gs://bkt/m.gguf" in info and "Cloud Storage" in info, "gs %s: info %r" % (lab, info[:300]))
+                who = "none (anonymous)" if lab == "public" else "a bearer token"
+                h.check("remote: gs://bkt/m.gguf" in info and "Cloud Storage" in info and
+                        "credentials: %s" % who in info, "gs %s: info %r" % (lab, info[:300]))
                 texts = [info, proc_mounts()]
                 g.stop(h, "gs %s" % lab)
                 texts.append(g.stderr())
