@@ -58,6 +58,8 @@ Bounds: a watchdog stops every server after `lifetime` seconds, or once
 the proxy logged more than `max_requests` client requests.  stop() (also
 on an exception in start, and on leaving the with block) sends SIGTERM to
 every server, SIGKILL after STOP_WAIT, reaps them, and removes the folder.
+Each server runs in a session of its own (killed as a group) and dies with
+the test's process (PR_SET_PDEATHSIG), however that ends.
 """
 import json
 import os
@@ -176,6 +178,16 @@ use = egg:swift#catch_errors
 [filter:proxy-logging]
 use = egg:swift#proxy_logging
 """
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test's process ends, even
+    by a signal that leaves it no time for stop() (meson's timeout)."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _free_ports(n):
@@ -305,7 +317,7 @@ class SwiftS3:
             p = subprocess.Popen(["/usr/bin/swift-%s-server" % name,
                                   os.path.join(self.dir, name + ".conf")],
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_die_with_parent)
             out.close()
             self.procs[name] = p
             pending[p.pid] = name
