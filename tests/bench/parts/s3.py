@@ -10,13 +10,17 @@ with s3api on 127.0.0.1 (tests/integration/s3store.py) and served by nginx
     awscli, one stream; its start-up, about a second of Python, is part of
     its time and is also timed alone, as get-object of byte 0);
   - tensors/big.weight/raw of a fresh `gguffs s3://BUCKET/big.gguf` mount
-    (requests signed by libcurl), read sequentially in 1 MiB preads;
+    (requests signed by libcurl), read sequentially in 1 MiB preads, with
+    the default remote_block (4M) and with 16M (a quarter of the requests:
+    each request costs Swift's proxy its own authentication and, without
+    memcached, account and container lookups);
   - `curl -s -o /dev/null -r A-B` of the tensor's bytes from nginx;
   - the same raw read through a fresh `gguffs http://…/big.gguf` mount.
 
 The ratios: s3 mount / get-object (target >= 0.5), http mount / curl, and
 the first over the second (target >= 1: signing costs no throughput beyond
-what the store itself costs).  Swift's proxy is Python: the two servers'
+what the store itself costs), and gguffs' CPU per GB read (all its
+threads, /proc/PID/stat) for each mount: what signing costs the client.  Swift's proxy is Python: the two servers'
 speeds differ, which is why each mount is compared with a client of its
 own server.  Mount to ready: the requests of a fresh s3:// mount before
 any read (gguffs' stats and the store's access log; target <= 3).
@@ -29,7 +33,8 @@ import time
 import common
 import remote
 import s3store
-from common import GGUFFS, FuseMount, counters, make_big_file, read_throughput, skip
+from common import GGUFFS, FuseMount, counters, make_big_file, proc_stat_ms, read_throughput, \
+    skip
 from remote_blocks import curl_gbs
 
 NAME = "s3"
@@ -46,15 +51,21 @@ def aws_get(st, key, length=None):
     return time.perf_counter() - t0
 
 
-def mount_read(url, work, length):
+def mount_read(url, work, length, opts=()):
     """GB/s of raw through a fresh mount of url, and its stats after the
     mount and after the read."""
     mnt = os.path.join(work, "mnt")
     os.makedirs(mnt, exist_ok=True)
-    with FuseMount([GGUFFS, "-f", "-o", "ro", url, mnt], mnt, 1 << 20, write_ra=False):
+    with FuseMount([GGUFFS, "-f", "-o", "ro"] + list(opts) + [url, mnt], mnt, 1 << 20,
+                   write_ra=False) as m:
         ready = counters(os.path.join(mnt, "stats"))
+        c0 = proc_stat_ms(m.p.pid)
         g = read_throughput(os.path.join(mnt, "tensors", "big.weight", "raw"), 0, length)
+        c1 = proc_stat_ms(m.p.pid)
         after = counters(os.path.join(mnt, "stats"))
+    # gguffs' CPU (all its threads), ms per GB read
+    after["cpu_ms_per_gb"] = (c1 - c0) / (length / 1e9) if c0 is not None and c1 is not None \
+        else None
     return g, ready, after
 
 
@@ -102,7 +113,7 @@ def run(work, args):
         before = len(st.requests())
         ready = mount_ready(s3url, work)
         at_store = len(st.requests()) - before
-        best = {"s3": 0.0, "curl": 0.0, "http": 0.0}
+        best = {"s3": 0.0, "s3big": 0.0, "curl": 0.0, "http": 0.0}
         t_aws, t_start = [], []
         stats = {}
         for _ in range(reps):
@@ -111,6 +122,9 @@ def run(work, args):
             g, _, s = mount_read(s3url, work, length)
             if g > best["s3"]:
                 best["s3"], stats["s3"] = g, s
+            g, _, s = mount_read(s3url, work, length, ["-o", "remote_block=16M"])
+            if g > best["s3big"]:
+                best["s3big"], stats["s3big"] = g, s
             best["curl"] = max(best["curl"], curl_gbs(httpurl, hdr, hdr + length))
             g, _, s = mount_read(httpurl, work, length)
             if g > best["http"]:
@@ -136,16 +150,22 @@ def run(work, args):
           "against a whole-object download by the store's own client, best of %d; OpenStack "
           "Swift 2.30 with s3api (one proxy process) and nginx, both on 127.0.0.1" % (size_mb, reps))
     print()
-    print("| read | GB/s | ratio | target | requests |")
-    print("|---|---|---|---|---|")
-    print("| aws s3api get-object (whole object, start-up included) | %.3f | 1.00 | | - |"
+    def cpu(k):
+        v = stats[k].get("cpu_ms_per_gb")
+        return "%.0f" % v if v is not None else "-"
+    print("| read | GB/s | ratio | target | requests | gguffs CPU ms/GB |")
+    print("|---|---|---|---|---|---|")
+    print("| aws s3api get-object (whole object, start-up included) | %.3f | 1.00 | | - | - |"
           % best["aws"])
-    print("| gguffs s3:// mount, raw | %.3f | %.2f of get-object | >= 0.5 | %s |"
-          % (best["s3"], r_s3, stats["s3"].get("remote_requests", "-")))
-    print("| curl -r A-B from nginx | %.3f | 1.00 | | - |" % best["curl"])
-    print("| gguffs http:// mount, raw | %.3f | %.2f of curl | | %s |"
-          % (best["http"], r_http, stats["http"].get("remote_requests", "-")))
-    print("| (s3 / get-object) / (http / curl) | | %.2f | >= 1 | |" % (r_s3 / r_http))
+    print("| gguffs s3:// mount, raw | %.3f | %.2f of get-object | >= 0.5 | %s | %s |"
+          % (best["s3"], r_s3, stats["s3"].get("remote_requests", "-"), cpu("s3")))
+    print("| gguffs s3:// mount, raw, -o remote_block=16M | %.3f | %.2f of get-object | | %s | %s |"
+          % (best["s3big"], best["s3big"] / best["aws"], stats["s3big"].get("remote_requests", "-"),
+             cpu("s3big")))
+    print("| curl -r A-B from nginx | %.3f | 1.00 | | - | - |" % best["curl"])
+    print("| gguffs http:// mount, raw | %.3f | %.2f of curl | | %s | %s |"
+          % (best["http"], r_http, stats["http"].get("remote_requests", "-"), cpu("http")))
+    print("| (s3 / get-object) / (http / curl) | | %.2f | >= 1 | | |" % (r_s3 / r_http))
     print()
     print("awscli's start-up (get-object of byte 0): best %.2f s; get-object without it: at most "
           "%.3f GB/s, the s3 mount %.2f of that" % (min(t_start), aws_net, best["s3"] / aws_net))
