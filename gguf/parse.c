@@ -498,11 +498,15 @@ static enum gguf_err read_dims(struct cur *c, struct gguf_tensor *t, const char 
     return GGUF_OK;
 }
 
+/* Tensors whose row is not a multiple of the block named one by one in the
+ * notes; past them, one more note gives how many there are in all. */
+#define ROW_NAMED 8
+
 /* nbytes from the type (0 for a type gguffs does not know: the layout
  * gives it, gguf_layout_check); a row not a multiple of the block is
- * noted once (*row_noted). */
+ * counted in *row_bad, and noted for the first ROW_NAMED tensors. */
 static enum gguf_err size_by_type(struct cur *c, struct gguf_tensor *t,
-                                  const char *what, bool *row_noted, char **notes)
+                                  const char *what, uint64_t *row_bad, char **notes)
 {
     const struct ggml_type_info *ti = ggml_type_get(t->type);
     t->nbytes = 0;
@@ -513,12 +517,10 @@ static enum gguf_err size_by_type(struct cur *c, struct gguf_tensor *t,
                              "%s: %llu elements is not a whole number of %s "
                              "blocks of %u", what, (unsigned long long)t->n_elems,
                              ti->name, ti->blck_elems);
-    if (t->ne[0] % ti->blck_elems && !*row_noted) {
+    if (t->ne[0] % ti->blck_elems && (*row_bad)++ < ROW_NAMED)
         gguf_note(notes, "%s: row length %llu is not a multiple of the %s block "
                   "size %u: ggml refuses it", what, (unsigned long long)t->ne[0],
                   ti->name, ti->blck_elems);
-        *row_noted = true;
-    }
     /* n/blck <= INT64_MAX and blck_bytes <= 292: check the product. */
     uint64_t blocks = t->n_elems / ti->blck_elems;
     if (blocks > UINT64_MAX / ti->blck_bytes)
@@ -530,7 +532,7 @@ static enum gguf_err size_by_type(struct cur *c, struct gguf_tensor *t,
 
 /* Tensor info #i at the cursor into t. */
 static enum gguf_err read_tensor(struct cur *c, uint64_t i, struct gguf_tensor *t,
-                                 struct shown *sh, bool *row_noted, char **notes)
+                                 struct shown *sh, uint64_t *row_bad, char **notes)
 {
     *t = (struct gguf_tensor){ .info_off = c->off };
     TRY(read_name(c, true, i, t->info_off, &t->name_off, &t->name_len, sh));
@@ -542,7 +544,7 @@ static enum gguf_err read_tensor(struct cur *c, uint64_t i, struct gguf_tensor *
                              sh->what, t->n_dims, GGUF_MAX_DIMS);
     TRY(read_dims(c, t, sh->what));
     TRY(rd_u32(c, &t->type, "type"));
-    TRY(size_by_type(c, t, sh->what, row_noted, notes));
+    TRY(size_by_type(c, t, sh->what, row_bad, notes));
     return rd_u64(c, &t->offset, "offset");
 }
 
@@ -553,12 +555,13 @@ static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
     struct names nm = { c, f };
     struct gguf_ntab seen;
     enum gguf_err err = gguf_ntab_init(&seen, n_tensors, tensor_name, &nm);
-    bool long_noted = false, row_noted = false;
+    bool long_noted = false;
+    uint64_t row_bad = 0;
     struct shown sh;
 
     for (uint64_t i = 0; !err && i < n_tensors; i++) {
         struct gguf_tensor t;
-        if ((err = read_tensor(c, i, &t, &sh, &row_noted, notes)))
+        if ((err = read_tensor(c, i, &t, &sh, &row_bad, notes)))
             break;
         if (t.name_len > GGML_MAX_NAME_LEN && !long_noted) {
             gguf_note(notes, "tensor '%s' has a name longer than %d bytes: ggml "
@@ -580,6 +583,10 @@ static enum gguf_err parse_tensors(struct cur *c, struct gguf_file *f,
         if (!err)
             f->n_tensors++;
     }
+    if (!err && row_bad > ROW_NAMED)
+        gguf_note(notes, "%llu tensors in all have a row length that is not a multiple of "
+                  "their type's block size (the first %d named above): ggml refuses them",
+                  (unsigned long long)row_bad, ROW_NAMED);
     c->what = NULL;
     gguf_ntab_free(&seen);
     return err;

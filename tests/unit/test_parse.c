@@ -565,6 +565,46 @@ static void expect_no_note(const struct gguf_file *f, const char *unwanted)
         fail_msg("notes have \"%s\": %s", unwanted, f->notes);
 }
 
+/* n q4_0 tensors "r0", "r1", ... whose rows (16) are not a multiple of the
+ * block (32) while their element counts are: each is named in the notes
+ * up to 8 of them, then one note gives how many there are in all. */
+static void test_row_notes(void **state)
+{
+    (void)state;
+    static const unsigned counts[] = { 1, 5, 8, 9, 12 };
+    for (unsigned c = 0; c < sizeof counts / sizeof *counts; c++) {
+        unsigned n = counts[c];
+        struct gb b = { 0 };
+        struct gguf_file *f;
+        struct gguf_diag d;
+        uint64_t ne[2] = { 16, 2 };
+        gb_header(&b, 3, n, 0);
+        for (unsigned i = 0; i < n; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "r%u", i);
+            gb_tensor(&b, name, 2, ne, GGML_T_Q4_0, 32ull * i);
+        }
+        gb_pad(&b, 32);
+        gb_zeros(&b, 32ull * n);
+        assert_int_equal(parse(&b, &f, &d), GGUF_OK);
+        for (unsigned i = 0; i < n; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "'r%u': row length 16 is not a multiple", i);
+            if (i < 8)
+                expect_note(f, want);
+            else
+                expect_no_note(f, want);
+        }
+        if (n > 8)
+            expect_note(f, n == 9 ? "9 tensors in all have a row length" :
+                                    "12 tensors in all have a row length");
+        else
+            expect_no_note(f, "tensors in all");
+        gguf_close(f);
+        free(b.p);
+    }
+}
+
 /* The info text of f contains want. */
 static void expect_info(const struct gguf_file *f, const char *want)
 {
@@ -902,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_alignment),
         cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_noted_objections),
+        cmocka_unit_test(test_row_notes),
         cmocka_unit_test(test_unknown_middle),
         cmocka_unit_test(test_unknown_last),
         cmocka_unit_test(test_removed_ids),
