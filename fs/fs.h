@@ -51,6 +51,7 @@
  *
  *   1 (FUSE_ROOT_ID)  /                 3  /meta
  *   4                 /tensors          5  /stats (block cache counters)
+ *   6                 /log (the last messages: log.h)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
  *   VERSION_BASE + 5g     /info of version g of the model
  *   VERSION_BASE + 5g + 1 /model.gguf of version g
@@ -123,6 +124,10 @@
  *                     a copy or an update, never during I/O
  *   notify queue mu   (notify.c), last: never held while waiting
  *
+ * The log's mutex (log.c) stands apart: it takes no other lock and may be
+ * taken under any (a message is logged with any lock held); it is held to
+ * write one line, keep it for the log file or copy the kept ones.
+ *
  * The notify queues' threads take no lock above their own but the state
  * list's; the kernel may make them wait for a directory's lock, which is
  * why no handler holding the root directory's lock waits for commit_mu
@@ -154,6 +159,7 @@ enum {
     INO_META = 3,
     INO_TENSORS = 4,
     INO_STATS = 5,
+    INO_LOG = 6,
     KV_BASE = 16,
     TENSOR_STRIDE = 16,
 };

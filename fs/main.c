@@ -819,6 +819,8 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     }
     /* an unmount reads as one, whichever error the kernel gives (devio.h) */
     devio_attach(se);
+    /* from here every message is also kept for the log file (log.h) */
+    ggfs_log_keep();
     char dev[32] = "";
     fs->mnt_id = find_mount(o->copts.mountpoint, dev);
     /* written by the first request after INIT (ops.c set_readahead) */
@@ -847,7 +849,10 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     }
     atomic_store(&fs->ra_pending, ra);
     /* The mount exists now: requests queue until the loop runs, so the
-     * parent may return. */
+     * parent may return; once it has, stderr is gone: if messages would
+     * be lost then (no syslog daemon), it says first where they go. */
+    if (!o->copts.foreground)
+        ggfs_log_say_where();
     pid_t before = getpid();
     fuse_daemonize(o->copts.foreground);
     if (getpid() != before)

@@ -2,6 +2,7 @@
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
 #include "digest.h"
+#include "log.h"
 #include "nodes.h"
 #include "model.h"
 #include "read.h"
@@ -30,6 +31,7 @@ const struct root_entry ggfs_root[] = {
     { "info.json", K_INFO_JSON },
     { "model.safetensors", K_SAFETENSORS },
     { "hashes", K_HASHES },
+    { "log", K_LOG },
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
 
@@ -47,6 +49,7 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
     case K_HASHES: return INO_HASHES(st->gen);
     case K_META: return INO_META;
     case K_TENSORS: return INO_TENSORS;
+    case K_LOG: return INO_LOG;
     default: return INO_STATS;
     }
 }
@@ -78,6 +81,7 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     case INO_META: n.kind = K_META; return n;
     case INO_TENSORS: n.kind = K_TENSORS; return n;
     case INO_STATS: n.kind = K_STATS; return n;
+    case INO_LOG: n.kind = K_LOG; return n;
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
         /* hashes: the same bytes in every version, so any version's */
@@ -366,6 +370,9 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         break;
     case K_HASHES:
         stat_file(out, ro, ggfs_hashes_size(st));
+        break;
+    case K_LOG:
+        stat_file(out, ro, ggfs_log_size());
         break;
     case K_KV: {
         const struct text *t = ggfs_kv_text(st, n.idx);

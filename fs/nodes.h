@@ -25,7 +25,7 @@
 #define STATS_TEXT_MAX 4096
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON, K_SAFETENSORS, K_HASHES };
+            K_INFO_JSON, K_SAFETENSORS, K_HASHES, K_LOG };
 
 struct node {
     enum kind kind;

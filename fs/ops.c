@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "commit.h"
 #include "f32.h"
+#include "log.h"
 #include "nodes.h"
 #include "read.h"
 #include "state.h"
@@ -73,9 +74,9 @@ static void st_open_put(struct st_open *so)
 }
 
 /* A read-only open of a meta/ file of a writable mount gets a copy of the
- * committed text taken at open (see do_open).  Reads hold a reference while
- * they reply, so a release racing a read (the kernel sends it once the
- * reply is copied) never frees under it. */
+ * committed text taken at open (see do_open), and so does an open of log.
+ * Reads hold a reference while they reply, so a release racing a read (the
+ * kernel sends it once the reply is copied) never frees under it. */
 struct snap {
     struct ggfs *fs;
     _Atomic unsigned refs;
@@ -93,6 +94,25 @@ static void snap_put(struct snap *s)
     glist_del(&s->link);
     pthread_mutex_unlock(&fs->pend_mu);
     free(s);
+}
+
+/* A snapshot of len bytes at data, listed in fs->snaps; NULL when out of
+ * memory. */
+static struct snap *snap_new(struct ggfs *fs, const char *data, size_t len)
+{
+    struct snap *snap = malloc(sizeof *snap + len);
+    if (!snap)
+        return NULL;
+    atomic_init(&snap->refs, 1);
+    snap->fs = fs;
+    snap->len = len;
+    if (len)              /* an empty text may have no buffer at all */
+        memcpy(snap->data, data, len);
+    /* listed, so that those whose release never comes are freed */
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_add(&fs->snaps, &snap->link);
+    pthread_mutex_unlock(&fs->pend_mu);
+    return snap;
 }
 
 void ggfs_snaps_free(struct ggfs *fs)
@@ -165,7 +185,8 @@ static void reply_entry(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_
         return (void)fuse_reply_err(req, err);
     e.ino = ino;
     e.generation = 1;
-    e.attr_timeout = fs->timeout;
+    /* log grows with every message: its size is asked for each stat */
+    e.attr_timeout = ino == INO_LOG ? 0 : fs->timeout;
     e.entry_timeout = fs->timeout;
     fuse_reply_entry(req, &e);
 }
@@ -259,7 +280,7 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     if (err)
         return (void)fuse_reply_err(req, err);
     bool writing = ino >= KV_BASE && ino < VERSION_BASE && ggfs_edit_is_open(fs, ino - KV_BASE);
-    fuse_reply_attr(req, &out, writing ? 0 : fs->timeout);
+    fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : fs->timeout);
 }
 static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -427,10 +448,22 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
         n.kind != K_INFO_JSON && n.kind != K_SAFETENSORS && n.kind != K_HASHES &&
-        !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_LOG && !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
+    } else if (n.kind == K_LOG) {
+        /* the lines as they are at open, read past the page cache (each
+         * open its own copy; a message logged meanwhile is the next
+         * open's) */
+        size_t len;
+        char *text = ggfs_log_copy(&len);
+        struct snap *snap = text ? snap_new(fs, text, len) : NULL;
+        free(text);
+        if (!snap)
+            return (void)fuse_reply_err(req, ENOMEM);
+        fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
+        fi->direct_io = 1;
     } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
                n.kind == K_SAFETENSORS) {
         /* The handle reads the version it was opened on (see fs.h). */
@@ -466,18 +499,9 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
          * handle keeps the version it was opened on.  So on a read-only
          * mount that follows another gguffs' edits (follow.h) too. */
         const struct text *t = ggfs_kv_text(st, n.idx);
-        struct snap *snap = t ? malloc(sizeof *snap + t->len) : NULL;
+        struct snap *snap = t ? snap_new(fs, t->data, t->len) : NULL;
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
-        atomic_init(&snap->refs, 1);
-        snap->fs = fs;
-        snap->len = t->len;
-        /* listed, so that those whose release never comes are freed */
-        pthread_mutex_lock(&fs->pend_mu);
-        glist_add(&fs->snaps, &snap->link);
-        pthread_mutex_unlock(&fs->pend_mu);
-        if (t->len)           /* an empty value has no buffer at all */
-            memcpy(snap->data, t->data, t->len);
         fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
         fi->direct_io = 1;
     } else {
@@ -560,6 +584,15 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     case K_STATS:
         ggfs_under_check(fs, st);       /* counts what happened until now */
         return ggfs_reply_slice(req, buf, ggfs_stats_text(fs, buf, sizeof buf), size, off);
+    case K_LOG: {                       /* (an open gives a snapshot: not here) */
+        size_t len;
+        char *text = ggfs_log_copy(&len);
+        if (!text)
+            return (void)fuse_reply_err(req, ENOMEM);
+        ggfs_reply_slice(req, text, len, size, off);
+        free(text);
+        return;
+    }
     case K_HASHES: {
         ggfs_count_read(fs, RK_HASHES, size);
         int err = 0;
@@ -890,7 +923,7 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
                 n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_SAFETENSORS ||
-                n.kind == K_HASHES ?
+                n.kind == K_HASHES || n.kind == K_LOG ?
                 EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,

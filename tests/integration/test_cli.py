@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), and as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored.
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored; and where messages go without a syslog daemon (/dev/log present and absent, in a private mount namespace).
 import errno
+import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -92,8 +95,13 @@ class Nobody:
         rc = next((int(x[3:]) for x in out if x.startswith("rc=") and x[3:].isdigit()), None)
         mounted = "mounted" in out
         read = out[out.index("mounted") + 1] if mounted and out.index("mounted") + 1 < len(out) else ""
+        # the daemon (same pid namespace) lets go of the model when it
+        # exits, a moment after the unmount: the next run would wait for it
+        pid = harness.find_daemon(self.mnt)
+        if pid is not None:
+            harness.wait_pid_exit(pid, harness.EXIT_WAIT)
         with open(os.path.join(self.base, "err"), "rb") as f:
-            err = f.read()
+            err = harness.drop_log_notice(f.read())
         return rc, err, mounted, read, (r.stdout + r.stderr).decode(errors="replace")
 
     def close(self):
@@ -132,6 +140,119 @@ def as_nobody(h, model):
                         "root ...', got %r" % (opts, want, err[:500]))
     finally:
         nb.close()
+    return None
+
+
+SYSLOG_NS = "--syslog-namespace"
+
+
+def syslog_in_namespace(base, model, present):
+    """Runs as root in a private mount namespace (unshare -m, from
+    syslog_cases): /dev there is a fresh tmpfs holding null and fuse, and,
+    if present, a syslog socket at /dev/log that this process reads.
+    Mounts model daemonized on BASE/mnt, writes text meta/llama.context_length
+    refuses, and prints one JSON line: gguffs' exit status and stderr (all of
+    it), the errno of the edit, the mount's log file (text, st_size, mode),
+    the messages /dev/log received, whether the daemon exited after the
+    unmount."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64k", "gguffs-dev", "/dev"],
+                   check=True, capture_output=True)
+    for name, dev in (("null", os.makedev(1, 3)), ("fuse", os.makedev(10, 229))):
+        os.mknod("/dev/" + name, stat.S_IFCHR | 0o666, dev)
+        os.chmod("/dev/" + name, 0o666)
+    sock = None
+    if present:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind("/dev/log")
+    mnt = os.path.join(base, "mnt")
+    os.mkdir(mnt)
+    res = {}
+    rc, _, err = run_gguffs([model, mnt], keep_notice=True)
+    res["rc"], res["err"], res["mnt"] = rc, err.decode(errors="replace"), os.path.realpath(mnt)
+    if is_mounted(mnt):
+        pid = harness.find_daemon(mnt)
+        try:
+            with open(os.path.join(mnt, "meta", "llama.context_length"), "w") as f:
+                f.write("garbage\n")
+            res["edit"] = 0
+        except OSError as e:
+            res["edit"] = e.errno
+        lp = os.path.join(mnt, "log")
+        try:
+            st = os.stat(lp)
+            res["log_size"], res["log_mode"] = st.st_size, stat.S_IMODE(st.st_mode)
+            with open(lp, "rb") as f:
+                res["log"] = f.read().decode(errors="replace")
+        except OSError as e:
+            res["log"] = "(%s)" % e
+        if sock:
+            sock.settimeout(harness.MOUNT_WAIT)      # a hang guard only
+            got = []
+            try:
+                while not any("edit refused" in g for g in got):
+                    got.append(sock.recv(65536).decode(errors="replace"))
+            except socket.timeout:
+                pass
+            res["syslog"] = got
+        unmount(mnt)
+        res["exited"] = pid is not None and harness.wait_pid_exit(pid, harness.EXIT_WAIT)
+    print(json.dumps(res))
+    return 0
+
+
+def syslog_cases(h, model):
+    """Where a daemonized mount's messages go: with a syslog socket, to
+    syslog and the mount's log file, nothing said at mount; with none
+    (/dev/log missing, as in most containers), one line at mount saying
+    they go to MOUNTPOINT/log.  None, or why it could not run."""
+    if os.geteuid() != 0:
+        return "the checks of /dev/log need root (a private mount namespace)"
+    missing = [t for t in ("unshare", "mount") if not shutil.which(t)]
+    if missing:
+        return "the checks of /dev/log need %s (util-linux)" % ", ".join(missing)
+    for present in (False, True):
+        with h.case("messages with /dev/log %s" % ("present" if present else "missing")):
+            base = tempfile.mkdtemp(prefix="gguffs-syslog-")
+            try:
+                m = os.path.join(base, "m.gguf")
+                shutil.copyfile(model, m)
+                os.chmod(m, 0o644)
+                r = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
+                                    os.path.abspath(__file__), SYSLOG_NS, base, m,
+                                    "1" if present else "0"],
+                                   capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+                out = r.stdout.decode(errors="replace").strip().split("\n")[-1]
+                try:
+                    res = json.loads(out)
+                except ValueError:
+                    h.fail("/dev/log: the namespace run printed no result, exit %d: %r"
+                           % (r.returncode, (r.stdout + r.stderr)[-2000:]))
+                    continue
+                label = "/dev/log %s" % ("present" if present else "missing")
+                lines = [x for x in res["err"].split("\n") if x]
+                want = [] if present else [
+                    "gguffs: no syslog here (/dev/log does not exist): messages go to %s/log "
+                    "(the last 200), or to a file with -o log_file=FILE" % res["mnt"]]
+                h.check(res["rc"] == 0 and lines == want,
+                        "%s: exit %d, stderr %r, want %r" % (label, res["rc"], lines, want))
+                h.check(res.get("edit") == errno.EINVAL, "%s: the refused edit gave %r"
+                        % (label, res.get("edit")))
+                log = res.get("log", "")
+                h.check(any("meta/llama.context_length: edit refused (Invalid argument)" in x and
+                            "garbage" in x for x in log.split("\n")),
+                        "%s: the log file has no line with the key and the reason: %r"
+                        % (label, log[:1000]))
+                h.check(res.get("log_size") == len(log.encode()) and res.get("log_mode") == 0o444,
+                        "%s: log's st_size %r and mode %o, want %d and 444" % (
+                            label, res.get("log_size"), res.get("log_mode", 0), len(log.encode())))
+                if present:
+                    h.check(any("gguffs[" in x and "edit refused" in x and "llama.context_length" in x
+                                for x in res.get("syslog", [])),
+                            "%s: syslog received %r" % (label, res.get("syslog")))
+                h.check(res.get("exited") is True, "%s: the daemon did not exit after the unmount"
+                        % label)
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
     return None
 
 
@@ -397,6 +518,9 @@ def main():
     why = as_nobody(h, model)
     if why:
         skipped.append(why)
+    why = syslog_cases(h, model)
+    if why:
+        skipped.append(why)
     with h.case("--dump URL"):
         why = dump_url(h, tmp, gw)
         if why:
@@ -414,4 +538,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == SYSLOG_NS:
+        sys.exit(syslog_in_namespace(sys.argv[2], sys.argv[3], sys.argv[4] == "1"))
     sys.exit(main())

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Edit rules: O_TRUNC then close commits (string, array) or fails with EINVAL (scalar) before close() returns, shells' dup2 pattern; key-name rule on create/rename; tool scratch names; sed -i and vim.
+# Edit rules: O_TRUNC then close commits (string, array) or fails with EINVAL (scalar) before close() returns, shells' dup2 pattern; key-name rule on create/rename; tool scratch names; sed -i and vim; the mount's log file says why an edit was refused.
 """
 Part A (every value type, arrays of every element type, nested arrays; a
 little-endian v3 file that ggml reads, a file of nested arrays, and the
@@ -25,12 +25,22 @@ name and removable; tool scratch files (leading '.', leading '#', trailing
 '~', sedXXXXXX, digits only) are created, written, read and removed
 without touching MODEL.gguf, and renamed over a key they set its value;
 sed -i, and vim -es (vim.tiny and vim, each if installed) on a string and
-a u32 key.
+a u32 key.  A rename to a bad name gets EINVAL as a create does (mv words
+every EINVAL of rename(2) as "cannot move ... to a subdirectory of
+itself"), and the mount's log file has the reason.
+
+Part C, the log file at the mount's root: listed, read-only for everyone
+who may read the model (0444 for a 0644 model: writes, truncation,
+removal and renames fail with EACCES), st_size exactly what a read gives
+(also after a message is added), one line per refused edit with a UTC
+timestamp, the key and the reason; a descriptor opened before a message
+keeps reading what was there at its open.
 """
 import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -367,6 +377,13 @@ def name_rule_tests(h, tmp, ggml):
                     h.check(harness.file_bytes(model) == before, "rename to %r: MODEL.gguf changed" % bad)
                 h.check(sorted(os.listdir(meta)) == listing0, "rename to %r: meta/ lists %r"
                         % (bad, sorted(set(os.listdir(meta)) ^ set(listing0))))
+                if bad == BAD_NAMES[0]:
+                    # (the first: later ones may meet the log's rate limit)
+                    with open(os.path.join(meta, "..", "log")) as f:
+                        log = f.read()
+                    h.check(any("edit refused (Invalid argument): meta/t.string: '%s' is not a valid "
+                                "GGUF key name" % bad in x for x in log.split("\n")),
+                            "rename to %r: the mount's log does not say why: %r" % (bad, log[-1000:]))
                 r = bash('mv "$1" "$2"', os.path.join(meta, "t.u32"), os.path.join(meta, bad))
                 h.check(r.returncode != 0, "mv t.u32 %r: accepted" % bad)
                 if r.returncode == 0:
@@ -386,6 +403,60 @@ def name_rule_tests(h, tmp, ggml):
             h.check(e is None, "rename x.good_name -> x.renamed_ok: %s" % ename(e))
             chk.value("rename to a valid name", "x.renamed_ok", "i32", 41)
             h.check("x.good_name" not in state(harness.file_bytes(model))[0], "x.good_name still in the model after rename")
+
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (.*)$")
+
+
+def log_file_tests(h, tmp, ggml):
+    with small_mount(h, tmp, ggml, "log.gguf") as (model, chk, meta, listing0):
+        mnt = os.path.dirname(meta)
+        lp = os.path.join(mnt, "log")
+        h.check("log" in os.listdir(mnt), "log is not listed in the mount's root")
+        st = os.stat(lp)
+        h.check(stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o444,
+                "log: mode %o, want a regular file 444" % st.st_mode)
+        with open(lp, "rb") as f:
+            before = f.read()
+        h.check(os.stat(lp).st_size == len(before), "log: st_size %d, a read gives %d bytes"
+                % (os.stat(lp).st_size, len(before)))
+        old = os.open(lp, os.O_RDONLY)
+        try:
+            r = bash('echo garbage > "$1"', os.path.join(meta, "t.u32"))
+            h.check(r.returncode != 0 and "Invalid argument" in r.stderr,
+                    "echo garbage > meta/t.u32: rc %d %r" % (r.returncode, r.stderr))
+            size = os.stat(lp).st_size
+            with open(lp, "rb") as f:
+                after = f.read()
+            h.check(size == len(after) and len(after) > len(before),
+                    "log after a refused edit: st_size %d, a read gives %d bytes (before: %d)"
+                    % (size, len(after), len(before)))
+            # the same bytes read in small pieces at offsets
+            with open(lp, "rb", buffering=0) as f:
+                pieces = b"".join(iter(lambda: f.read(7), b""))
+            h.check(pieces == after, "log read 7 bytes at a time differs from one read")
+            new = after[len(before):].decode(errors="replace").split("\n")
+            m = [LOG_LINE.match(x) for x in new if x]
+            h.check(len(m) == 1 and m[0] and
+                    m[0].group(1).startswith("%s: meta/t.u32: edit refused (Invalid argument): " % model)
+                    and "garbage" in m[0].group(1) and after.endswith(b"\n"),
+                    "log: want one line 'STAMP MODEL: meta/t.u32: edit refused (Invalid argument): "
+                    "... garbage ...', got %r" % new)
+            # a descriptor opened before: what was there at its open
+            got = os.pread(old, 1 << 20, 0)
+            h.check(got == before, "log opened before the edit reads %r, want %r" % (got, before))
+        finally:
+            os.close(old)
+        for label, fn in (("open O_WRONLY", lambda: os.close(os.open(lp, os.O_WRONLY))),
+                          ("open O_TRUNC", lambda: os.close(os.open(lp, os.O_RDONLY | os.O_TRUNC))),
+                          ("truncate", lambda: os.truncate(lp, 0)),
+                          ("unlink", lambda: os.unlink(lp)),
+                          ("rename", lambda: os.rename(lp, os.path.join(mnt, "log2")))):
+            e = errno_of(fn)
+            h.check(e in (errno.EACCES, errno.EPERM), "log: %s gave %s, want EACCES"
+                    % (label, ename(e)))
+        with open(lp, "rb") as f:
+            h.check(f.read() == after, "log changed by the refused writes")
 
 
 def odd_name_tests(h, tmp, ggml):
@@ -674,6 +745,8 @@ def main():
                   flush=True)
         with h.case("B: key names"):
             name_rule_tests(h, tmp, ggml)
+        with h.case("C: the log file"):
+            log_file_tests(h, tmp, ggml)
         with h.case("B: odd names"):
             odd_name_tests(h, tmp, ggml)
         with h.case("B: mixed nested array"):
