@@ -71,8 +71,8 @@ int ggfs_write_check(struct ggfs *fs, const char **why)
     if (fs->write_err) {
         *why = fs->write_err == EROFS ? "the model's file system was read-only at mount "
                                         "(mount again to edit)"
-                                      : "gguffs could not open the model for writing at "
-                                        "mount (mount again to edit)";
+                                      : "gguffs could not write the model or its folder "
+                                        "at mount (mount again to edit)";
         return fs->write_err;
     }
     /* a model changed or replaced underneath by another program: an edit

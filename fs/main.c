@@ -446,9 +446,10 @@ static pid_t lock_holder(int fd, char comm[64])
  * descriptor is inherited by the daemon); a rewrite moves it to the new
  * file (commit.c).  A second read-write mount is refused; read-only
  * mounts take no lock.  A model that cannot be opened for writing (a
- * read-only file system, a file gguffs may not write) is mounted with
- * every edit failing at open with EROFS or EACCES, said on stderr.  false
- * after a one-line error. */
+ * read-only file system, a file gguffs may not write), or whose folder
+ * gguffs may not write (an edit writes its journal or new file there), is
+ * mounted with meta/ read-only and every edit failing at open with EROFS
+ * or EACCES, said on stderr in one line.  false after a one-line error. */
 static bool lock_model(struct ggfs *fs, const char *real, const char *given)
 {
     size_t plen;
@@ -471,6 +472,22 @@ static bool lock_model(struct ggfs *fs, const char *real, const char *given)
         free(first);
         return true;
     }
+    /* the folder takes the journal, a rewrite's new file and its rename */
+    const char *slash = strrchr(target, '/');
+    char *dir = slash ? strndup(target, slash == target ? 1 : (size_t)(slash - target)) : NULL;
+    if (dir && faccessat(AT_FDCWD, dir, W_OK | X_OK, 0) != 0) {
+        int e = errno;
+        fs->write_err = e == EROFS ? EROFS : EACCES;
+        fprintf(stderr, "gguffs: %s: cannot be written: its folder %s is not writable by "
+                "gguffs (%s; an edit writes its journal or new file there): meta/ is "
+                "read-only, edits fail with %s\n", given, dir, strerror(e),
+                fs->write_err == EROFS ? "EROFS" : "EACCES");
+        free(dir);
+        close(fd);
+        free(first);
+        return true;
+    }
+    free(dir);
     struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

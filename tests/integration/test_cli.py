@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored; and where messages go without a syslog daemon (/dev/log present and absent, in a private mount namespace).
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored, a model in a folder the user cannot write; and where messages go without a syslog daemon (/dev/log present and absent, in a private mount namespace).
 import errno
 import json
 import os
@@ -36,8 +36,10 @@ NOBODY = 65534
 # Runs as root in a private mount namespace (unshare -m): a tmpfs on
 # BASE/dev holds a /dev/fuse node (10, 229) of MODE, bind-mounted over
 # /dev/fuse there only; then ARGS as user nobody, stderr to BASE/err, and
-# says "rc=N", then "mounted" and what nobody reads of the mount, which
-# it then unmounts.  Neither the real /dev/fuse nor any other process's
+# says "rc=N", then "mounted", what nobody reads of the mount, the modes
+# of meta/ and meta/llama.context_length ("modes=..." each) and the exit
+# status of nobody's `echo 8192 > meta/llama.context_length` ("edit=N"),
+# and unmounts it.  Neither the real /dev/fuse nor any other process's
 # mount table is touched.
 NS_SCRIPT = r"""
 set -e
@@ -51,6 +53,11 @@ echo "rc=$?"
 if grep -q " $b/mnt " /proc/self/mountinfo; then
     echo mounted
     setpriv --reuid=%(id)d --regid=%(id)d --clear-groups cat "$b/mnt/meta/general.architecture"
+    setpriv --reuid=%(id)d --regid=%(id)d --clear-groups \
+        stat -c 'modes=%%A' "$b/mnt/meta" "$b/mnt/meta/llama.context_length"
+    setpriv --reuid=%(id)d --regid=%(id)d --clear-groups \
+        sh -c 'echo 8192 > "$1"' sh "$b/mnt/meta/llama.context_length" 2>/dev/null
+    echo "edit=$?"
     fusermount3 -u "$b/mnt" || umount -l "$b/mnt"
 fi
 """ % {"id": NOBODY}
@@ -65,9 +72,10 @@ def nobody_missing():
 
 
 class Nobody:
-    """A folder that user nobody can use (BASE: a copy of gguffs and of the
-    model, a mount point nobody owns) and run(): gguffs there as nobody
-    with a /dev/fuse of the given mode (NS_SCRIPT)."""
+    """A folder that user nobody can use (BASE: a copy of gguffs, a mount
+    point nobody owns, nobody's copy of the model in a folder of nobody's,
+    and another copy, nobody's too, in BASE, which is root's) and run():
+    gguffs there as nobody with a /dev/fuse of the given mode (NS_SCRIPT)."""
 
     def __init__(self, model):
         self.base = tempfile.mkdtemp(prefix="gguffs-nobody-")
@@ -75,31 +83,42 @@ class Nobody:
         self.gguffs = os.path.join(self.base, "gguffs")
         shutil.copyfile(harness.gguffs_bin(), self.gguffs)
         os.chmod(self.gguffs, 0o755)
-        self.model = os.path.join(self.base, "m.gguf")
-        shutil.copyfile(model, self.model)
-        os.chmod(self.model, 0o644)
-        # nobody's own model: a read-write mount says nothing about it
-        os.chown(self.model, NOBODY, NOBODY)
+        own = os.path.join(self.base, "own")
+        os.mkdir(own)
+        os.chown(own, NOBODY, NOBODY)
+        # nobody's own model in nobody's folder: a read-write mount says
+        # nothing about it; the same in root's folder: edits cannot land
+        self.model = os.path.join(own, "m.gguf")
+        self.model_rootdir = os.path.join(self.base, "m.gguf")
+        for m in (self.model, self.model_rootdir):
+            shutil.copyfile(model, m)
+            os.chmod(m, 0o644)
+            os.chown(m, NOBODY, NOBODY)
         self.mnt = os.path.join(self.base, "mnt")
         os.mkdir(self.mnt)
         os.chown(self.mnt, NOBODY, NOBODY)
         os.mkdir(os.path.join(self.base, "dev"))
 
-    def run(self, dev_mode, opts=()):
-        """(gguffs' exit status or None, its stderr, mounted, what nobody read
-        in meta/general.architecture, the script's own output)."""
+    def run(self, dev_mode, opts=(), model=None):
+        """(gguffs' exit status or None, its stderr (without the no-syslog
+        line: harness.LOG_NOTICE), mounted, what nobody read in
+        meta/general.architecture, the script's own output); self.modes and
+        self.edit: meta/'s and its file's modes, the edit's exit status."""
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", NS_SCRIPT, "sh",
-                            self.base, "%04o" % dev_mode, self.gguffs] + list(opts) + [self.model, self.mnt],
+                            self.base, "%04o" % dev_mode, self.gguffs] + list(opts) +
+                           [model or self.model, self.mnt],
                            capture_output=True, timeout=120, stdin=subprocess.DEVNULL, cwd=self.base)
-        out = r.stdout.decode(errors="replace").split("\n")
-        rc = next((int(x[3:]) for x in out if x.startswith("rc=") and x[3:].isdigit()), None)
-        mounted = "mounted" in out
-        read = out[out.index("mounted") + 1] if mounted and out.index("mounted") + 1 < len(out) else ""
         # the daemon (same pid namespace) lets go of the model when it
         # exits, a moment after the unmount: the next run would wait for it
         pid = harness.find_daemon(self.mnt)
         if pid is not None:
             harness.wait_pid_exit(pid, harness.EXIT_WAIT)
+        out = r.stdout.decode(errors="replace").split("\n")
+        rc = next((int(x[3:]) for x in out if x.startswith("rc=") and x[3:].isdigit()), None)
+        mounted = "mounted" in out
+        read = out[out.index("mounted") + 1] if mounted and out.index("mounted") + 1 < len(out) else ""
+        self.modes = [x[6:] for x in out if x.startswith("modes=")]
+        self.edit = next((int(x[5:]) for x in out if x.startswith("edit=") and x[5:].isdigit()), None)
         with open(os.path.join(self.base, "err"), "rb") as f:
             err = harness.drop_log_notice(f.read())
         return rc, err, mounted, read, (r.stdout + r.stderr).decode(errors="replace")
@@ -138,6 +157,27 @@ def as_nobody(h, model):
                                                    "needs root" in x for x in lines),
                         "as nobody, %r: want %d line(s) 'gguffs: -o readahead ignored: ... needs "
                         "root ...', got %r" % (opts, want, err[:500]))
+                h.check(nb.modes == ["drwxr-xr-x", "-rw-r--r--"] and nb.edit == 0,
+                        "as nobody, own model in own folder, %r: meta/ and its file %r (want "
+                        "drwxr-xr-x, -rw-r--r--), edit exit %r (want 0)" % (opts, nb.modes, nb.edit))
+        with h.case("a model in a folder the user cannot write"):
+            # the model is nobody's, its folder root's: an edit's journal or
+            # new file cannot be made there, so no edit can land
+            rc, err, mounted, read, log = nb.run(0o666, (), nb.model_rootdir)
+            lines = one_line(err)
+            h.check(rc == 0 and mounted and read == "llama",
+                    "unwritable folder, as nobody: exit %r, mounted %s, read %r: %s"
+                    % (rc, mounted, read, log))
+            h.check(len(lines) == 1 and lines[0].startswith("gguffs: %s: cannot be written: its "
+                                                            "folder " % nb.model_rootdir)
+                    and "meta/ is read-only, edits fail with EACCES" in lines[0],
+                    "unwritable folder, as nobody: want one line 'gguffs: MODEL: cannot be written: "
+                    "its folder ... meta/ is read-only, edits fail with EACCES', got %r" % err[:500])
+            h.check(nb.modes == ["dr-xr-xr-x", "-r--r--r--"],
+                    "unwritable folder, as nobody: meta/ and its file show %r, want dr-xr-xr-x, "
+                    "-r--r--r--" % nb.modes)
+            h.check(nb.edit not in (0, None), "unwritable folder, as nobody: the edit exited %r"
+                    % nb.edit)
     finally:
         nb.close()
     return None

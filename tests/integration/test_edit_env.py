@@ -16,6 +16,10 @@ edit: non-zero; it allows it: 0).
     no chattr) after the mount: an edit in place and one that outgrows the
     header's room (a new file) both fail with EACCES at open; once the
     folder is writable again the same edits land;
+  - the folder immutable before the mount: one stderr line says edits
+    cannot land and why, meta/ and its files show no write bit, edits fail
+    with EACCES (also once the folder is writable again: that mount stays
+    as it was said to be); a new mount edits;
   - two read-write mounts of one model: the second is refused with one line
     naming the first's pid, exit 1, also after the first rewrote the file
     (the lock moved to the new inode); A's edits land; after A unmounts, B
@@ -196,6 +200,35 @@ def case_immutable_dir(h, tmp):
             rule.edit("writable again: echo", "echo 8192 > %s/meta/t.u32" % m, "t.u32", 8192, True)
             rule.edit("writable again: echo (rewrite)",
                       "echo %s > %s/meta/t.string" % (BIG, m), "t.string", BIG, True)
+        # immutable before the mount: said at mount, meta/ read-only
+        model = os.path.join(d, "m.gguf")
+        run_ok(["chattr", "+i", d])
+        try:
+            with harness.mounted(model) as g:
+                m = g.mnt
+                err = [x for x in g.stderr().split("\n") if x]
+                h.check(len(err) == 1 and err[0].startswith("gguffs: %s: cannot be written: its "
+                                                            "folder %s " % (model, os.path.realpath(d))) and
+                        err[0].endswith("meta/ is read-only, edits fail with EACCES"),
+                        "chattr +i at mount: want one line saying edits cannot land, got %r" % err)
+                p = os.path.join(m, "meta", "t.u32")
+                modes = [stat.S_IMODE(os.stat(x).st_mode) for x in (os.path.join(m, "meta"), p)]
+                h.check(modes == [0o555, 0o444], "chattr +i at mount: meta/ and meta/t.u32 have "
+                        "modes %s, want 555 and 444" % ["%o" % x for x in modes])
+                rule.edit("chattr +i at mount: echo", "echo 8192 > %s/meta/t.u32" % m,
+                          "t.u32", 8192, False)
+                rule.errno_of("chattr +i at mount: open O_WRONLY",
+                              lambda: os.close(os.open(p, os.O_WRONLY)), errno.EACCES)
+                subprocess.run(["chattr", "-i", d], capture_output=True)
+                rule.edit("chattr +i at mount, then -i: echo", "echo 8193 > %s/meta/t.u32" % m,
+                          "t.u32", 8193, False)
+        finally:
+            subprocess.run(["chattr", "-i", d], capture_output=True)
+        with harness.mounted(model) as g:
+            h.check(g.stderr().strip() == "", "folder writable again: the mount says %r"
+                    % g.stderr())
+            rule.edit("folder writable again, new mount: echo",
+                      "echo 8194 > %s/meta/t.u32" % g.mnt, "t.u32", 8194, True)
     finally:
         subprocess.run(["chattr", "-i", d], capture_output=True)
         if loop:
