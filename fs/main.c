@@ -331,6 +331,34 @@ static bool held_wait_more(const struct timespec *t0)
 }
 
 
+/* Who holds the write lock on the file open at fd (another gguffs, with its
+ * pid; another program; unknown), for the lines that say so: "another
+ * gguffs mounts it read-write (pid 1234)". */
+static void say_holder(int fd, char *out, size_t cap)
+{
+    char comm[64];
+    pid_t pid = fd >= 0 ? lock_holder(fd, comm) : 0;
+    if (pid && strcmp(comm, "gguffs") == 0)
+        snprintf(out, cap, "another gguffs mounts it read-write (pid %d)", (int)pid);
+    else if (pid)
+        snprintf(out, cap, "%s (pid %d) holds a write lock on it", comm[0] ? comm : "a process",
+                 (int)pid);
+    else
+        snprintf(out, cap, "another gguffs mounts it read-write (or another program holds a "
+                 "write lock on it)");
+}
+
+/* Said at once when a lock is found held, before the wait: what holds it
+ * and how long gguffs waits for it (an unmounted gguffs still exiting lets
+ * go within it). */
+static void say_waiting(const char *name, int fd)
+{
+    char who[160];
+    say_holder(fd, who, sizeof who);
+    fprintf(stderr, "gguffs: %s: %s; waiting up to 10 s for it to end (a gguffs just "
+            "unmounted may still be exiting)\n", name, who);
+}
+
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
@@ -351,21 +379,26 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int le;
-    while ((le = o->ro ? 0 : ggfs_overlay_lock(fs)) == EAGAIN && held_wait_more(&t0))
-        ;
+    bool said = false;
+    while ((le = o->ro ? 0 : ggfs_overlay_lock(fs)) == EAGAIN) {
+        if (!said) {
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            say_waiting(path, fd);
+            if (fd >= 0)
+                close(fd);
+            said = true;
+        }
+        if (!held_wait_more(&t0))
+            break;
+    }
     if (le == EAGAIN) {
-        char comm[64];
+        char who[160];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        pid_t pid = fd >= 0 ? lock_holder(fd, comm) : 0;
+        say_holder(fd, who, sizeof who);
         if (fd >= 0)
             close(fd);
-        if (pid && strcmp(comm, "gguffs") == 0)
-            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
-                    "-o ro mounts it read-only meanwhile (waited 10 s)\n", path, (int)pid);
-        else
-            fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
-                    "program holds a write lock on it); -o ro mounts it read-only "
-                    "meanwhile (waited 10 s)\n", path);
+        fprintf(stderr, "gguffs: %s: %s; -o ro mounts it read-only meanwhile (waited 10 s)\n",
+                path, who);
         return false;
     }
     /* a write that a crash interrupted before its rename: the overlay is
@@ -491,26 +524,21 @@ static bool lock_model(struct ggfs *fs, const char *real, const char *given)
     struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int lr;
-    while ((lr = fcntl(fd, F_OFD_SETLK, &l)) != 0 && (errno == EAGAIN || errno == EACCES) &&
-           held_wait_more(&t0))
-        ;
+    int lr, e = 0;
+    bool said = false;
+    while ((lr = fcntl(fd, F_OFD_SETLK, &l)) != 0 && ((e = errno) == EAGAIN || e == EACCES)) {
+        if (!said)
+            say_waiting(given, fd);
+        said = true;
+        if (!held_wait_more(&t0))
+            break;
+    }
     if (lr != 0) {
-        int e = errno;
         if (e == EAGAIN || e == EACCES) {
-            char comm[64];
-            pid_t pid = lock_holder(fd, comm);
-            if (pid && strcmp(comm, "gguffs") == 0)
-                fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (pid %d); "
-                        "-o ro mounts it read-only meanwhile (waited 10 s)\n", given, (int)pid);
-            else if (pid)
-                fprintf(stderr, "gguffs: %s: %s (pid %d) holds a write lock on it; -o ro "
-                        "mounts it read-only meanwhile (waited 10 s)\n", given,
-                        comm[0] ? comm : "a process", (int)pid);
-            else
-                fprintf(stderr, "gguffs: %s: another gguffs mounts it read-write (or another "
-                        "program holds a write lock on it); -o ro mounts it read-only "
-                        "meanwhile (waited 10 s)\n", given);
+            char who[160];
+            say_holder(fd, who, sizeof who);
+            fprintf(stderr, "gguffs: %s: %s; -o ro mounts it read-only meanwhile (waited "
+                    "10 s)\n", given, who);
             close(fd);
             free(first);
             return false;

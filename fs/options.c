@@ -4,6 +4,7 @@
 #include "remote/url.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,15 +131,27 @@ static void usage(const char *prog)
            "       %s [options] --dump MODEL.gguf|URL\n"
            "       mount -t fuse.gguffs MODEL.gguf MOUNTPOINT [-o OPTIONS]\n\n"
            "Mounts a GGUF model file as a directory tree:\n"
-           "  info                   summary of header, keys and tensors\n"
-           "  stats                  counters of the dequantization cache and of edits\n"
+           "  info                   summary of header, keys and tensors, and what\n"
+           "                         ggml would object to\n"
+           "  info.json              the same summary as JSON\n"
+           "  stats                  counters: caches, reads, edits, remote requests\n"
+           "  log                    the last 200 messages: refused edits and why,\n"
+           "                         failed commits, remote errors\n"
            "  model.gguf             the model as one GGUF file (edits applied,\n"
            "                         split shards merged), read-only\n"
+           "  model.safetensors      the tensors as one safetensors file, read-only\n"
+           "  hashes                 what llama-gguf-hash --xxh64 --sha256 prints\n"
            "  meta/KEY               one text file per metadata key (writable)\n"
            "  tensors/NAME/raw       the tensor's bytes as stored\n"
            "  tensors/NAME/f32       the tensor dequantized to float32\n"
            "  tensors/NAME/type      ggml type name\n"
-           "  tensors/NAME/shape     shape in numpy order\n\n"
+           "  tensors/NAME/shape     shape in numpy order\n"
+           "  tensors/NAME/raw.npy   raw as a .npy file (types numpy has)\n"
+           "  tensors/NAME/f32.npy   f32 as a .npy file\n"
+           "  tensors/NAME/stats     count, nan, inf, zeros, min, max, absmax, mean,\n"
+           "                         std of f32\n"
+           "  tensors/NAME/sha256    sha256sum of raw\n"
+           "  tensors/NAME/xxh64     xxhsum (XXH64) of raw\n\n"
            "gguffs options:\n"
            "  -o ro                  never write MODEL.gguf (meta/ is read-only)\n"
            "  -o rw                  edits of meta/ go to MODEL.gguf (the default)\n"
@@ -154,7 +167,8 @@ static void usage(const char *prog)
            "  -o log_file=FILE       append messages (refused edits, read errors) to\n"
            "                         FILE (created with mode 0600), one line each with\n"
            "                         a timestamp; without it they go to syslog once\n"
-           "                         daemonized, to stderr with -f\n"
+           "                         daemonized, to stderr with -f; the mount's log\n"
+           "                         file keeps the last 200 in every case\n"
            "Remote models (URL: http://..., https://..., hf://ORG/REPO/FILE[@REV],\n"
            "s3://BUCKET/KEY or gs://BUCKET/OBJECT; read-only without an overlay;\n"
            "HF_ENDPOINT replaces https://huggingface.co, HF_TOKEN is the token unless\n"
@@ -258,6 +272,116 @@ static bool parse_size(const char *s, uint64_t *out)
 }
 
 
+/* What libfuse says while check_fuse_options tries the options: each
+ * fuse_log call's text, kept (its message of unknown options, "fuse:
+ * unknown option(s): `-o foo,bar --bogus'", comes in pieces: one call
+ * for the start, one per argument). */
+#define TRIAL_PIECES 64
+static struct {
+    char *piece[TRIAL_PIECES];
+    unsigned n;
+} trial;
+
+static void trial_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    (void)level;
+    char *p;
+    if (trial.n < TRIAL_PIECES && vasprintf(&p, fmt, ap) >= 0)
+        trial.piece[trial.n++] = p;
+}
+
+/* Appends to line (cap bytes) the names in an argument libfuse did not
+ * take: "-o", "-oNAME,NAME" or "NAME,NAME" after "-o", or another
+ * argument ("--bogus"), each as 'NAME', separated by ", "; *count counts
+ * them. */
+static void add_names(char *line, size_t cap, const char *arg, bool after_o, unsigned *count)
+{
+    if (!after_o && strncmp(arg, "-o", 2) != 0) {
+        size_t l = strlen(line);
+        snprintf(line + l, cap - l, "%s'%s'", *count ? ", " : "", arg);
+        (*count)++;
+        return;
+    }
+    const char *p = after_o ? arg : arg + 2;
+    while (*p) {
+        /* one name: up to a comma not escaped by a backslash */
+        const char *q = p;
+        while (*q && *q != ',')
+            q += q[0] == '\\' && q[1] ? 2 : 1;
+        size_t l = strlen(line);
+        snprintf(line + l, cap - l, "%s'%.*s'", *count ? ", " : "", (int)(q - p), p);
+        (*count)++;
+        p = *q ? q + 1 : q;
+    }
+}
+
+/* The options libfuse is given that it does not know make its session
+ * refuse to start, with a message in pieces that went out as several
+ * lines (and only after the model was opened).  So a session is made
+ * here, once, with a copy of the arguments and libfuse's messages kept
+ * (trial_log): nothing is mounted or opened by it.  false after one line:
+ * "gguffs: unknown option 'foo' (gguffs --help)". */
+static bool check_fuse_options(const struct fuse_args *args)
+{
+    struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+    for (int i = 0; i < args->argc; i++)
+        if (fuse_opt_add_arg(&copy, args->argv[i]) != 0) {
+            fuse_opt_free_args(&copy);
+            fprintf(stderr, "gguffs: out of memory\n");
+            return false;
+        }
+    static const struct fuse_lowlevel_ops none;
+    fuse_set_log_func(trial_log);
+    struct fuse_session *se = fuse_session_new(&copy, &none, sizeof none, NULL);
+    fuse_set_log_func(NULL);
+    fuse_opt_free_args(&copy);
+    if (se)
+        fuse_session_destroy(se);
+    /* what libfuse said, as one text */
+    char text[1024] = "", line[1024] = "";
+    for (unsigned i = 0; i < trial.n; i++) {
+        size_t l = strlen(text);
+        snprintf(text + l, sizeof text - l, "%s", trial.piece[i]);
+    }
+    unsigned count = 0;
+    static const char unknown[] = "fuse: unknown option(s): `";
+    size_t tl = strlen(text), ul = sizeof unknown - 1;
+    if (!se && tl > ul + 2 && strncmp(text, unknown, ul) == 0 &&
+        strcmp(text + tl - 2, "'\n") == 0) {
+        /* the arguments left, separated by spaces: "-o", "NAME,NAME" after
+         * it, "-oNAME", "--bogus" */
+        text[tl - 2] = '\0';
+        bool after_o = false;
+        for (char *save, *a = strtok_r(text + ul, " ", &save); a; a = strtok_r(NULL, " ", &save)) {
+            bool o = strcmp(a, "-o") == 0;
+            if (!o)
+                add_names(line, sizeof line, a, after_o, &count);
+            after_o = o;
+        }
+    } else if (!se) {
+        /* another refusal (a bad value of one of libfuse's options): its
+         * words, on one line */
+        snprintf(line, sizeof line, "%s", strncmp(text, "fuse: ", 6) == 0 ? text + 6 : text);
+        for (char *c = line; *c; c++)
+            if (*c == '\n')
+                *c = ' ';
+        size_t l = strlen(line);
+        while (l && line[l - 1] == ' ')
+            line[--l] = '\0';
+    }
+    for (unsigned i = 0; i < trial.n; i++)
+        free(trial.piece[i]);
+    trial.n = 0;
+    if (se)
+        return true;
+    if (count)
+        fprintf(stderr, "gguffs: unknown option%s %s (gguffs --help)\n", count > 1 ? "s" : "",
+                line);
+    else
+        fprintf(stderr, "gguffs: %s (gguffs --help)\n", line[0] ? line : "bad options");
+    return false;
+}
+
 /* "N" with min <= N <= max (min is 0 or 1) -> N; false on anything else. */
 static bool parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
@@ -309,6 +433,8 @@ enum options_result options_parse(int argc, char *argv[], struct options *o,
         fprintf(stderr, "usage: gguffs [options] MODEL.gguf MOUNTPOINT (see --help)\n");
         goto out;
     }
+    if (!check_fuse_options(args))
+        goto out;
     o->cache_size = DEFAULT_CACHE_SIZE;
     if (raw.cache_size && !parse_size(raw.cache_size, &o->cache_size)) {
         fprintf(stderr, "gguffs: cache_size=%s: not a size (bytes, with an "

@@ -719,13 +719,14 @@ def mount(model, options=(), mnt=None):
 def mount_daemon(model, options=(), mnt=None, env=None):
     """Mounts model with the daemonizing gguffs (returns when the mount is
     ready; its stderr is /dev/null afterwards), yields the mount point, and
-    always unmounts and removes it afterwards.  Only for tests of the
-    daemon mode itself (test_cli, test_mount) and scripts/bench's
+    always unmounts and removes it afterwards, once the daemon has exited.
+    Only for tests of the daemon mode itself (test_cli, test_mount) and scripts/bench's
     mount-to-ready timings; the others use mount().  env: gguffs'
     environment (default: ours)."""
     made = mnt is None
     if made:
         mnt = tempfile.mkdtemp(prefix="gguffs-mnt-")
+    pid = None
     try:
         rc, out, err = run_gguffs(list(options) + [model, mnt], env=env)
         if rc != 0:
@@ -733,9 +734,15 @@ def mount_daemon(model, options=(), mnt=None, env=None):
                 os.path.basename(model), rc, err.decode(errors="replace").strip()))
         if not is_mounted(mnt):
             raise MountError("gguffs returned 0 but %s is not mounted" % mnt)
+        pid = find_daemon(mnt)
         yield mnt
     finally:
         ok = unmount(mnt)
+        # the daemon lets go of the model (its lock) when it exits, a
+        # moment after the unmount: a mount of the same model next would
+        # wait for it, and say so
+        if pid is not None:
+            wait_pid_exit(pid, EXIT_WAIT)
         if made:
             try:
                 os.rmdir(mnt)

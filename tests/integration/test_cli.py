@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored, a model in a folder the user cannot write; and where messages go without a syslog daemon (/dev/log present and absent, in a private mount namespace).
+# Checks gguffs' command line: --help, --version, bad options, missing files, -o ro, -f, busy, missing or dead (killed gguffs) mount points, --dump of a URL (nginx on loopback), --dump's objections, as an ordinary user (root runs gguffs as nobody in a private mount namespace): /dev/fuse not accessible, -o readahead ignored, a model in a folder the user cannot write; and where messages go without a syslog daemon (/dev/log present and absent, in a private mount namespace).
 import errno
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -398,6 +399,14 @@ def main():
                 "--help does not show a usage line with MOUNTPOINT: %r" % text[:200])
         h.check("ro" in text and "cache_size" in text and "threads" in text,
                 "--help does not mention -o ro, cache_size and threads")
+        # the tree: every entry, each at the start of a line of its own
+        tree = {x.split()[0] for x in text.split("gguffs options:")[0].split("\n")
+                if x.startswith("  ") and x.split() and not x.startswith("   ")}
+        for entry in ("info", "info.json", "stats", "log", "model.gguf", "model.safetensors",
+                      "hashes", "meta/KEY") + tuple("tensors/NAME/" + f for f in (
+                          "raw", "f32", "type", "shape", "raw.npy", "f32.npy", "stats", "sha256",
+                          "xxh64")):
+            h.check(entry in tree, "--help's tree does not list %s: %r" % (entry, sorted(tree)))
 
     with h.case("--version"):
         rc, out, err = run_gguffs(["--version"])
@@ -410,6 +419,26 @@ def main():
         rc, out, err = run_gguffs([])
         h.check(rc != 0, "gguffs with no arguments exits 0")
         h.check(err.strip() != b"", "gguffs with no arguments prints nothing on stderr")
+
+    # options libfuse does not know: one clean line naming them, before the
+    # model is opened (so also for a model locked by another mount)
+    for bad, names in ((["-o", "foo"], ["foo"]), (["-o", "foo,ro,bar=1"], ["foo", "bar=1"]),
+                       (["--bogus-option"], ["--bogus-option"]),
+                       (["-o", "ro", "-x", "-o", "allow_other,baz"], ["-x", "baz"])):
+        with h.case("unknown option %r" % bad):
+            mnt = tempfile.mkdtemp(dir=tmp)
+            rc, out, err = run_gguffs(bad + [model, mnt])
+            mounted = is_mounted(mnt)
+            unmount(mnt)
+            lines = one_line(err)
+            m = re.match(r"^gguffs: unknown options? (.*) \(gguffs --help\)$", lines[0]) \
+                if len(lines) == 1 else None
+            got = re.findall(r"'([^']*)'", m.group(1)) if m else None
+            h.check(rc == 1 and not mounted and got is not None and sorted(got) == sorted(names) and
+                    lines[0].startswith("gguffs: unknown option%s " % ("s" if len(names) > 1 else "")),
+                    "%r: exit %d, mounted %s, stderr %r; want exit 1 and one line "
+                    "\"gguffs: unknown option(s) %s (gguffs --help)\"" % (
+                        bad, rc, mounted, err[:300], ", ".join("'%s'" % n for n in names)))
 
     for bad in (["--bogus-option"], ["-o", "cache_size=lots"], ["-o", "threads=-3"]):
         with h.case("bad option %r" % bad):
@@ -553,6 +582,26 @@ def main():
         unmount(mnt)
         h.check(rc == 0 and mounted and (err == b"" or os.geteuid() != 0),
                 "-o readahead=1M: exit %d, mounted %s, stderr %r" % (rc, mounted, err[:300]))
+
+    with h.case("--dump names each tensor whose row ggml refuses"):
+        # rows of 16 for q4_0's blocks of 32 (two rows a block): gguffs
+        # mounts such a file, and info names each tensor ggml objects to
+        # (past 8, the first 8 and the count)
+        for n in (5, 11):
+            odd = os.path.join(tmp, "rows%d.gguf" % n)
+            w = gw.GGUFWriter()
+            w.add("general.architecture", "string", "llama")
+            for i in range(n):
+                w.add_tensor("blk.%d.ffn_down.weight" % i, "q4_0", [16, 2], bytes(18))
+            w.write(odd)
+            rc, out, err = run_gguffs(["--dump", odd])
+            text = out.decode(errors="replace")
+            named = [i for i in range(n) if "tensor 'blk.%d.ffn_down.weight': row length 16 is "
+                     "not a multiple of the q4_0 block size 32" % i in text]
+            h.check(rc == 0 and named == list(range(min(n, 8))),
+                    "--dump of %d such tensors: exit %d, names %r: %s" % (n, rc, named, text[-1500:]))
+            h.check((n > 8) == ("%d tensors in all have a row length" % n in text),
+                    "--dump of %d such tensors: the count: %s" % (n, text[-800:]))
 
     skipped = []
     why = as_nobody(h, model)

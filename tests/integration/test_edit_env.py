@@ -20,10 +20,10 @@ edit: non-zero; it allows it: 0).
     cannot land and why, meta/ and its files show no write bit, edits fail
     with EACCES (also once the folder is writable again: that mount stays
     as it was said to be); a new mount edits;
-  - two read-write mounts of one model: the second is refused with one line
-    naming the first's pid, exit 1, also after the first rewrote the file
-    (the lock moved to the new inode); A's edits land; after A unmounts, B
-    mounts;
+  - two read-write mounts of one model: the second says at once that it
+    waits and why, then is refused with one line naming the first's pid,
+    exit 1, also after the first rewrote the file (the lock moved to the
+    new inode); A's edits land; after A unmounts, B mounts;
   - -o ro beside a read-write mount: mounted, reads the model, its edits
     fail with EROFS;
   - -o log_file=F, daemonized: `echo garbage > meta/U32` fails, F (mode
@@ -242,9 +242,12 @@ def refused_second(h, label, model, pid):
         text = err.decode(errors="replace").strip()
         h.check(rc == 1, "%s: second rw mount exited %d, expected 1 (%r)" % (label, rc, text))
         h.check(not harness.is_mounted(mnt), "%s: second rw mount is mounted" % label)
-        h.check(len(text.split("\n")) == 1 and
-                "another gguffs mounts it read-write (pid %d)" % pid in text,
-                "%s: want one line naming the conflict and pid %d, got %r" % (label, pid, text))
+        lines = text.split("\n")
+        who = "another gguffs mounts it read-write (pid %d)" % pid
+        h.check(len(lines) == 2 and who in lines[0] and "waiting up to 10 s" in lines[0] and
+                who in lines[1] and "waited 10 s" in lines[1],
+                "%s: want a line saying it waits for pid %d, then one refusing, got %r"
+                % (label, pid, text))
     finally:
         harness.unmount(mnt)
         os.rmdir(mnt)

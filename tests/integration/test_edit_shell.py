@@ -196,19 +196,27 @@ def lock_held_by_test(h, tmp, base):
     with open(base, "rb") as f, open(model, "wb") as g:
         g.write(f.read())
     fd = os.open(model, os.O_RDWR)
+    # what gguffs says at once, before it waits: who holds the lock (this
+    # process), how long it waits
+    waits = "gguffs: %s: %s (pid %d) holds a write lock on it; waiting up to 10 s" % (
+        model, open("/proc/self/comm").read().strip(), os.getpid())
     try:
-        # let go once gguffs has the model open: it is then taking the lock
+        # let go once gguffs has said it waits: it is then taking the lock
         ofd_lock(fd, fcntl.F_WRLCK)
         mnt = tempfile.mkdtemp(prefix="gguffs-held-")
         p = subprocess.Popen([harness.gguffs_bin(), "-f", model, mnt], stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            seen = False
-            while p.poll() is None and not (seen := opened_by(p.pid, model)):
-                pass          # waits on the event (gguffs opens the model), no sleep
+            # waits on the event (the line; gguffs ends within 10 s if it
+            # never comes), no sleep
+            first = p.stderr.readline().decode(errors="replace")
+            seen = opened_by(p.pid, model)
             ofd_lock(fd, fcntl.F_UNLCK)
+            h.check(first.startswith(waits), "held lock: the first line is %r, want it to start "
+                    "with %r, said before the wait ends" % (first, waits))
             if not seen:
-                h.fail("held lock: gguffs ended before opening the model: %r" % (p.stderr.read(),))
+                h.fail("held lock: gguffs ended before opening the model: %r"
+                       % (first.encode() + p.stderr.read(),))
             elif not harness.wait_mounted(mnt, p):
                 h.fail("held lock let go: gguffs did not mount: %r"
                        % (p.stderr.read() if p.poll() is not None else b"(still running)",))
@@ -222,15 +230,18 @@ def lock_held_by_test(h, tmp, base):
             p.stdout.close()
             p.stderr.close()
             os.rmdir(mnt)
-        # never let go: refused after the wait, one line
+        # never let go: refused after the wait, one line after the first
         ofd_lock(fd, fcntl.F_WRLCK)
         mnt = tempfile.mkdtemp(prefix="gguffs-held-")
         try:
             rc, _, err = harness.run_gguffs(["-f", model, mnt], timeout=120)
             err = err.decode(errors="replace")
-            h.check(rc == 1 and err.count("\n") == 1 and "waited 10 s" in err and
-                    "-o ro" in err and not harness.is_mounted(mnt),
-                    "held lock kept: want exit 1 and one line after the wait: %d %r" % (rc, err))
+            lines = err.split("\n")
+            h.check(rc == 1 and len(lines) == 3 and lines[0].startswith(waits) and
+                    "waited 10 s" in lines[1] and "-o ro" in lines[1] and lines[2] == "" and
+                    not harness.is_mounted(mnt),
+                    "held lock kept: want exit 1, the line saying it waits, one line after the "
+                    "wait: %d %r" % (rc, err))
         finally:
             harness.unmount(mnt)
             os.rmdir(mnt)
