@@ -423,6 +423,29 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
     fuse_reply_buf(req, buf, used);
     free(buf);
 }
+/* tensors/ and a tensor's folder list the same entries, with the same
+ * inodes, in every version of the model (tensor names and data never
+ * change): the kernel may keep what readdir said (FOPEN_CACHE_DIR), so a
+ * second walk of the tree (du after ls -lR) asks for none of them again.
+ * The root (its version inodes) and meta/ (keys come and go) are not
+ * cached. */
+static void do_opendir(fuse_req_t req, struct ggfs *fs UNUSED, struct state *st, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+    struct node n = ggfs_classify(st, ino);
+    if (n.kind == K_NONE)
+        return (void)fuse_reply_err(req, ENOENT);
+    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS ||
+          (n.kind == K_TENSOR && n.tf == TF_DIR)))
+        return (void)fuse_reply_err(req, ENOTDIR);
+    if (n.kind == K_TENSORS || n.kind == K_TENSOR) {
+        fi->cache_readdir = 1;
+        fi->keep_cache = 1;
+    }
+    fuse_reply_open(req, fi);
+}
+READ_LOCKED(opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), ino, fi)
+
 static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                        size_t size, off_t off)
 {
@@ -959,6 +982,7 @@ const struct fuse_lowlevel_ops ggfs_ops = {
     .lookup = ggfs_op_lookup,
     .getattr = ggfs_op_getattr,
     .setattr = ggfs_op_setattr,
+    .opendir = ggfs_op_opendir,
     .readdir = ggfs_op_readdir,
     .readdirplus = ggfs_op_readdirplus,
     .open = ggfs_op_open,
