@@ -368,9 +368,10 @@ def read_stats(mnt):
     return out
 
 
-def thread_stacks(pid):
+def thread_stacks(pid, gdb_limit=12000):
     """The kernel stack and wchan of every thread of pid, and gdb's
-    backtraces if gdb is installed: for reporting a hang."""
+    backtraces if gdb is installed (the last gdb_limit characters; None:
+    all of them): for reporting a hang."""
     out = []
     try:
         for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
@@ -392,7 +393,7 @@ def thread_stacks(pid):
         try:
             r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-            out.append("  gdb thread apply all bt:\n" + r.stdout[-12000:])
+            out.append("  gdb thread apply all bt:\n" + (r.stdout if gdb_limit is None else r.stdout[-gdb_limit:]))
         except (OSError, subprocess.TimeoutExpired) as e:
             out.append("  (gdb: %s)" % e)
     return "\n".join(out)
