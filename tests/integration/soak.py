@@ -889,6 +889,7 @@ class Totals:
         self.wrong_reads = self.wrong_bytes = self.errors = self.unclean = self.mount_fail = 0
         self.model_bad = self.edits = self.end_errors = self.remote_eio = self.signals = 0
         self.remounts = self.remote_segments = 0
+        self.served = self.served_bytes = self.fills = 0
 
 
 class Soak:
@@ -1070,6 +1071,7 @@ class Soak:
 
     def run_segment(self, label, g, sh, seg, ctx, rng, m, ro, nproc, twos, dur, sig, sig_at, px):
         t = self.t
+        hangs0 = t.hangs
         procs = []
         slot = 1
         for i in range(nproc):
@@ -1150,6 +1152,17 @@ class Soak:
             ed.join()
         while not sh.msgs.empty():
             log("%s: %s" % (label, sh.msgs.get()))
+        # what reached gguffs (the rest came from the kernel's page cache)
+        st = {}
+        if not hung and not gone_reported and signalled is None:
+            st = self.guarded(label, g, sh, px, "stats", harness.read_stats, g.mnt)
+            hung = st is None and self.t.hangs > hangs0
+            st = st or {}
+        served = sum(v for k, v in st.items() if k.startswith("reads_"))
+        served_bytes = sum(v for k, v in st.items() if k.startswith("read_bytes_"))
+        t.served += served
+        t.served_bytes += served_bytes
+        t.fills += st.get("misses", 0)
         # the end: unmount, or the signal's exit
         clean = True
         problems = []
@@ -1181,10 +1194,15 @@ class Soak:
         t.remote_eio += sh.total(C_REIO)
         t.edits += sh.total(C_EDITS)
         log("%s: %.1f s, %d reads (%.0f MB) checked, %d wrong, %d errors, %d edits, %d errors after "
-            "the end began, %d remote EIO%s; %s" % (
+            "the end began, %d remote EIO%s; gguffs served %s; %s" % (
                 label, time.monotonic() - t0, reads, nbytes / 1e6, sh.total(C_WRONG), sh.total(C_ERR),
                 sh.total(C_EDITS), sh.total(C_ENDERR), sh.total(C_REIO),
                 ", %d faults served" % sum(x.applied for x in px.plan) if px else "",
+                "%d read requests (%.0f MB), %d chunks filled, %d prefetched, %d waits%s" % (
+                    served, served_bytes / 1e6, st.get("misses", 0), st.get("prefetched", 0),
+                    st.get("waits", 0), ", %d remote requests, %d retried" % (
+                        st.get("remote_requests", 0), st.get("remote_retries", 0)) if px else "")
+                if st else "(no stats: signalled)",
                 "HANG" if hung else "clean exit" if clean else "NOT CLEAN"))
         if clean and not px:
             self.verify(label, m)
@@ -1332,9 +1350,12 @@ def main():
         subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"], capture_output=True)
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
+    rev = subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty"], capture_output=True,
+                         text=True).stdout.strip() or "?"
     log("soak: %.1f minutes, build %s (%s), seed %d, %d burners, stuck after %.0f s, load %s, "
-        "%d CPUs, nice %d" % (args.minutes, args.build, kind, args.seed, args.burners, args.stuck,
-                              loadavg(), os.cpu_count(), os.nice(0)))
+        "%d CPUs, nice %d, source %s, %s" % (args.minutes, args.build, kind, args.seed, args.burners,
+                                             args.stuck, loadavg(), os.cpu_count(), os.nice(0), rev,
+                                             time.strftime("%Y-%m-%d %H:%M:%S %Z")))
     tmp = tempfile.mkdtemp(prefix="gguffs-soak-", dir=args.tmp)
     burners = []
     t0 = time.time()
@@ -1361,13 +1382,15 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     bad = t.hangs + t.wrong_reads + t.errors + t.unclean + t.mount_fail + t.model_bad
     log("soak: %s: %.1f min, build %s (%s), seed %d, %d burners, load avg %.1f (max %.1f): %d rounds, "
-        "%d segments (%d remounts, %d remote), %d reads, %.2f GB checked, %d edits, %d signals, "
+        "%d segments (%d remounts, %d remote), %d reads, %.2f GB checked (gguffs served %d read "
+        "requests, %.2f GB; %d chunks filled), %d edits, %d signals, "
         "%d hangs, %d wrong bytes (%d reads), %d unexpected errors, %d gguffs exits not clean, "
         "%d failed mounts, %d model files wrong; %d read errors after a signal or kill, "
         "%d remote EIO (faults)" % (
             "FAIL" if bad else "PASS", (time.time() - t0) / 60, args.build, kind, args.seed,
             args.burners, sum(loads) / max(1, len(loads)), max(loads or [0]), t.rounds, t.segments,
-            t.remounts, t.remote_segments, t.reads, t.bytes / 1e9, t.edits, t.signals, t.hangs,
+            t.remounts, t.remote_segments, t.reads, t.bytes / 1e9, t.served, t.served_bytes / 1e9,
+            t.fills, t.edits, t.signals, t.hangs,
             t.wrong_bytes, t.wrong_reads, t.errors, t.unclean, t.mount_fail, t.model_bad,
             t.end_errors, t.remote_eio))
     return 1 if bad else 0
