@@ -2,7 +2,7 @@
 # The soak (scripts/soak): a mixed load on gguffs for as long as asked — 16+ readers of every view checking every byte, meta/ edits, remounts, signals, a remote model through the fault proxy — beside CPU burners; a read stuck past a limit is a hang, reported with gdb's stacks and the mount's stats.
 """
 Usage: scripts/soak MINUTES [--build DIR] [--burners N] [--seed S]
-                            [--stuck SECONDS] [--tmp DIR]
+                            [--stuck SECONDS] [--tmp DIR] [--hang-check]
 
 Three models are made once with ggml's writer (tests/oracle/ggml.py) and
 their expected bytes computed before anything is mounted:
@@ -1315,10 +1315,10 @@ def main():
     ap = argparse.ArgumentParser(prog="scripts/soak", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    ap.add_argument("minutes", type=float)
+    ap.add_argument("minutes", type=float, help="how long: rounds start until then")
     ap.add_argument("--build", default="build", help="the gguffs build directory (default: build)")
     ap.add_argument("--burners", type=int, default=2, help="CPU burner processes (default: 2)")
-    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=None, help="the rounds' seed (default: a new one, printed)")
     ap.add_argument("--stuck", type=float, default=60.0,
                     help="seconds after which a read or an edit is a hang (default: 60)")
     ap.add_argument("--tmp", default=None, help="where the models go (default: TMPDIR)")
