@@ -55,12 +55,18 @@ or, one time in four, by SIGTERM or SIGINT to gguffs while the readers
 read (then it must exit cleanly by itself within --stuck seconds).  After
 a clean end the model file is read by ggml: every tensor's bytes as made.
 
-A watchdog checks every half second: a read (or an edit) not finished
-within --stuck seconds (default 60) is a hang: the stuck readers' kernel
-stacks, the FUSE connection's waiting count, the mount's stats file and
-every gguffs thread's backtrace (gdb -p PID -batch -ex 'thread apply all
-bt') are printed, then gguffs is killed and the soak goes on.  So is a
-gguffs that does not exit after a signal.
+A watchdog checks every half second: a read (or an open, a close, an
+edit) not finished within --stuck seconds (default 60) while gguffs did no
+work over those seconds (less than 0.2 s of CPU, no request to the fault
+proxy), or not finished within 5 x --stuck seconds in any case, is a
+hang: the stuck readers' kernel stacks, the FUSE connection's waiting
+count, the mount's stats file and every gguffs thread's backtrace (gdb -p
+PID -batch -ex 'thread apply all bt') are printed, then gguffs is killed
+and the soak goes on.  So is a gguffs that does not exit within --stuck
+seconds of a signal or an unmount.  A read past --stuck while gguffs works
+is slow: printed and counted (a whole-file view of a remote model may
+need hundreds of requests the proxy delays; a niced gguffs on a machine
+loaded far beyond its CPUs may wait long for one).
 
 At the end one line: rounds, segments, reads, bytes checked, hangs, wrong
 bytes, unexpected errors, gguffs exits not clean; exit status 1 if any of
@@ -73,6 +79,7 @@ The soak runs under nice 10 (CPU burners too: it runs beside other work).
 sanitizer options are those scripts/test uses.
 """
 import argparse
+import collections
 import ctypes
 import errno
 import io
@@ -367,18 +374,35 @@ def make_models(ggml, th, d, seed):
 
 # ---- what a segment shares with its readers (made before the fork) ----------
 
+MAX_SLOTS = 64
+
+
 class Shared:
-    def __init__(self, ctx, nslots):
-        self.n = nslots
-        self.op_start = ctx.Array("d", nslots, lock=False)      # monotonic; 0: idle
-        self.desc = ctx.Array("c", nslots * DESC, lock=False)
-        self.cnt = ctx.Array("q", nslots * NC, lock=False)
-        self.pid = ctx.Array("q", nslots, lock=False)
-        self.tid = ctx.Array("q", nslots, lock=False)
+    """Made once for the whole soak, cleared for each segment (reset): no
+    shared memory is freed and handed out again while the soak runs."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.n = 0
+        self.op_start = ctx.Array("d", MAX_SLOTS, lock=False)    # monotonic; 0: idle
+        self.desc = ctx.Array("c", MAX_SLOTS * DESC, lock=False)
+        self.cnt = ctx.Array("q", MAX_SLOTS * NC, lock=False)
+        self.pid = ctx.Array("q", MAX_SLOTS, lock=False)
+        self.tid = ctx.Array("q", MAX_SLOTS, lock=False)
         # stop, ending, announced sequence number
         self.flags = ctx.Array("q", 3, lock=False)
         self.committed = ctx.Array("q", len(KEYS), lock=False)
-        self.msgs = ctx.SimpleQueue()
+        self.msgs = None
+
+    def reset(self, nslots):
+        """For a segment of nslots slots (readers and the editor), before
+        its readers fork."""
+        assert nslots <= MAX_SLOTS
+        self.n = nslots
+        for a in (self.op_start, self.desc, self.cnt, self.pid, self.tid, self.flags, self.committed):
+            ctypes.memset(ctypes.addressof(a), 0, ctypes.sizeof(a))
+        # a new queue: a reader killed while it wrote could hold the old one's lock
+        self.msgs = self.ctx.SimpleQueue()
 
     @property
     def stop(self):
@@ -837,6 +861,20 @@ def fault_plan(rng, timeout):
 
 # ---- hangs ------------------------------------------------------------------
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MIN_CPU = 0.2          # seconds of CPU in --stuck seconds: less is no work
+
+
+def cpu_ticks(pid):
+    """utime + stime of every thread of pid (clock ticks); 0 once gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def mount_dev(mnt):
     """The mount's device number (major:minor) from the mount table,
     without asking the file system (a hung one would not answer)."""
@@ -910,6 +948,7 @@ class Soak:
         self.remote_seq = {k: 0 for k in models}
         self.dcache = os.path.join(tmp, "dcache")
         self.stopped_once = False
+        self.sh = Shared(multiprocessing.get_context("fork"))
 
     def left(self):
         return self.deadline - time.monotonic()
@@ -1034,7 +1073,8 @@ class Soak:
         plan = []
         try:
             ctx = multiprocessing.get_context("fork")
-            sh = Shared(ctx, nslots)
+            sh = self.sh
+            sh.reset(nslots)
 
             def first():
                 # the chunk size, and what the mount shows now: the lower
@@ -1095,7 +1135,8 @@ class Soak:
         gone_reported = False
         msgs = []
         slow = set()                 # (slot, start) of operations reported slow
-        last_n, last_req = (px.n if px else 0), time.monotonic()
+        bad_starts = set()
+        samples = collections.deque()  # (time, gguffs' CPU ticks, requests to the proxy)
         while True:
             sentinels = [p.sentinel for p in procs if p.exitcode is None]
             if sentinels:
@@ -1107,32 +1148,54 @@ class Soak:
                 log("%s: %s" % (label, msgs[-1]))
             now = time.monotonic()
             el = now - t0
-            # a read or an edit stuck past the limit.  On a remote mount a
-            # read of a whole-file view (hashes, stats) may need hundreds
-            # of requests, some delayed by the proxy: while the server keeps
-            # getting requests such a read is slow, not stuck (reported as
-            # slow; a hang once the server has seen nothing for --stuck
-            # seconds, or past 5 x --stuck in any case)
-            if px is not None and px.n != last_n:
-                last_n, last_req = px.n, now
-            over = [i for i in range(sh.n) if sh.op_start[i] and now - sh.op_start[i] > self.args.stuck]
-            stuck = [i for i in over if px is None or now - last_req > self.args.stuck or
-                     now - sh.op_start[i] > 5 * self.args.stuck]
-            for i in over:
-                if i not in stuck and (i, sh.op_start[i]) not in slow:
-                    slow.add((i, sh.op_start[i]))
+            # a read or an edit stuck past the limit: a hang when gguffs
+            # did no work meanwhile (its CPU time and the fault proxy's
+            # requests flat over the last --stuck seconds), or past 5 x
+            # --stuck in any case.  Otherwise it is slow, reported and
+            # counted: a whole-file view (hashes, stats) of a remote model
+            # may need hundreds of requests, some delayed by the proxy, and
+            # on a machine loaded beyond its CPUs a niced gguffs may wait
+            # long for a CPU.
+            samples.append((now, cpu_ticks(g.pid), px.n if px else 0))
+            while len(samples) > 2 and samples[1][0] <= now - self.args.stuck:
+                samples.popleft()
+            then = samples[0]
+            cpu_d = (samples[-1][1] - then[1]) / CLK_TCK
+            req_d = samples[-1][2] - then[2]
+            idle = then[0] <= now - self.args.stuck + 1 and cpu_d < MIN_CPU and req_d == 0
+            over = []
+            for i in range(sh.n):
+                v = sh.op_start[i]
+                if not v:
+                    continue
+                if not t0 - 1 <= v <= now + 1:       # never: the soak's own bug
+                    if (i, v) not in bad_starts:
+                        bad_starts.add((i, v))
+                        t.errors += 1
+                        log("%s: SOAK ERROR: slot %d's start %r is outside the segment [%.1f, %.1f]"
+                            % (label, i, v, t0, now))
+                    continue
+                if now - v > self.args.stuck:
+                    over.append((i, v))
+            stuck = [i for i, v in over if idle or now - v > 5 * self.args.stuck]
+            for i, v in over:
+                if i not in stuck and (i, v) not in slow:
+                    slow.add((i, v))
                     t.slow += 1
-                    log("%s: SLOW (not stuck: the server got a request %.1f s ago, %d so far): slot %d "
-                        "for %.0f s: %s" % (label, now - last_req, px.n, i, now - sh.op_start[i], sh.what(i)))
-            for i, t_start in list(slow):
-                if sh.op_start[i] != t_start:        # done
-                    slow.discard((i, t_start))
-                    t.slow_max = max(t.slow_max, now - t_start)
+                    log("%s: SLOW (gguffs works: %.1f s of CPU and %d requests to the server in the "
+                        "last %.0f s): slot %d for %.0f s: %s" % (label, cpu_d, req_d, now - then[0],
+                                                                   i, now - v, sh.what(i)))
+            for i, v in list(slow):
+                if sh.op_start[i] != v:        # done
+                    slow.discard((i, v))
+                    t.slow_max = max(t.slow_max, now - v)
             if stuck and not hung:
                 hung = True
-                self.hang(label, g, sh, stuck, now, px, "%d operation(s) stuck for more than %.0f s%s"
-                          % (len(stuck), self.args.stuck, "" if px is None else
-                             " (the server's last request %.0f s ago)" % (now - last_req)))
+                self.hang(label, g, sh, stuck, now, px, "%d operation(s) stuck for more than %.0f s; "
+                          "gguffs used %.2f s of CPU%s in the last %.0f s"
+                          % (len(stuck), self.args.stuck, cpu_d,
+                             "" if px is None else " and the server got %d requests" % req_d,
+                             now - then[0]))
             # gguffs gone by itself
             if g.proc.poll() is not None and signalled is None and not hung and not gone_reported:
                 gone_reported = True
