@@ -105,7 +105,7 @@
  *                     after it for the swap, and one slow server would
  *                     stall the whole mount.
  *   pend_mu           the lists of created keys, live handles, snapshots,
- *                     f32 streams
+ *                     open model.safetensors files, f32 streams
  *   workers.mu        the f32 streams' patterns (f32.c)
  *   prefetch mu       a prefetch engine's queue (cache/prefetch.h: the f32
  *                     workers', a remote cache's fetch threads'); never
@@ -331,6 +331,7 @@ struct ggfs {
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
     struct glist live;           /* every handle, freed at the end; under pend_mu */
     struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
+    struct glist st_opens;       /* every open model.safetensors (ops.c), under pend_mu */
     struct glist streams;        /* every open f32 file's stream (f32.c), under pend_mu */
 
     /* Read requests and their bytes, by file (the stats file). */

@@ -954,7 +954,7 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
     fuse_session_unmount(se);
     ggfs_notify_stop(fs);
     ggfs_edit_stop(fs);
-    ggfs_snaps_free(fs);
+    ggfs_opens_free(fs);
     ggfs_streams_free(fs);
 out_session:
     fuse_session_destroy(se);
@@ -1023,6 +1023,7 @@ int main(int argc, char *argv[])
     glist_init(&fs.states);
     glist_init(&fs.live);
     glist_init(&fs.snaps);
+    glist_init(&fs.st_opens);
     glist_init(&fs.streams);
 
     if (check_mountpoint(&o) && check_dev_fuse(&o) && check_cache_dir(&o) &&

@@ -55,10 +55,13 @@
 
 /* An open model.safetensors: its version, and the reading pattern of its
  * f32 pieces, for prefetching (s NULL: none).  Counted, as a snapshot is:
- * a read holds a reference while it replies (a release may race it). */
+ * a read holds a reference while it replies (a release may race it).
+ * Listed, as a snapshot is, so that one whose release never comes (gguffs
+ * ended by a signal while the file was open) is freed at the end. */
 struct st_open {
     _Atomic unsigned refs;
     struct ggfs *fs;
+    struct glist link;             /* in fs->st_opens, under pend_mu */
     struct state *v;
     struct f32_stream *s;
 };
@@ -67,8 +70,12 @@ static void st_open_put(struct st_open *so)
 {
     if (atomic_fetch_sub(&so->refs, 1) != 1)
         return;
+    struct ggfs *fs = so->fs;
+    pthread_mutex_lock(&fs->pend_mu);
+    glist_del(&so->link);
+    pthread_mutex_unlock(&fs->pend_mu);
     if (so->s)
-        ggfs_stream_free(so->fs, so->s);
+        ggfs_stream_free(fs, so->s);
     ggfs_state_put(so->v);
     free(so);
 }
@@ -115,12 +122,18 @@ static struct snap *snap_new(struct ggfs *fs, const char *data, size_t len)
     return snap;
 }
 
-void ggfs_snaps_free(struct ggfs *fs)
+void ggfs_opens_free(struct ggfs *fs)
 {
     while (!glist_empty(&fs->snaps)) {
         struct glist *l = fs->snaps.next;
         glist_del(l);
         free(GLIST_ENTRY(l, struct snap, link));
+    }
+    /* their streams and versions are on the lists of those, freed after */
+    while (!glist_empty(&fs->st_opens)) {
+        struct glist *l = fs->st_opens.next;
+        glist_del(l);
+        free(GLIST_ENTRY(l, struct st_open, link));
     }
 }
 
@@ -504,6 +517,9 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
             so->fs = fs;
             so->v = v;
             so->s = ggfs_stream_new(fs);      /* NULL: no prefetching */
+            pthread_mutex_lock(&fs->pend_mu);
+            glist_add(&fs->st_opens, &so->link);
+            pthread_mutex_unlock(&fs->pend_mu);
             fi->fh = (uint64_t)(uintptr_t)so | FH_STATE;
         }
         /* info of a model changed underneath says so first (a line that

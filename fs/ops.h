@@ -11,7 +11,7 @@
  * refused without it (see the lock order in fs.h).
  *
  * Locks: the handlers take what they need (the state lock for reading,
- * commit_mu); ggfs_count_read takes none; ggfs_snaps_free runs at the
+ * commit_mu); ggfs_count_read takes none; ggfs_opens_free runs at the
  * end, after the session.
  */
 #ifndef FS_OPS_H
@@ -22,8 +22,11 @@
 /* Counts a read request of size bytes. */
 void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
 
-/* Frees the meta/ snapshots whose release never came (at the end). */
-void ggfs_snaps_free(struct ggfs *fs);
+/* Frees what open files hold whose release never came (gguffs ended by a
+ * signal while they were open): meta/ snapshots and model.safetensors
+ * handles (at the end, before the streams and the versions they hold are
+ * freed from their own lists). */
+void ggfs_opens_free(struct ggfs *fs);
 
 /* The low-level operations table (ops.c). */
 extern const struct fuse_lowlevel_ops ggfs_ops;
