@@ -227,6 +227,7 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
     for (uint64_t i = 0; i < st_meta(ns)->n_kv; i++)
         ggfs_notify_meta_entry(fs, ns->meta_names.names[i]);
     ggfs_notify_inode(fs, INO_META);
+    ggfs_notify_inode(fs, FUSE_ROOT_ID);     /* a listing the kernel keeps */
     ggfs_notify_wait_root(fs);
     /* The old version lives on while info or model.gguf of it is open.
      * Freeing it closes its descriptor; after a rewrite that is the last

@@ -296,6 +296,10 @@ struct ggfs {
     const char *overlay;
     struct gguf_split *base;
     double timeout;              /* entry/attr timeout, seconds */
+    /* The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_
+     * SUPPORT, set at init): it then keeps every listing (FOPEN_CACHE_DIR),
+     * and notify.c invalidates the root's and meta/'s when they change. */
+    bool no_opendir;
     uint64_t cache_size;
     int threads;                 /* -o threads (-1: the default) */
     /* The size of the kernel's read requests (main.c ggfs_request_size),

@@ -185,6 +185,15 @@ static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
     /* The bytes of an inode never change (a new version of info or
      * model.gguf is a new inode): no invalidation on open. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    /* A walk opens every directory: with no OPENDIR and RELEASEDIR asked
+     * (two of the four requests a first listing costs, all of a second
+     * one), the kernel keeps each listing until told (do_opendir). */
+    if (conn->capable & FUSE_CAP_POSIX_ACL)
+        conn->want |= FUSE_CAP_POSIX_ACL;
+    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) {
+        conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+        fs->no_opendir = true;
+    }
 }
 
 /* ---- names ----------------------------------------------------------------- */
@@ -440,11 +449,17 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
  * inodes, in every version of the model (tensor names and data never
  * change): the kernel may keep what readdir said (FOPEN_CACHE_DIR), so a
  * second walk of the tree (du after ls -lR) asks for none of them again.
- * The root (its version inodes) and meta/ (keys come and go) are not
+ * Where the kernel can open directories by itself (fs->no_opendir), the
+ * first OPENDIR is answered ENOSYS: it never asks again and keeps every
+ * listing, the root's and meta/'s too, which notify.c invalidates when
+ * they change (a new version, a pending file of meta/ gone); otherwise
+ * the root (its version inodes) and meta/ (keys come and go) are not
  * cached. */
-static void do_opendir(fuse_req_t req, struct ggfs *fs UNUSED, struct state *st, fuse_ino_t ino,
+static void do_opendir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
+    if (fs->no_opendir)
+        return (void)fuse_reply_err(req, ENOSYS);
     struct node n = ggfs_classify(st, ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);

@@ -78,6 +78,10 @@ void wh_pending_remove(struct whandle *h)
             break;
         }
     pthread_mutex_unlock(&h->fs->pend_mu);
+    /* meta/ listed it: a listing the kernel keeps (fs->no_opendir) must
+     * not show it once gone */
+    if (h->fs->no_opendir)
+        ggfs_notify_inode(h->fs, INO_META);
 }
 
 static struct whandle *find_locked(struct ggfs *fs, uint64_t id, const char *fname)

@@ -14,10 +14,16 @@
  * FUSE_USE_VERSION 312, multi-threaded loop with the same command-line
  * options, splice capabilities, max_write 1 MiB (libfuse then lets the
  * kernel send 1 MiB requests), no AUTO_INVAL_DATA, keep_cache on open,
- * entry and attribute timeouts of a year, default_permissions.
+ * entry and attribute timeouts of a year, default_permissions.  Walks
+ * are set up as gguffs's too: readdirplus, no OPENDIR (listings kept by
+ * the kernel), POSIX ACLs (kept by the kernel), getxattr answered (no
+ * xattr: gguffs has xattrs on meta/'s files, so it cannot say ENOSYS).
  *
  * Options (besides libfuse's: -f, -s, -d, -o clone_fd, ...):
  *   -o direct_io       files are opened with direct_io (no page cache)
+ *   -o files=N         each tensor's folder lists N files (2 to 64): raw,
+ *                      f32, then f2, f3, ... of 64 bytes each, as many as
+ *                      a gguffs tensor folder has, for walks of the tree
  *   -o readahead=SIZE  the kernel's readahead for this mount (its bdi's
  *                      read_ahead_kb), set after mounting as gguffs does;
  *                      0 or absent: the kernel's default
@@ -46,11 +52,14 @@
 #define MAX_IOV 64                       /* replies up to 64 MiB, if asked */
 #define TIMEOUT (365.0 * 86400)
 
-/* inodes: 1 root, 2 tensors/, 3 stats, then 3 per tensor: NAME/, raw, f32 */
+/* inodes: 1 root, 2 tensors/, 3 stats, then 1 + files per tensor: NAME/,
+ * raw, f32, f2, ... */
 #define INO_ROOT 1
 #define INO_TENSORS 2
 #define INO_STATS 3
 #define INO_BASE 4
+#define MAX_FILES 64
+#define SMALL_FILE 64                    /* the size of f2, f3, ... */
 
 /* Counters of the reads of tensor files: requests, bytes replied, and
  * requests by size, rounded up to a power of two from 4 KiB to 1 MiB, then
@@ -73,11 +82,14 @@ struct nullfs {
     struct tensor *t;
     size_t n;
     int direct_io;
+    unsigned files;                      /* files per tensor folder */
+    unsigned stride;                     /* inodes per tensor: 1 + files */
+    char *files_opt;
     char *readahead;
     char *mountpoint;                    /* as given (the first non-option) */
 };
 
-static const char *const file_names[2] = { "raw", "f32" };
+static char file_names[MAX_FILES][8] = { "raw", "f32" };
 static char buf[BUF_BYTES];
 
 /* "512M" -> bytes; false on anything else. */
@@ -163,18 +175,19 @@ static int stat_ino(const struct nullfs *nf, fuse_ino_t ino, struct stat *st)
         st->st_size = STATS_BYTES;
         return 0;
     }
-    if (ino < INO_BASE || (ino - INO_BASE) / 3 >= nf->n)
+    if (ino < INO_BASE || (ino - INO_BASE) / nf->stride >= nf->n)
         return ENOENT;
-    size_t i = (ino - INO_BASE) / 3, k = (ino - INO_BASE) % 3;
+    size_t i = (ino - INO_BASE) / nf->stride, k = (ino - INO_BASE) % nf->stride;
+    uint64_t size = k == 1 || k == 2 ? nf->t[i].size[k - 1] : SMALL_FILE;
     if (k == 0) {
         st->st_mode = S_IFDIR | 0555;
         st->st_nlink = 2;
     } else {
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        st->st_size = (off_t)nf->t[i].size[k - 1];
+        st->st_size = (off_t)size;
         st->st_blksize = 4096;
-        st->st_blocks = (blkcnt_t)((nf->t[i].size[k - 1] + 511) / 512);
+        st->st_blocks = (blkcnt_t)((size + 511) / 512);
     }
     return 0;
 }
@@ -234,6 +247,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_write = 1u << 20;
     conn->max_readahead = conn->max_readahead ? conn->max_readahead : UINT32_MAX;
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    if (conn->capable & FUSE_CAP_POSIX_ACL)
+        conn->want |= FUSE_CAP_POSIX_ACL;
+    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)
+        conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -247,10 +264,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     } else if (parent == INO_TENSORS) {
         for (size_t i = 0; i < nf->n; i++)
             if (strcmp(name, nf->t[i].name) == 0)
-                return reply_entry(req, nf, INO_BASE + 3 * i);
-    } else if (parent >= INO_BASE && (parent - INO_BASE) % 3 == 0 &&
-               (parent - INO_BASE) / 3 < nf->n) {
-        for (unsigned k = 0; k < 2; k++)
+                return reply_entry(req, nf, INO_BASE + nf->stride * i);
+    } else if (parent >= INO_BASE && (parent - INO_BASE) % nf->stride == 0 &&
+               (parent - INO_BASE) / nf->stride < nf->n) {
+        for (unsigned k = 0; k < nf->files; k++)
             if (strcmp(name, file_names[k]) == 0)
                 return reply_entry(req, nf, parent + 1 + k);
     }
@@ -294,20 +311,18 @@ static int dir_entry(const struct nullfs *nf, fuse_ino_t ino, size_t i, const ch
         if (i >= nf->n)
             return 0;
         *name = nf->t[i].name;
-        *child = INO_BASE + 3 * i;
+        *child = INO_BASE + nf->stride * i;
         return 1;
     }
-    if (i >= 2)
+    if (i >= nf->files)
         return 0;
     *name = file_names[i];
     *child = ino + 1 + i;
     return 1;
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
-    (void)fi;
     const struct nullfs *nf = fuse_req_userdata(req);
     struct stat st;
     if (stat_ino(nf, ino, &st) != 0)
@@ -323,15 +338,58 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     const char *name;
     fuse_ino_t child;
     for (size_t i = off < 0 ? 0 : (size_t)off; dir_entry(nf, ino, i, &name, &child); i++) {
-        struct stat cst;
-        stat_ino(nf, child, &cst);
-        size_t len = fuse_add_direntry(req, out + used, size - used, name, &cst, (off_t)(i + 1));
+        size_t len;
+        if (plus) {
+            /* as gguffs: "." and ".." without attributes */
+            struct fuse_entry_param e;
+            memset(&e, 0, sizeof e);
+            stat_ino(nf, child, &e.attr);
+            if (i >= 2) {
+                e.ino = child;
+                e.generation = 1;
+                e.attr_timeout = TIMEOUT;
+                e.entry_timeout = TIMEOUT;
+            }
+            len = fuse_add_direntry_plus(req, out + used, size - used, name, &e, (off_t)(i + 1));
+        } else {
+            struct stat cst;
+            stat_ino(nf, child, &cst);
+            len = fuse_add_direntry(req, out + used, size - used, name, &cst, (off_t)(i + 1));
+        }
         if (len > size - used)
             break;
         used += len;
     }
     fuse_reply_buf(req, out, used);
     free(out);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    readdir_any(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)fi;
+    readdir_any(req, ino, size, off, 1);
+}
+
+/* The kernel opens directories itself from the first ENOSYS on (the
+ * capability asked at init) and keeps their listings, as with gguffs. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino, (void)fi;
+    fuse_reply_err(req, ENOSYS);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    (void)ino, (void)name, (void)size;
+    fuse_reply_err(req, ENODATA);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -365,9 +423,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return (void)fuse_reply_buf(req, text + off,
                                     size < n - (size_t)off ? size : n - (size_t)off);
     }
-    if (ino < INO_BASE || (ino - INO_BASE) % 3 == 0 || (ino - INO_BASE) / 3 >= nf->n)
+    if (ino < INO_BASE || (ino - INO_BASE) % nf->stride == 0 || (ino - INO_BASE) / nf->stride >= nf->n)
         return (void)fuse_reply_err(req, EISDIR);
-    uint64_t fsize = nf->t[(ino - INO_BASE) / 3].size[(ino - INO_BASE) % 3 - 1];
+    size_t file = (ino - INO_BASE) % nf->stride;
+    uint64_t fsize = file <= 2 ? nf->t[(ino - INO_BASE) / nf->stride].size[file - 1] : SMALL_FILE;
     if (off < 0 || (uint64_t)off >= fsize)
         return (void)fuse_reply_buf(req, NULL, 0);
     if (size > fsize - (uint64_t)off)
@@ -391,6 +450,9 @@ static const struct fuse_lowlevel_ops ops = {
     .lookup = op_lookup,
     .getattr = op_getattr,
     .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .opendir = op_opendir,
+    .getxattr = op_getxattr,
     .open = op_open,
     .read = op_read,
 };
@@ -467,6 +529,7 @@ enum { KEY_DIRECT_IO };
 
 static const struct fuse_opt opt_spec[] = {
     { "readahead=%s", offsetof(struct nullfs, readahead), 0 },
+    { "files=%s", offsetof(struct nullfs, files_opt), 0 },
     FUSE_OPT_KEY("direct_io", KEY_DIRECT_IO),
     FUSE_OPT_END
 };
@@ -492,10 +555,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static void usage(const char *prog)
 {
     printf("usage: %s [options] MOUNTPOINT NAME:RAW_SIZE:F32_SIZE ...\n\n"
-           "A FUSE server that does no work: tensors/NAME/{raw,f32} of the sizes given\n"
+           "A FUSE server that does no work: tensors/NAME/{raw,f32,...} of the sizes given\n"
            "(bytes, K/M/G suffixes), every read answered from one static buffer;\n"
            "`stats` counts the reads answered and their sizes.\n\n"
            "  -o direct_io          open files with direct_io\n"
+           "  -o files=N            N files per tensor folder (2 to 64): raw, f32, f2, ...\n"
            "  -o readahead=SIZE     the mount's readahead (bdi read_ahead_kb; root)\n\n",
            prog);
     fuse_cmdline_help();
@@ -529,6 +593,19 @@ int main(int argc, char *argv[])
         fprintf(stderr, "nullfs: readahead=%s: not a size up to 1G\n", nf.readahead);
         goto out;
     }
+    nf.files = 2;
+    if (nf.files_opt) {
+        char *end;
+        unsigned long v = strtoul(nf.files_opt, &end, 10);
+        if (*end || end == nf.files_opt || v < 2 || v > MAX_FILES) {
+            fprintf(stderr, "nullfs: files=%s: not a number from 2 to %d\n", nf.files_opt, MAX_FILES);
+            goto out;
+        }
+        nf.files = (unsigned)v;
+    }
+    nf.stride = 1 + nf.files;
+    for (unsigned k = 2; k < nf.files; k++)
+        snprintf(file_names[k], sizeof file_names[k], "f%u", k % 100u);
     /* float32 1.0 everywhere: real pages (not the shared zero page), and
      * valid f32 for whoever looks */
     for (size_t i = 0; i < BUF_BYTES; i += 4)
@@ -587,6 +664,7 @@ out:
         free(nf.t[i].name);
     free(nf.t);
     free(nf.readahead);
+    free(nf.files_opt);
     free(nf.mountpoint);
     free(copts.mountpoint);
     fuse_opt_free_args(&args);

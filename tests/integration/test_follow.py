@@ -17,7 +17,8 @@ d * q): no error, no wrong byte.  Through A:
   two at once  general.name twice, B not waited for between them
 
 After each, B's views are polled (a hang guard, not a sleep) until they
-show the new value: meta/KEY, model.gguf byte for byte the file on disk,
+show the new value: meta/KEY, meta/'s listing (read before the edit, so
+one the kernel keeps), model.gguf byte for byte the file on disk,
 info, info.json and model.safetensors' __metadata__; then on B: stats say
 nothing changed underneath; info, model.gguf and meta/general.name opened
 before the edit still read the version they were opened on; the reader
@@ -171,6 +172,9 @@ def late_views(b, model, key, value):
             late.append("meta/" + key)
         if harness.file_bytes(os.path.join(b.mnt, "model.gguf")) != harness.file_bytes(model):
             late.append("model.gguf")
+        # the listing the kernel keeps (it was read before the edit)
+        if key not in os.listdir(os.path.join(b.mnt, "meta")):
+            late.append("meta/'s listing")
         if key == "general.name":
             if value not in read_text(os.path.join(b.mnt, "info")):
                 late.append("info")
@@ -239,6 +243,8 @@ def case_follows(h, tmp):
         for label, key, values, counter in steps:
             before = harness.read_stats(a.mnt)
             held = hold(b)
+            listed = {os.path.basename(m): sorted(os.listdir(os.path.join(m, "meta")))
+                      for m in (a.mnt, b.mnt)}
             for v in values:
                 edit(a.mnt, key, v)
             after = harness.read_stats(a.mnt)
@@ -248,6 +254,15 @@ def case_follows(h, tmp):
                     % (label, "/".join(names), grew, len(values)))
             if not check_followed(h, label, b, model, key, values[-1], held):
                 break
+            # both listings read before the edit: each has the key now (a
+            # rewrite may add gguffs.padding too), and B's is A's
+            now = {m: sorted(os.listdir(os.path.join(m, "meta"))) for m in (a.mnt, b.mnt)}
+            for m, who in ((a.mnt, "A"), (b.mnt, "B")):
+                was = listed[os.path.basename(m)]
+                h.check(key in now[m] and set(was) <= set(now[m]),
+                        "%s: %s's meta/ lists %r, before %r" % (label, who, now[m], was))
+            h.check(now[a.mnt] == now[b.mnt], "%s: B's meta/ lists %r, A's %r"
+                    % (label, now[b.mnt], now[a.mnt]))
             followed += 1
             h.check(reader.wait_round(), "%s: the reader made no round after the edit" % label)
             h.check(not reader.bad, "%s: reads on B: %r" % (label, reader.bad[:5]))
