@@ -29,7 +29,10 @@ edit: non-zero; it allows it: 0).
   - -o log_file=F, daemonized: `echo garbage > meta/U32` fails, F (mode
     0600) has a line with a timestamp, the mount point, the key and the
     reason; 60 refused writes are each either a line or counted in a
-    "suppressed" line once gguffs has exited (the rate limit loses no count).
+    "suppressed" line once gguffs has exited (the rate limit loses no count);
+  - a full disk (a 2 MiB tmpfs): an edit in place lands, one that needs a
+    new file fails with EIO at close, the model is the old
+    version, nothing is left behind, the log says why.
 
 Needs root (bind mounts, chattr); skips without it unless CI is set.
 """
@@ -321,6 +324,58 @@ def case_log_file(h, tmp):
     h.check(value(model, "t.u32") == 4096, "log: t.u32 changed")
 
 
+def case_full_disk(h, tmp):
+    """The model on a 2 MiB tmpfs with 1.25 MiB of tensor data: an edit in
+    place (a small journal) lands; one that outgrows the header's room
+    needs a new file of the model's size, which the full disk refuses: it
+    fails at close with EIO (as the README says; sh does not look at
+    close), the model is the old version byte for byte, the partial new file is gone
+    (the space is free again), the log names the key and the cause, and a
+    later edit in place still lands."""
+    d = os.path.join(tmp, "full")
+    os.mkdir(d)
+    run_ok(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", d])
+    try:
+        w = gw.GGUFWriter()
+        w.add("general.architecture", "string", "llama")
+        w.add("t.u32", "u32", 4096)
+        w.add("t.string", "string", "hello world")
+        w.add_tensor("w", "f32", [64, 5120], data=bytes(range(256)) * 5120)
+        model = os.path.join(d, "m.gguf")
+        w.write(model)
+        rule = Rule(h, model)
+        log = os.path.join(tmp, "full.log")
+        free0 = os.statvfs(d).f_bavail
+        with harness.mounted(model, ["-o", "log_file=" + log]) as g:
+            meta = os.path.join(g.mnt, "meta")
+            rule.edit("full disk: in place", "echo 8192 > %s/t.u32" % meta, "t.u32", 8192, True)
+            # the failure comes at close, which sh ignores (README: only the
+            # write itself fails at close): a program that checks close sees it
+
+            def write_close():
+                with open(os.path.join(meta, "t.string"), "w") as f:
+                    f.write(BIG + "\n")
+            for i in range(2):
+                rule.errno_of("full disk: a rewrite, write then close (%d)" % (i + 1), write_close,
+                              errno.EIO)
+            left = [x for x in os.listdir(d) if x not in ("m.gguf", "m.gguf.gguffs-journal",
+                                                           "m.gguf.gguffs-edits")]
+            h.check(left == [], "full disk: files left beside the model: %r" % left)
+            h.check(os.statvfs(d).f_bavail >= free0 - 8,
+                    "full disk: %d blocks free after the failed edits, %d before"
+                    % (os.statvfs(d).f_bavail, free0))
+            rule.edit("full disk: in place after", "echo 77 > %s/t.u32" % meta, "t.u32", 77, True)
+            with open(os.path.join(meta, "t.string")) as f:
+                h.check(f.read() == "hello world\n", "full disk: meta/t.string is not the old value")
+        with open(log) as f:
+            lines = [ln for ln in f.read().splitlines() if "meta/t.string" in ln]
+        h.check(len(lines) == 2 and all("failed (Input/output error)" in ln and
+                                        "No space left on device" in ln for ln in lines),
+                "full disk: want two log lines naming the key, EIO and ENOSPC: %r" % lines)
+    finally:
+        subprocess.run(["umount", d], capture_output=True)
+
+
 def main():
     h = harness.start("edit-env")
     harness.require_fuse()
@@ -332,7 +387,8 @@ def main():
         for label, fn in (("read-only bind mount", case_ro_bind),
                           ("unwritable folder (chattr +i)", case_immutable_dir),
                           ("two read-write mounts, -o ro beside", case_two_rw),
-                          ("-o log_file", case_log_file)):
+                          ("-o log_file", case_log_file),
+                          ("a full disk", case_full_disk)):
             with h.case(label):
                 fn(h, tmp)
     finally:
