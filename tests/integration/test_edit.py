@@ -23,6 +23,7 @@ def main():
     w = gw.GGUFWriter()
     w.add("general.architecture", "string", "llama")
     w.add("general.name", "string", "before")
+    w.add("general.alignment", "u32", 32)
     w.add("llama.context_length", "u32", 4096)
     w.add("llama.rope.freq_base", "f32", 10000.0)
     w.add("tokenizer.ggml.tokens", "array[string]", ["<s>", "a\nb", "c"])
@@ -161,12 +162,21 @@ def main():
                 r = harness.run("echo 1 > '%s' && mv '%s' general.zzz" % (bad, bad), meta)
                 h.check("general.zzz" in loaded("scratch")[0] or r.returncode != 0, "scratch rename %s" % bad)
                 harness.run("rm -f general.zzz", meta)
-            for op in (lambda: os.unlink(os.path.join(meta, "general.alignment")),):
+            # general.alignment decides the file's layout: every change is EPERM
+            al = os.path.join(meta, "general.alignment")
+            before = open(model, "rb").read()
+            for what, op in (("open for writing", lambda: open(al, "w").close()),
+                             ("unlink", lambda: os.unlink(al)),
+                             ("setfattr", lambda: os.setxattr(al, "user.gguf.type", b"u64")),
+                             ("rename over it", lambda: os.rename(os.path.join(meta, "llama.context_length"), al)),
+                             ("rename it", lambda: os.rename(al, os.path.join(meta, "general.align2")))):
                 try:
                     op()
-                    h.fail("general.alignment removed")
-                except OSError:
-                    h.passed += 1
+                    h.fail("general.alignment: %s succeeded" % what)
+                except OSError as e:
+                    h.check(e.errno == errno.EPERM, "general.alignment: %s: %s, want EPERM"
+                            % (what, errno.errorcode.get(e.errno)))
+            h.check(open(model, "rb").read() == before, "general.alignment: a refused change changed the model")
         with h.case("writes to tensor files are refused"):
             for f in ("raw", "f32", "type", "shape"):
                 try:
