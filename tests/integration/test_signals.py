@@ -18,6 +18,10 @@ with poll() on /proc/self/mountinfo.
                             status 0 and nothing on stderr each time (a
                             worker that takes a request as the connection
                             is torn down reads ECONNABORTED; fs/devio.h)
+  connection aborted        echo 1 > /sys/fs/fuse/connections/N/abort with
+                            4 readers active: gguffs exits 0, nothing on
+                            stderr, no reader blocked; fusermount3 -u then
+                            removes the dead mount
   signals                   SIGTERM with readers active, SIGINT, SIGHUP,
                             and SIGTERM to a daemonized gguffs
   edit then SIGTERM         a write to meta/ whose close() returned 0 is in
@@ -293,6 +297,37 @@ def case_lazy_trials(h, model):
                 fg.close()
         print("  %s: %d lazy unmounts with 4 readers active, %d not clean" % (
             label, LAZY_TRIALS, bad), flush=True)
+
+
+def case_abort(h, model):
+    """The connection aborted by hand (`echo 1 >
+    /sys/fs/fuse/connections/N/abort`, what one does to a mount that hangs)
+    while 4 readers read: the kernel answers every /dev/fuse read with
+    ECONNABORTED from then on, which gguffs takes as the end of the mount
+    (fs/devio.c), as it takes an unmount's ENODEV: it exits 0 with nothing
+    on stderr (not libfuse's "fuse: reading device: Software caused
+    connection abort" and status 1), no reader is left blocked, and
+    fusermount3 -u then takes the dead mount away."""
+    label = "connection aborted with 4 readers active"
+    with h.case(label):
+        fg = FG(model)
+        try:
+            procs, out = start_readers(fg.mnt, 4, 120)
+            h.check(procs.wait_reads(4), "%s: the readers did not get going" % label)
+            conn = "/sys/fs/fuse/connections/%d/abort" % os.minor(os.stat(fg.mnt).st_dev)
+            with open(conn, "w") as f:
+                f.write("1")
+            rc = fg.wait(CLEAN_WAIT)
+            ok, errs = join_readers(h, label, procs, out, 20)
+            err = fg.stderr()
+            h.check(rc == 0 and err.strip() == "", "%s: status %s (None: still running after %.0f s), "
+                    "stderr: %s" % (label, rc, CLEAN_WAIT, err[-3000:] or "(empty)"))
+            r = subprocess.run(["fusermount3", "-u", fg.mnt], capture_output=True)
+            h.check(r.returncode == 0, "%s: fusermount3 -u of the aborted mount: %s" % (label, r.stderr))
+            print("  %s: gguffs exited %s; readers: %d reads before, %d errors after" % (
+                label, rc, ok, errs), flush=True)
+        finally:
+            fg.close()
 
 
 LAZY_TRIALS = 15 if harness.QUICK else 40
@@ -767,6 +802,7 @@ def main():
         EXPECT.update(make_model(ggml, model))
         case_unmount_readers(h, model)
         case_lazy_trials(h, model)
+        case_abort(h, model)
         case_signal(h, model, signal.SIGTERM, readers=True)
         case_signal(h, model, signal.SIGINT, readers=False)
         case_signal(h, model, signal.SIGHUP, readers=False)
