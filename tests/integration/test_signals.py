@@ -302,12 +302,11 @@ def case_lazy_trials(h, model):
 def case_abort(h, model):
     """The connection aborted by hand (`echo 1 >
     /sys/fs/fuse/connections/N/abort`, what one does to a mount that hangs)
-    while 4 readers read: the kernel answers every /dev/fuse read with
-    ECONNABORTED from then on, which gguffs takes as the end of the mount
-    (fs/devio.c), as it takes an unmount's ENODEV: it exits 0 with nothing
-    on stderr (not libfuse's "fuse: reading device: Software caused
-    connection abort" and status 1), no reader is left blocked, and
-    fusermount3 -u then takes the dead mount away."""
+    while 4 readers read: the kernel fails every /dev/fuse read from then on
+    (ENODEV on Linux 6.18; ECONNABORTED where a kernel says that, which
+    fs/devio.c turns into ENODEV), which gguffs takes as the end of the
+    mount: it exits 0 with nothing on stderr, no reader is left blocked,
+    and fusermount3 -u then takes the dead mount away."""
     label = "connection aborted with 4 readers active"
     with h.case(label):
         fg = FG(model)
