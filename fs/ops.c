@@ -242,6 +242,11 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
                 return reply_entry(req, fs, st, ggfs_root_ino(st, e));
         break;
     case K_META:
+        /* a key longer than a file name may be (statfs says 255, as most
+         * file systems a copy would go to) is in info only, as README
+         * says: not listed (readdir), not found */
+        if (strlen(name) > NAME_MAX)
+            return (void)fuse_reply_err(req, ENAMETOOLONG);
         if ((i = ntab_find(&st->meta_names, name)) >= 0)
             return reply_entry(req, fs, st, KV_BASE + st->kv_id[i]);
         if (reply_pending(req, fs, st, name))
@@ -410,6 +415,8 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
     for (uint64_t k = (uint64_t)off; dir_entry(st, ino, &n, k, &name, &child, &mode); k++) {
         if (n.kind == K_TENSOR && k >= 2 && !ggfs_tensor_has(st, n.idx, (enum tensor_file)(child % TENSOR_STRIDE)))
             continue;
+        if (n.kind == K_META && k >= 2 && strlen(name) > NAME_MAX)
+            continue;           /* in info only (do_lookup) */
         size_t len = add_entry(req, fs, st, plus, buf + used, size - used, name, child, mode,
                                (off_t)(k + 1));
         if (len > size - used) {

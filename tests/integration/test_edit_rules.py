@@ -548,6 +548,37 @@ def mixed_nested_tests(h, tmp, ggml):
     h.check(ggml.read_gguf(model) is not None, "mixed nested: ggml refuses the file after rm")
 
 
+def long_name_tests(h, tmp, ggml):
+    """Keys longer than 255 bytes (the kernel's name limit) are listed in
+    info only: meta/ lists a key of 255 bytes and not one of 256 or 300 (a
+    listed name that no program can stat would make `ls -l meta` fail);
+    info names them; the path of a long key is ENAMETOOLONG."""
+    w = gw.GGUFWriter()
+    w.add("general.architecture", "string", "llama")
+    keys = {n: "t." + "k" * (n - 2) for n in (255, 256, 300)}
+    for n, k in keys.items():
+        w.add(k, "u32", n)
+    w.add_tensor("w", "f32", [8], data=bytes(32))
+    model = os.path.join(tmp, "long.gguf")
+    w.write(model)
+    with mount(model) as mnt:
+        meta = os.path.join(mnt, "meta")
+        names = set(os.listdir(meta))
+        h.check(keys[255] in names, "long names: the 255-byte key is not listed in meta/")
+        h.check(keys[256] not in names and keys[300] not in names,
+                "long names: meta/ lists keys longer than 255 bytes: %r"
+                % sorted(len(x) for x in names))
+        r = subprocess.run(["ls", "-l", meta], capture_output=True, text=True)
+        h.check(r.returncode == 0 and r.stderr == "", "long names: ls -l meta/: exit %d, %r"
+                % (r.returncode, r.stderr[-300:]))
+        h.check(harness.file_bytes(os.path.join(meta, keys[255])) == b"255\n",
+                "long names: the 255-byte key does not read 255")
+        e = errno_of(lambda: os.stat(os.path.join(meta, keys[300])))
+        h.check(e == errno.ENAMETOOLONG, "long names: stat of a 300-byte key: %s" % ename(e))
+        info = harness.file_bytes(os.path.join(mnt, "info")).decode()
+        h.check(keys[256] in info and keys[300] in info, "long names: info does not list them")
+
+
 def scratch_tests(h, tmp, ggml):
     with small_mount(h, tmp, ggml, "scratch.gguf") as (model, chk, meta, listing0):
         for s in SCRATCH:
@@ -751,6 +782,8 @@ def main():
             odd_name_tests(h, tmp, ggml)
         with h.case("B: mixed nested array"):
             mixed_nested_tests(h, tmp, ggml)
+        with h.case("B: names longer than 255 bytes"):
+            long_name_tests(h, tmp, ggml)
         with h.case("B: scratch files"):
             scratch_tests(h, tmp, ggml)
         with h.case("B: vim"):
