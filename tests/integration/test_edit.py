@@ -177,11 +177,12 @@ def main():
                     h.check(e.errno == errno.EPERM, "general.alignment: %s: %s, want EPERM"
                             % (what, errno.errorcode.get(e.errno)))
             h.check(open(model, "rb").read() == before, "general.alignment: a refused change changed the model")
-        with h.case("writes to tensor files are refused"):
-            for f in ("raw", "f32", "type", "shape"):
+        with h.case("writes to tensor files and info are refused"):
+            for f in ("tensors/out/raw", "tensors/out/f32", "tensors/out/type", "tensors/out/shape",
+                      "info"):
                 try:
-                    open(os.path.join(mnt, "tensors", "out", f), "r+b").close()
-                    h.fail("tensors/out/%s opened for writing" % f)
+                    open(os.path.join(mnt, f), "r+b").close()
+                    h.fail("%s opened for writing" % f)
                 except OSError as e:
                     h.check(e.errno == errno.EACCES, "%s: errno %d" % (f, e.errno))
 
