@@ -27,7 +27,9 @@ without touching MODEL.gguf, and renamed over a key they set its value;
 sed -i, and vim -es (vim.tiny and vim, each if installed) on a string and
 a u32 key.  A rename to a bad name gets EINVAL as a create does (mv words
 every EINVAL of rename(2) as "cannot move ... to a subdirectory of
-itself"), and the mount's log file has the reason.
+itself"), and the mount's log file has the reason.  Keys longer than 255
+bytes are in info only: meta/ neither lists them nor finds them
+(ENAMETOOLONG), `ls -l meta/` works, a key of 255 bytes is a file.
 
 Part C, the log file at the mount's root: listed, read-only for everyone
 who may read the model (0444 for a 0644 model: writes, truncation,
