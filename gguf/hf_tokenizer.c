@@ -601,11 +601,13 @@ static int derive_merges(struct hft *h, const uint8_t *sc, uint64_t n_sc, uint8_
             g->il = l->v;
             g->ir = r->v;
         }
-        qsort(all + local, n_all - local, sizeof *all, by_ids);
+        if (n_all - local > 1)
+            qsort(all + local, n_all - local, sizeof *all, by_ids);
     }
     for (size_t i = 0; i < n_all; i++)
         all[i].seq = i;
-    qsort(all, n_all, sizeof *all, by_score);
+    if (n_all > 1)
+        qsort(all, n_all, sizeof *all, by_score);
     h->merges = malloc((n_all ? n_all : 1) * sizeof *h->merges);
     if (!h->merges)
         goto out;

@@ -1,0 +1,465 @@
+/*
+ * tests/unit/test_hf_tokenizer.c — the Hugging Face tokenizer files
+ * (gguf/hf_tokenizer.h) from handcrafted metadata: merges derived from
+ * scores in transformers' order, byte-level respelling and the ids of
+ * added tokens, the post-processor and the config, JSON escaping of odd
+ * tokens, and hostile or odd vocabularies (wrong types, ids out of range,
+ * invalid UTF-8, bad merges, duplicates, a megabyte token, v1 and
+ * big-endian files) refused in one line or handled, never a crash.  The
+ * integration test (tests/integration/test_hf_tokenizer.py) checks the
+ * files against transformers itself.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gb.h"
+#include "gguf/gguf.h"
+#include "gguf/hf_tokenizer.h"
+
+/* One key/value of a test model. */
+enum kind { K_STR, K_U32, K_I32, K_BOOL, K_STRS, K_F32S, K_I32S, K_U32S };
+struct kv {
+    const char *key;
+    enum kind kind;
+    const char *s;             /* K_STR */
+    int64_t i;                 /* K_U32, K_I32, K_BOOL */
+    const char *const *strs;   /* K_STRS */
+    const size_t *lens;        /* K_STRS: lengths (NULL: strlen) */
+    const double *nums;        /* K_F32S, K_I32S, K_U32S */
+    size_t n;                  /* K_STRS, K_F32S, K_I32S, K_U32S */
+};
+
+static void put_f32(struct gb *b, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    gb_u32(b, u);
+}
+
+/* A GGUF (version 3 unless v1; little-endian unless be) holding kvs. */
+static struct gguf_file *model(const struct kv *kvs, size_t n, bool v1, bool be)
+{
+    struct gb b = { .be = be };
+    gb_header(&b, v1 ? 1 : 3, 0, n);
+    for (size_t k = 0; k < n; k++) {
+        const struct kv *e = &kvs[k];
+        gb_str(&b, e->key);
+        switch (e->kind) {
+        case K_STR: gb_u32(&b, 8); gb_str(&b, e->s); break;
+        case K_U32: gb_u32(&b, 4); gb_u32(&b, (uint32_t)e->i); break;
+        case K_I32: gb_u32(&b, 5); gb_u32(&b, (uint32_t)(int32_t)e->i); break;
+        case K_BOOL: gb_u32(&b, 7); gb_u8(&b, (uint8_t)e->i); break;
+        case K_STRS:
+            gb_u32(&b, 9);
+            gb_u32(&b, 8);
+            gb_count(&b, e->n);
+            for (size_t i = 0; i < e->n; i++) {
+                size_t len = e->lens ? e->lens[i] : strlen(e->strs[i]);
+                gb_count(&b, len);
+                gb_put(&b, e->strs[i], len);
+            }
+            break;
+        case K_F32S: case K_I32S: case K_U32S:
+            gb_u32(&b, 9);
+            gb_u32(&b, e->kind == K_F32S ? 6 : e->kind == K_I32S ? 5 : 4);
+            gb_count(&b, e->n);
+            for (size_t i = 0; i < e->n; i++) {
+                if (e->kind == K_F32S)
+                    put_f32(&b, (float)e->nums[i]);
+                else
+                    gb_u32(&b, (uint32_t)(int32_t)e->nums[i]);
+            }
+            break;
+        }
+    }
+    struct gguf_file *f;
+    struct gguf_diag d;
+    assert_int_equal(gguf_parse(b.p, b.len, b.len, &f, &d, NULL), GGUF_OK);
+    free(b.p);
+    return f;
+}
+
+/* Both files' text (NUL-terminated, caller frees), or NULL with the result
+ * in *r and the reason in why. */
+static char *gen(const struct gguf_file *f, bool config, int *r, char *why, size_t wl)
+{
+    struct gguf_buf o = { 0 };
+    *r = config ? gguf_hf_tokenizer_config_json(f, &o, why, wl)
+                : gguf_hf_tokenizer_json(f, &o, why, wl);
+    if (*r != 0) {
+        gguf_buf_free(&o);
+        return NULL;
+    }
+    assert_false(o.oom);
+    assert_true(gguf_buf_putc(&o, '\0'));
+    return o.data;
+}
+
+static char *ok(const struct gguf_file *f, bool config)
+{
+    int r;
+    char why[256] = "";
+    char *t = gen(f, config, &r, why, sizeof why);
+    if (r != 0)
+        fail_msg("refused: %s", why);
+    return t;
+}
+
+/* Refused with exit 1 and a one-line reason containing want. */
+static void refused(const struct gguf_file *f, const char *want)
+{
+    for (int config = 0; config < 2; config++) {
+        int r;
+        char why[256] = "";
+        char *t = gen(f, config, &r, why, sizeof why);
+        assert_null(t);
+        assert_int_equal(r, 1);
+        assert_true(why[0] != '\0');
+        assert_null(strchr(why, '\n'));
+        if (!strstr(why, want))
+            fail_msg("reason '%s' does not say '%s'", why, want);
+    }
+}
+
+static void has(const char *t, const char *want)
+{
+    if (!strstr(t, want))
+        fail_msg("'%s' not in:\n%.3000s", want, t);
+}
+
+static void hasnt(const char *t, const char *want)
+{
+    if (strstr(t, want))
+        fail_msg("'%s' unexpectedly in:\n%.3000s", want, t);
+}
+
+static size_t count(const char *t, const char *s)
+{
+    size_t n = 0;
+    for (const char *p = t; (p = strstr(p, s)); p += strlen(s))
+        n++;
+    return n;
+}
+
+#define KSTR(k, v) { .key = (k), .kind = K_STR, .s = (v) }
+#define KU32(k, v) { .key = (k), .kind = K_U32, .i = (v) }
+#define KBOOL(k, v) { .key = (k), .kind = K_BOOL, .i = (v) }
+#define KSTRS(k, a) { .key = (k), .kind = K_STRS, .strs = (a), .n = sizeof(a) / sizeof *(a) }
+#define KNUMS(k, kd, a) { .key = (k), .kind = (kd), .nums = (a), .n = sizeof(a) / sizeof *(a) }
+#define N(a) (sizeof(a) / sizeof *(a))
+
+/* Sentencepiece: merges from scores, best first, ties by the pieces'
+ * lengths in characters, then by their ids; <s> first; the config. */
+static void spm_derived(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "ba", "aba",
+                                       "\xc3\xa9", "a\xc3\xa9" };
+    static const double sc[] = { 0, 0, 0, 0, 0, -1, -2, -0.5, 0, -3 };
+    static const double ty[] = { 2, 3, 3, 1, 1, 1, 1, 1, 1, 1 };
+    struct kv kvs[] = {
+        KSTR("general.architecture", "llama"), KSTR("tokenizer.ggml.model", "llama"),
+        KSTRS("tokenizer.ggml.tokens", tok), KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        KNUMS("tokenizer.ggml.token_type", K_I32S, ty), KU32("tokenizer.ggml.bos_token_id", 1),
+        KU32("tokenizer.ggml.eos_token_id", 2), KU32("tokenizer.ggml.unknown_token_id", 0),
+        KSTR("tokenizer.chat_template", "{{ bos_token }}\"q\"\n"),
+    };
+    struct gguf_file *f = model(kvs, N(kvs), false, false);
+    char *t = ok(f, false);
+    has(t, "\"merges\":[\n[\"ab\",\"a\"],\n[\"a\",\"ba\"],\n[\"a\",\"b\"],\n[\"b\",\"a\"],\n"
+           "[\"a\",\"\xc3\xa9\"]]");
+    has(t, "\"byte_fallback\":true");
+    has(t, "\"type\":\"Metaspace\"");
+    has(t, "\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\"");
+    has(t, "\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}");
+    has(t, "{\"id\":0,\"content\":\"<unk>\"");
+    hasnt(t, "\"normalizer\":{");
+    free(t);
+    t = ok(f, true);
+    has(t, "\"add_bos_token\": true");
+    has(t, "\"add_eos_token\": false");
+    has(t, "\"bos_token\": \"<s>\"");
+    has(t, "\"unk_token\": \"<unk>\"");
+    has(t, "\"pad_token\": null");
+    has(t, "\"chat_template\": \"{{ bos_token }}\\\"q\\\"\\n\"");
+    has(t, "\"tokenizer_class\": \"TokenizersBackend\"");
+    free(t);
+    gguf_close(f);
+}
+
+/* Byte-level: respelling, control tokens outside the alphabet skipped,
+ * specials not in the vocabulary added past it in transformers' order,
+ * the pre-tokenizer's regex by name, GPT-2's for an unknown name. */
+static void bpe(void **state)
+{
+    (void)state;
+    static const double ty[] = { 1, 1, 1, 1, 3, 3, 4, 1 };
+    static const char *const mg[] = { "a b", "\xc4\xa0 a" };
+    static const char *const pres[] = { "qwen2", "gpt-2" };
+    for (int p = 0; p < 2; p++) {
+        static const char *const tok[] = { "a", "b", "ab", "a b", "<|im_end|>", "<\xef\xbd\x9c" "bos>",
+                                            "<think>", "\xc4\xa0" "a", "\xc4\xa0" };
+        struct kv kvs[] = {
+            KSTR("general.architecture", "qwen2"), KSTR("tokenizer.ggml.model", "gpt2"),
+            KSTR("tokenizer.ggml.pre", pres[p]), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.token_type", K_I32S, ty), KSTRS("tokenizer.ggml.merges", mg),
+            KU32("tokenizer.ggml.bos_token_id", 5), KU32("tokenizer.ggml.eos_token_id", 4),
+            KBOOL("tokenizer.ggml.add_bos_token", 1), KBOOL("tokenizer.ggml.add_eos_token", 1),
+        };
+        struct gguf_file *f = model(kvs, N(kvs), false, false);
+        char *t = ok(f, false);
+        has(t, "\n\"a\xc4\xa0" "b\":3");                       /* respelled */
+        has(t, "\n\"<\xc3\xaf\xc2\xbd\xc4\xbe" "bos>\":5");     /* bytes of U+FF5C */
+        /* added: <|endoftext|> (the builder's default, new), <|im_end|>
+         * (control), <think> (user-defined), then bos as spelled (new) */
+        has(t, "{\"id\":9,\"content\":\"<|endoftext|>\"");
+        has(t, "{\"id\":4,\"content\":\"<|im_end|>\",\"single_word\":false,\"lstrip\":false,"
+               "\"rstrip\":false,\"normalized\":false,\"special\":true}");
+        has(t, "{\"id\":6,\"content\":\"<think>\",\"single_word\":false,\"lstrip\":false,"
+               "\"rstrip\":false,\"normalized\":false,\"special\":false}");
+        has(t, "{\"id\":10,\"content\":\"<\xef\xbd\x9c" "bos>\"");
+        has(t, "\"ids\":[10]");
+        has(t, "\"ids\":[4]");
+        has(t, "[{\"SpecialToken\":{\"id\":\"<\xef\xbd\x9c" "bos>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\","
+               "\"type_id\":0}},{\"SpecialToken\":{\"id\":\"<|im_end|>\",\"type_id\":0}}]");
+        has(t, "\"merges\":[\n[\"a\",\"b\"],\n[\"\xc4\xa0\",\"a\"]]");
+        if (p == 0)
+            has(t, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|"
+                   "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}|");
+        else
+            has(t, "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                   "\"trim_offsets\":true,\"use_regex\":true}");
+        free(t);
+        t = ok(f, true);
+        has(t, "\"bos_token\": \"<\xef\xbd\x9c" "bos>\"");
+        has(t, "\"add_eos_token\": true");
+        has(t, "\"unk_token\": null");
+        free(t);
+        gguf_close(f);
+    }
+}
+
+/* Odd tokens: escaped for JSON, a duplicate listed once under its last id,
+ * empty tokens, v1 and big-endian files read alike. */
+static void odd_tokens(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<unk>", "<s>", "</s>", "\"", "\\", "\n\t\r", "\x01",
+                                       "x\0y", "", "dup", "\xf0\x9f\x98\x80", "dup", "\x7f" };
+    static const size_t len[] = { 5, 3, 4, 1, 1, 3, 1, 3, 0, 3, 4, 3, 1 };
+    static const double sc[] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    for (int v = 0; v < 3; v++) {
+        struct kv kvs[] = {
+            KSTR("tokenizer.ggml.model", "llama"),
+            { .key = "tokenizer.ggml.tokens", .kind = K_STRS, .strs = tok, .lens = len, .n = N(tok) },
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        };
+        struct gguf_file *f = model(kvs, N(kvs), v == 1, v == 2);
+        char *t = ok(f, false);
+        has(t, "\n\"\\\"\":3");
+        has(t, "\n\"\\\\\":4");
+        has(t, "\n\"\\n\\t\\r\":5");
+        has(t, "\n\"\\u0001\":6");
+        has(t, "\n\"x\\u0000y\":7");
+        has(t, "\n\"\":8");
+        has(t, "\n\"\xf0\x9f\x98\x80\":10");
+        has(t, "\n\"dup\":11");
+        hasnt(t, "\"dup\":9");
+        has(t, "\n\"\x7f\":12");
+        assert_int_equal(count(t, "\"dup\""), 1);
+        free(t);
+        t = ok(f, true);
+        has(t, "\"bos_token\": null");
+        has(t, "\"add_bos_token\": false");  /* no bos to add */
+        free(t);
+        gguf_close(f);
+    }
+}
+
+/* Every way the metadata can be wrong: one line, exit 1, never a crash. */
+static void hostile(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<unk>", "<s>", "</s>", "a", "b", "ab" };
+    static const char *const bad8[] = { "<unk>", "\xff" "bad", "a" };
+    static const double sc[] = { 0, 0, 0, 0, 0, -1 };
+    static const char *const m_nospace[] = { "ab" };
+    static const char *const m_two[] = { "a b c" };
+    static const char *const m_oov[] = { "a c" };
+    static const char *const m_res[] = { "b a" };
+    static const double nums[] = { 1, 2 };
+    struct {
+        struct kv kvs[5];
+        size_t n;
+        const char *why;
+    } cases[] = {
+        { { KSTR("general.architecture", "llama") }, 1, "no tokenizer.ggml.model" },
+        { { KSTR("tokenizer.ggml.model", "bert"), KSTRS("tokenizer.ggml.tokens", tok) }, 2, "'bert'" },
+        { { KU32("tokenizer.ggml.model", 3) }, 1, "not a UTF-8 string" },
+        { { KSTR("tokenizer.ggml.model", "llama") }, 1, "no vocabulary" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KNUMS("tokenizer.ggml.tokens", K_U32S, nums) }, 2,
+          "not an array of strings" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", bad8),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc) }, 3, "element 1 is not valid UTF-8" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok) }, 2,
+          "neither tokenizer.ggml.merges nor tokenizer.ggml.scores" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KSTR("tokenizer.ggml.scores", "x") }, 3, "scores is not an array of numbers" },
+        { { KSTR("tokenizer.ggml.model", "gpt2"), KSTRS("tokenizer.ggml.tokens", tok),
+            KSTRS("tokenizer.ggml.merges", m_nospace) }, 3, "not two tokens" },
+        { { KSTR("tokenizer.ggml.model", "gpt2"), KSTRS("tokenizer.ggml.tokens", tok),
+            KSTRS("tokenizer.ggml.merges", m_two) }, 3, "not two tokens" },
+        { { KSTR("tokenizer.ggml.model", "gpt2"), KSTRS("tokenizer.ggml.tokens", tok),
+            KSTRS("tokenizer.ggml.merges", m_oov) }, 3, "not in the vocabulary" },
+        { { KSTR("tokenizer.ggml.model", "gpt2"), KSTRS("tokenizer.ggml.tokens", tok),
+            KSTRS("tokenizer.ggml.merges", m_res) }, 3, "not in the vocabulary" },
+        { { KSTR("tokenizer.ggml.model", "gpt2"), KSTRS("tokenizer.ggml.tokens", tok) }, 2,
+          "without tokenizer.ggml.merges" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc), KU32("tokenizer.ggml.bos_token_id", 6) }, 4,
+          "outside the vocabulary" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+            { .key = "tokenizer.ggml.eos_token_id", .kind = K_I32, .i = -7 } }, 4,
+          "outside the vocabulary" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc), KSTR("tokenizer.ggml.padding_token_id", "1") }, 4,
+          "not an integer" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc), KSTR("tokenizer.ggml.add_bos_token", "no") }, 4,
+          "not a bool" },
+        { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc), KSTR("tokenizer.chat_template", "\xc0\x80") }, 4,
+          "chat_template is not a UTF-8 string" },
+        { { KSTR("general.architecture", "gemma2"), KSTR("tokenizer.ggml.model", "llama"),
+            KSTRS("tokenizer.ggml.tokens", tok), KNUMS("tokenizer.ggml.scores", K_F32S, sc) }, 4, "gemma" },
+        { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok) }, 2, "'t5'" },
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        struct gguf_file *f = model(cases[i].kvs, cases[i].n, false, false);
+        refused(f, cases[i].why);
+        /* a why[] too small is cut, never overrun; none at all is fine */
+        struct gguf_buf o = { 0 };
+        char small[8];
+        memset(small, 'x', sizeof small);
+        assert_int_equal(gguf_hf_tokenizer_json(f, &o, small, 4), 1);
+        assert_int_equal(small[3], '\0');
+        assert_int_equal(small[4], 'x');
+        gguf_buf_free(&o);
+        assert_int_equal(gguf_hf_tokenizer_json(f, &o, NULL, 0), 1);
+        gguf_buf_free(&o);
+        gguf_close(f);
+    }
+    /* a negative id counts from the end, as a Python list index does */
+    struct kv neg[] = {
+        KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
+        KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        { .key = "tokenizer.ggml.eos_token_id", .kind = K_I32, .i = -1 },
+    };
+    struct gguf_file *f = model(neg, N(neg), false, false);
+    char *t = ok(f, true);
+    has(t, "\"eos_token\": \"ab\"");
+    free(t);
+    gguf_close(f);
+}
+
+/* Sizes: an empty vocabulary, a megabyte token (deriving merges is linear
+ * in its bytes), and a vocabulary of every run of 'a' up to 300 (every
+ * split of each is a merge: 44850 of them). */
+static void sizes(void **state)
+{
+    (void)state;
+    struct kv empty[] = {
+        KSTR("tokenizer.ggml.model", "llama"),
+        { .key = "tokenizer.ggml.tokens", .kind = K_STRS, .n = 0 },
+        { .key = "tokenizer.ggml.scores", .kind = K_F32S, .n = 0 },
+    };
+    struct gguf_file *f = model(empty, N(empty), false, false);
+    char *t = ok(f, false);
+    has(t, "\"vocab\":{},\"merges\":[]");
+    has(t, "{\"id\":0,\"content\":\"<s>\"");     /* the builder's defaults, added */
+    has(t, "{\"id\":2,\"content\":\"<unk>\"");
+    free(t);
+    gguf_close(f);
+
+    size_t big = 1 << 20;
+    char *mb = malloc(big);
+    assert_non_null(mb);
+    memset(mb, 'a', big);
+    const char *tok[] = { "a", mb, "aa" };
+    size_t len[] = { 1, big, 2 };
+    double sc[] = { 0, -1, -2 };
+    struct kv kvs[] = {
+        KSTR("tokenizer.ggml.model", "llama"),
+        { .key = "tokenizer.ggml.tokens", .kind = K_STRS, .strs = tok, .lens = len, .n = 3 },
+        { .key = "tokenizer.ggml.scores", .kind = K_F32S, .nums = sc, .n = 3 },
+    };
+    f = model(kvs, N(kvs), false, false);
+    t = ok(f, false);
+    /* splits of the long token: a + (2^20-1 a's) no, (2^20-2 a's) + aa no,
+     * ...: none; "aa" -> a + a */
+    has(t, "\"merges\":[\n[\"a\",\"a\"]]");
+    free(t);
+    gguf_close(f);
+    free(mb);
+
+    enum { RUNS = 300 };
+    char *runs[RUNS];
+    double rs[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        runs[i] = malloc(i + 2);
+        memset(runs[i], 'a', i + 1);
+        runs[i][i + 1] = '\0';
+        rs[i] = -i;
+    }
+    struct kv rk[] = {
+        KSTR("tokenizer.ggml.model", "llama"),
+        { .key = "tokenizer.ggml.tokens", .kind = K_STRS, .strs = (const char *const *)runs, .n = RUNS },
+        { .key = "tokenizer.ggml.scores", .kind = K_F32S, .nums = rs, .n = RUNS },
+    };
+    f = model(rk, N(rk), false, false);
+    t = ok(f, false);
+    assert_int_equal(count(t, "\n[\""), RUNS * (RUNS - 1) / 2);
+    /* "aaa" (score -2): the longer left piece first */
+    has(t, "\n[\"a\",\"a\"],\n[\"aa\",\"a\"],\n[\"a\",\"aa\"],\n[\"aaa\",\"a\"]");
+    free(t);
+    gguf_close(f);
+    for (int i = 0; i < RUNS; i++)
+        free(runs[i]);
+}
+
+/* phi3: the prefix space from a normalizer, no pre-tokenizer. */
+static void phi3(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<unk>", "<s>", "</s>", "a" };
+    static const double sc[] = { 0, 0, 0, 0 };
+    struct kv kvs[] = {
+        KSTR("general.architecture", "phi3"), KSTR("tokenizer.ggml.model", "llama"),
+        KSTRS("tokenizer.ggml.tokens", tok), KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        KBOOL("tokenizer.ggml.add_bos_token", 0),
+    };
+    struct gguf_file *f = model(kvs, N(kvs), false, false);
+    char *t = ok(f, false);
+    has(t, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\"");
+    has(t, "\"pre_tokenizer\":null");
+    has(t, "\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]");
+    free(t);
+    gguf_close(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(spm_derived), cmocka_unit_test(bpe), cmocka_unit_test(odd_tokens),
+        cmocka_unit_test(hostile), cmocka_unit_test(sizes), cmocka_unit_test(phi3),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
