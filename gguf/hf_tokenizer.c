@@ -162,6 +162,11 @@ struct hft {
     size_t whylen;
     bool bpe;             /* gpt2: byte-level; else sentencepiece */
     bool phi3;            /* the prefix space from a normalizer */
+    bool gemma;           /* GemmaTokenizer's pipeline */
+    bool gemma_outer;     /* a gemma-family architecture: transformers' class
+                             for it names "<mask>" its mask token */
+    bool gemma_spaces;    /* gemma-family: tokens of spaces respelled with
+                             "▁", merges ordered by place in the file */
     const char *split;    /* the pre-tokenizer's regex, or NULL: GPT-2's */
     uint32_t n;           /* tokens */
     struct sv *tok;       /* as the file spells them */
@@ -427,6 +432,50 @@ static bool spelled_in_alphabet(struct sv s)
     return true;
 }
 
+/* Python's str.isspace() for one code point. */
+static bool py_space(uint32_t c)
+{
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* Gemma-family files store a token of spaces as spaces, which the
+ * tokenizer looks up as "▁"s: a token holding a ' ' and nothing but
+ * whitespace becomes one "▁" per character (transformers' gemma_tokenizer). */
+static int respell_spaces(struct hft *h)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->tok[i].n > UINT32_MAX / 3)
+            return refuse(h, "token %" PRIu32 " is too long", i);
+        total += (size_t)h->tok[i].n * 3;
+    }
+    h->spell = malloc(total ? total : 1);
+    h->voc = malloc((h->n ? h->n : 1) * sizeof *h->voc);
+    if (!h->spell || !h->voc)
+        return -1;
+    size_t at = 0;
+    for (uint32_t i = 0; i < h->n; i++) {
+        const unsigned char *p = (const unsigned char *)h->tok[i].p;
+        uint32_t n = h->tok[i].n, chars = 0;
+        bool blank = memchr(p, ' ', n) != NULL;
+        for (uint32_t k = 0; k < n && blank; chars++) {
+            unsigned l;
+            blank = py_space(utf8_next(p + k, &l));
+            k += l;
+        }
+        h->voc[i] = h->tok[i];
+        if (!blank)
+            continue;
+        h->voc[i].p = h->spell + at;
+        for (uint32_t c = 0; c < chars; c++, at += 3)
+            memcpy(h->spell + at, "\xe2\x96\x81", 3);
+        h->voc[i].n = chars * 3;
+    }
+    return 0;
+}
+
 /* The vocabulary: voc -> the last index spelling it (a dict built in
  * order, as transformers builds it). */
 static int index_vocab(struct hft *h)
@@ -534,11 +583,12 @@ static int by_score(const void *a, const void *b)
 /* transformers' generate_merges(vocab, scores): for each distinct token of
  * dict(zip(tokens, scores)) (first occurrence's place, last one's score),
  * every split at a character boundary into two vocabulary tokens, sorted
- * by the pieces' ids; then all of them best score first. */
+ * by the pieces' ids; then all of them best score first.  sc NULL: the
+ * score of a token is minus its (last) index (gemma-family files). */
 static int derive_merges(struct hft *h, const uint8_t *sc, uint64_t n_sc, uint8_t st)
 {
-    uint32_t ns = n_sc < h->n ? (uint32_t)n_sc : h->n;
-    unsigned esz = gguf_vtype_size(st);
+    uint32_t ns = !sc || n_sc >= h->n ? h->n : (uint32_t)n_sc;
+    unsigned esz = sc ? gguf_vtype_size(st) : 0;
     struct tab first = { 0 };
     double *score = malloc((ns ? ns : 1) * sizeof *score);
     uint64_t *suf = NULL;
@@ -548,7 +598,7 @@ static int derive_merges(struct hft *h, const uint8_t *sc, uint64_t n_sc, uint8_
     if (!score || !tab_init(&first, ns))
         goto out;
     for (uint32_t i = 0; i < ns; i++) {
-        struct sv s = h->tok[i];
+        struct sv s = h->voc[i];
         uint64_t hh = hash_sv(s.p, s.n);
         struct ent *e = tab_slot(&first, hh, s.p, s.n);
         if (e->v == UINT32_MAX) {
@@ -557,7 +607,7 @@ static int derive_merges(struct hft *h, const uint8_t *sc, uint64_t n_sc, uint8_
             e->n = s.n;
             e->v = i;
         }
-        score[e->v] = num_at(&h->gf->enc, st, sc + (size_t)i * esz);
+        score[e->v] = sc ? num_at(&h->gf->enc, st, sc + (size_t)i * esz) : -(double)i;
         if (s.n > longest)
             longest = s.n;
     }
@@ -565,7 +615,7 @@ static int derive_merges(struct hft *h, const uint8_t *sc, uint64_t n_sc, uint8_
     if (!suf)
         goto out;
     for (uint32_t i = 0; i < ns; i++) {
-        struct sv s = h->tok[i];
+        struct sv s = h->voc[i];
         if (tab_get(&first, s.p, s.n) != i || s.n < 2)
             continue;
         /* suffix hashes, then the prefixes grow one byte at a time */
@@ -683,8 +733,9 @@ static int add_tokens(struct hft *h)
     /* the builder class's own special tokens */
     static const char *const spm[] = { "<s>", "</s>", "<unk>" };
     static const char *const bpe[] = { "<|endoftext|>" };
-    const char *const *d = h->bpe ? bpe : spm;
-    size_t nd = h->bpe ? 1 : 3;
+    static const char *const gemma[] = { "<bos>", "<eos>", "<unk>", "<pad>", "<mask>" };
+    const char *const *d = h->bpe ? bpe : h->gemma ? gemma : spm;
+    size_t nd = h->bpe ? 1 : h->gemma ? 5 : 3;
     for (size_t i = 0; i < nd; i++)
         if ((r = add_token(h, (struct sv){ d[i], (uint32_t)strlen(d[i]) }, true, false)))
             return r;
@@ -707,6 +758,8 @@ static int add_tokens(struct hft *h)
     for (int k = 0; k < SP_N; k++)
         if (h->has_sp[k] && (r = add_token(h, h->sp[k], true, false)))
             return r;
+    if (h->gemma_outer)
+        return add_token(h, (struct sv){ "<mask>", 6 }, true, false);
     return 0;
 }
 
@@ -746,14 +799,17 @@ static int analyse(struct hft *h)
         return refuse(h, "tokenizer.ggml.model is not a UTF-8 string");
     if ((kv = kv_get(gf, "general.architecture")) && !kv_str(gf, kv, &arch))
         arch.n = 0;
+    h->gemma_outer = arch.n >= 5 && !memcmp(arch.p, "gemma", 5);
     if (sv_is(model, "gpt2")) {
         h->bpe = true;
     } else if (sv_is(model, "llama")) {
-        if (sv_is(arch, "gemma") || sv_is(arch, "gemma2") || sv_is(arch, "gemma3"))
-            return refuse(h, "gemma-family sentencepiece vocabularies are not generated");
+        h->gemma = h->gemma_spaces =
+            sv_is(arch, "gemma") || sv_is(arch, "gemma2") || sv_is(arch, "gemma3");
         h->phi3 = sv_is(arch, "phi3");
+    } else if (sv_is(model, "gemma4")) {
+        h->gemma = true;
     } else {
-        return refuse(h, "tokenizer.ggml.model '%.*s' is not supported (llama and gpt2 are)",
+        return refuse(h, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2 and gemma4 are)",
                       (int)(model.n > 64 ? 64 : model.n), model.p);
     }
     if ((kv = kv_get(gf, "tokenizer.ggml.pre"))) {
@@ -773,6 +829,9 @@ static int analyse(struct hft *h)
     if (h->bpe) {
         if ((r = respell(h)))
             return r;
+    } else if (h->gemma_spaces) {
+        if ((r = respell_spaces(h)))
+            return r;
     } else {
         h->voc = malloc((n ? n : 1) * sizeof *h->voc);
         if (!h->voc)
@@ -791,13 +850,16 @@ static int analyse(struct hft *h)
     } else if (h->bpe) {
         return refuse(h, "a byte-level vocabulary without tokenizer.ggml.merges is not generated");
     } else {
-        const uint8_t *sc;
-        uint64_t n_sc;
-        uint8_t st;
-        if (!(kv = kv_get(gf, "tokenizer.ggml.scores")))
-            return refuse(h, "neither tokenizer.ggml.merges nor tokenizer.ggml.scores");
-        if (!num_array(gf, kv, &sc, &n_sc, &st))
-            return refuse(h, "tokenizer.ggml.scores is not an array of numbers");
+        const uint8_t *sc = NULL;
+        uint64_t n_sc = 0;
+        uint8_t st = 0;
+        /* gemma-family merges are ordered by place: no scores needed */
+        if (!h->gemma_spaces) {
+            if (!(kv = kv_get(gf, "tokenizer.ggml.scores")))
+                return refuse(h, "neither tokenizer.ggml.merges nor tokenizer.ggml.scores");
+            if (!num_array(gf, kv, &sc, &n_sc, &st))
+                return refuse(h, "tokenizer.ggml.scores is not an array of numbers");
+        }
         if ((r = derive_merges(h, sc, n_sc, st)))
             return r;
     }
@@ -818,6 +880,8 @@ static int analyse(struct hft *h)
     if (f == -2)
         return refuse(h, "tokenizer.ggml.add_bos_token is not a bool");
     h->add_bos = f == 1 || (f == -1 && !h->bpe);
+    if (sv_is(model, "gemma4"))
+        h->add_bos = false;         /* its chat template writes <bos> */
     if ((f = kv_flag(gf, "tokenizer.ggml.add_eos_token")) == -2)
         return refuse(h, "tokenizer.ggml.add_eos_token is not a bool");
     h->add_eos = f == 1;
@@ -971,13 +1035,18 @@ static int emit_tokenizer(struct gguf_buf *o, const struct hft *h)
     }
     free(ord);
     jc(o, "],\n\"normalizer\":");
-    if (h->phi3)
+    if (h->gemma)
+        jc(o, "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"}");
+    else if (h->phi3)
         jc(o, "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\u2581\"},"
               "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"}]}");
     else
         jc(o, "null");
     jc(o, ",\n\"pre_tokenizer\":");
-    if (!h->bpe) {
+    if (h->gemma) {
+        jc(o, "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\","
+              "\"invert\":false}");
+    } else if (!h->bpe) {
         jc(o, h->phi3 ? "null"
                       : "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"first\","
                         "\"split\":false}");
@@ -995,10 +1064,13 @@ static int emit_tokenizer(struct gguf_buf *o, const struct hft *h)
     if (h->bpe)
         jc(o, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,\"use_regex\":true}");
     else
-        jc(o, "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\u2581\"},"
-              "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
-              "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}");
-    jc(o, ",\n\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,");
+        jc(o, h->gemma ? "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+                         "\"\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]}"
+                       : "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+                         "\"\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+                         "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}");
+    jc(o, h->gemma ? ",\n\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\","
+                   : ",\n\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,");
     if (h->bpe)
         jc(o, "\"continuing_subword_prefix\":\"\",\"end_of_word_suffix\":\"\",\"fuse_unk\":false,"
               "\"byte_fallback\":false,");
@@ -1056,6 +1128,8 @@ static int emit_config(struct gguf_buf *o, const struct hft *h)
     }
     jc(o, "  \"clean_up_tokenization_spaces\": false,\n");
     cfg_token(o, h, SP_EOS);
+    if (h->gemma_outer)
+        jc(o, "  \"mask_token\": \"<mask>\",\n");
     cfg_token(o, h, SP_PAD);
     jc(o, "  \"tokenizer_class\": \"TokenizersBackend\",\n");
     gguf_buf_printf(o, "  \"unk_token\": ");

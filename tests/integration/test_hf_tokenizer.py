@@ -17,6 +17,8 @@ Models, made offline by this test with .deps/venv's `tokenizers` and
     with "▁" and scores (merges derived from them), a control and a
     user-defined token, a duplicated token, a llama-2 chat template; once
     with its merges written into the file, once as architecture phi3;
+    as gemma2 and gemma3 (their own specials, tokens of spaces stored as
+    spaces), and as tokenizer.ggml.model "gemma4";
   - the corpus's real models when ../shared/corpus (GGUFFS_CORPUS_EXTRA)
     is there: the llama-2 SPM vocabularies and the byte-level ones of
     gpt-2, deepseek-coder, falcon, stablelm, starcoder (skipped without
@@ -58,6 +60,7 @@ TEXTS = [
     "combining: e\u0301 n\u0303 a\u0308 \u0915\u093f",
     "<s> inline </s> specials <|im_start|>user\nhi<|im_end|>",
     "<think>reasoning</think> done",
+    "<start_of_turn>user\n<mask> hi<end_of_turn>",
     "numbers 1234567 and 3.14159, don't we'll I'm",
     "code:\n    def f(x):\n        return x ** 2\n",
     "ÄÖÜß café naïve “quotes” ‘single’ — dash",
@@ -80,6 +83,9 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
 LLAMA2 = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
           "{% elif m['role'] == 'system' %}<<SYS>>\n{{ m['content'] }}\n<</SYS>>\n\n"
           "{% else %} {{ m['content'] }} {{ eos_token }}{% endif %}{% endfor %}")
+
+GEMMA = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+         "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 
 CORPUS_TEXT = """The quick brown fox jumps over the lazy dog. Once upon a time, there was a little
 girl who loved to read stories about dragons and castles.  She said: "I'd like to
@@ -200,6 +206,32 @@ def make_spm(out):
     cases.append(path)
     path = os.path.join(out, "spm-phi3.gguf")
     _write(path, "phi3", base)
+    cases.append(path)
+    # gemma-family: its own specials, tokens of spaces stored as spaces,
+    # merges by place in the file; and "gemma4" vocabularies (scores, no bos)
+    gtokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
+    gtypes = [3, 3, 3, 2, 4, 3, 3]
+    gtokens += ["<0x%02X>" % b for b in range(256)]
+    gtypes += [6] * 256
+    gtokens += learned + ["  ", "   ", "\n\n", " \n"]
+    gtypes += [1] * (len(learned) + 4)
+    gscores = [0.0] * (len(gtokens) - len(learned) - 4) + [-float(i) for i in range(len(learned))] + [-5.0] * 4
+    gemma = {"tokenizer.ggml.model": ("string", "llama"),
+             "tokenizer.ggml.tokens": ("array", gtokens),
+             "tokenizer.ggml.scores": ("array", gscores),
+             "tokenizer.ggml.token_type": ("array", gtypes),
+             "tokenizer.ggml.bos_token_id": ("uint32", 2),
+             "tokenizer.ggml.eos_token_id": ("uint32", 1),
+             "tokenizer.ggml.unknown_token_id": ("uint32", 3),
+             "tokenizer.ggml.padding_token_id": ("uint32", 0),
+             "tokenizer.chat_template": ("string", GEMMA)}
+    for arch in ("gemma2", "gemma3"):
+        path = os.path.join(out, "spm-%s.gguf" % arch)
+        _write(path, arch, gemma)
+        cases.append(path)
+    g4 = dict(gemma, **{"tokenizer.ggml.model": ("string", "gemma4")})
+    path = os.path.join(out, "spm-gemma4.gguf")
+    _write(path, "gemma3", g4)
     cases.append(path)
     bert = {"tokenizer.ggml.model": ("string", "bert"),
             "tokenizer.ggml.tokens": ("array", ["[PAD]", "[UNK]", "a"])}

@@ -338,8 +338,6 @@ static void hostile(void **state)
         { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
             KNUMS("tokenizer.ggml.scores", K_F32S, sc), KSTR("tokenizer.chat_template", "\xc0\x80") }, 4,
           "chat_template is not a UTF-8 string" },
-        { { KSTR("general.architecture", "gemma2"), KSTR("tokenizer.ggml.model", "llama"),
-            KSTRS("tokenizer.ggml.tokens", tok), KNUMS("tokenizer.ggml.scores", K_F32S, sc) }, 4, "gemma" },
         { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok) }, 2, "'t5'" },
     };
     for (size_t i = 0; i < N(cases); i++) {
@@ -435,6 +433,52 @@ static void sizes(void **state)
         free(runs[i]);
 }
 
+/* gemma-family: tokens of spaces respelled with "▁" (any whitespace with a
+ * space in it), merges by place in the file (no scores needed), Gemma's
+ * specials and pipeline, "<mask>" named in the config; "gemma4" keeps its
+ * spelling, merges from scores, and adds no bos. */
+static void gemma(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<pad>", "<eos>", "<bos>", "<unk>", "  ", "\xe2\x96\x81",
+                                       "\xe2\x96\x81\xe2\x96\x81", " \n", "\n", "a", "\xe2\x96\x81" "a" };
+    static const double sc[] = { 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1 };
+    for (int g4 = 0; g4 < 2; g4++) {
+        struct kv kvs[] = {
+            KSTR("general.architecture", "gemma3"), KSTR("tokenizer.ggml.model", g4 ? "gemma4" : "llama"),
+            KSTRS("tokenizer.ggml.tokens", tok), KU32("tokenizer.ggml.bos_token_id", 2),
+            KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        };
+        struct gguf_file *f = model(kvs, N(kvs) - (g4 ? 0 : 1), false, false);
+        char *t = ok(f, false);
+        has(t, "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"}");
+        has(t, "\"behavior\":\"MergedWithPrevious\"");
+        has(t, "\"unk_token\":\"<unk>\"");
+        /* a default, new: its id is the count of distinct spellings, as
+         * the tokenizers library counts (9 when respelled: it then shares
+         * "a"'s id, as it does in transformers) */
+        has(t, g4 ? "{\"id\":11,\"content\":\"<mask>\"" : "{\"id\":9,\"content\":\"<mask>\"");
+        if (!g4) {
+            /* "  " and "▁▁" both spell ▁▁: the later one keeps it; " \n" too */
+            has(t, "\n\"\xe2\x96\x81\xe2\x96\x81\":7");
+            hasnt(t, "\"  \":");
+            /* by place (the last one of a spelling): ▁▁ (7) splits into
+             * ▁ + ▁, "▁a" (10) after it */
+            has(t, "\"merges\":[\n[\"\xe2\x96\x81\",\"\xe2\x96\x81\"],\n[\"\xe2\x96\x81\",\"a\"]]");
+            has(t, "\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\"");
+        } else {
+            has(t, "\n\"  \":4");
+            has(t, "\"single\":[{\"Sequence\"");
+        }
+        free(t);
+        t = ok(f, true);
+        has(t, "\"mask_token\": \"<mask>\"");
+        has(t, g4 ? "\"add_bos_token\": false" : "\"add_bos_token\": true");
+        free(t);
+        gguf_close(f);
+    }
+}
+
 /* phi3: the prefix space from a normalizer, no pre-tokenizer. */
 static void phi3(void **state)
 {
@@ -460,6 +504,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(spm_derived), cmocka_unit_test(bpe), cmocka_unit_test(odd_tokens),
         cmocka_unit_test(hostile), cmocka_unit_test(sizes), cmocka_unit_test(phi3),
+        cmocka_unit_test(gemma),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
