@@ -156,7 +156,7 @@ def make_bpe(out):
         if pre:
             kv["tokenizer.ggml.pre"] = ("string", pre)
         path = os.path.join(out, name + ".gguf")
-        _write(path, "qwen2" if pre == "qwen2" else "llama", kv)
+        _write(path, {"qwen2": "qwen2", "qwen35": "qwen3"}.get(pre, "llama"), kv)
         cases.append(path)
     return cases
 
