@@ -140,11 +140,16 @@ static void hasnt(const char *t, const char *want)
         fail_msg("'%s' unexpectedly in:\n%.3000s", want, t);
 }
 
+/* Occurrences of s in t (by hand: a sanitizer's strstr measures the whole
+ * text on every call, which would make this quadratic). */
 static size_t count(const char *t, const char *s)
 {
-    size_t n = 0;
-    for (const char *p = t; (p = strstr(p, s)); p += strlen(s))
-        n++;
+    size_t n = 0, k = strlen(s);
+    for (const char *p = t; *p; p++)
+        if (!strncmp(p, s, k)) {
+            n++;
+            p += k - 1;
+        }
     return n;
 }
 
@@ -499,12 +504,123 @@ static void phi3(void **state)
     gguf_close(f);
 }
 
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Random vocabularies of short tokens over a small alphabet (so pieces and
+ * merges often exist; now and then a byte that is not UTF-8, empty tokens,
+ * duplicates), merges that split a token (their pieces mostly added to the
+ * vocabulary), random types, special ids and flags: every run either
+ * refuses in one line or writes both files; never a crash (ASan/UBSan
+ * builds check the memory).  A fixed seed: the same vocabularies every run. */
+static void random_vocabularies(void **state)
+{
+    (void)state;
+    static const char *const units[] = { "a", "b", " ", "\xc3\xa9", "\xe2\x96\x81", "<", ">", "\xff" };
+    static const char *const models[] = { "llama", "gpt2", "gemma4" };
+    static const char *const archs[] = { "llama", "gemma2", "phi3", "qwen2" };
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    enum { MAXT = 30, MAXU = 4 };
+    char store[3 * MAXT][MAXU * 3 + 1], mstore[MAXT][2 * MAXU * 3 + 2];
+    const char *tok[3 * MAXT], *mg[MAXT];
+    size_t tlen[3 * MAXT], mlen[MAXT], cut[3 * MAXT];
+    double sc[3 * MAXT], ty[3 * MAXT];
+    int done = 0, refusals = 0;
+    for (int round = 0; round < 3000; round++) {
+        size_t n = rnd(&x) % MAXT, nm = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t nu = rnd(&x) % (MAXU + 1);
+            tlen[i] = 0;
+            cut[i] = 0;
+            for (size_t k = 0; k < nu; k++) {
+                size_t span = rnd(&x) % 50 ? 7 : 8;   /* now and then 0xff */
+                const char *u = units[rnd(&x) % span];
+                if (k == nu / 2)
+                    cut[i] = tlen[i];
+                memcpy(store[i] + tlen[i], u, strlen(u));
+                tlen[i] += strlen(u);
+            }
+        }
+        size_t base = n;
+        for (size_t i = 0; i < base && nm < MAXT; i++) {
+            if (cut[i] == 0 || rnd(&x) % 2)
+                continue;
+            /* the merge "LEFT RIGHT" of token i, and (mostly) its pieces */
+            memcpy(mstore[nm], store[i], cut[i]);
+            mstore[nm][cut[i]] = ' ';
+            memcpy(mstore[nm] + cut[i] + 1, store[i] + cut[i], tlen[i] - cut[i]);
+            mlen[nm] = tlen[i] + 1;
+            mg[nm] = mstore[nm];
+            nm++;
+            if (rnd(&x) % 8 && n + 2 <= 3 * MAXT) {
+                memcpy(store[n], store[i], cut[i]);
+                tlen[n++] = cut[i];
+                memcpy(store[n], store[i] + cut[i], tlen[i] - cut[i]);
+                tlen[n] = tlen[i] - cut[i];
+                n++;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            tok[i] = store[i];
+            sc[i] = (double)(rnd(&x) % 7) - 3;
+            ty[i] = (double)(rnd(&x) % 7);
+        }
+        /* (drawn one by one: the order of an initializer's expressions is
+         * unspecified) */
+        const char *arch = archs[rnd(&x) % 4], *mod = models[rnd(&x) % 3];
+        size_t nsc = rnd(&x) % (n + 1), nty = rnd(&x) % (n + 1);
+        int64_t add_eos = (int64_t)(rnd(&x) % 2);
+        int64_t bos = (int64_t)(rnd(&x) % (n + 1)) - 1, eos = (int64_t)(rnd(&x) % (n + 1)) - 1;
+        struct kv kvs[] = {
+            KSTR("general.architecture", arch),
+            KSTR("tokenizer.ggml.model", mod),
+            { .key = "tokenizer.ggml.tokens", .kind = K_STRS, .strs = tok, .lens = tlen, .n = n },
+            { .key = "tokenizer.ggml.scores", .kind = K_F32S, .nums = sc, .n = nsc },
+            { .key = "tokenizer.ggml.token_type", .kind = K_I32S, .nums = ty, .n = nty },
+            KBOOL("tokenizer.ggml.add_eos_token", add_eos),
+            { .key = "tokenizer.ggml.bos_token_id", .kind = K_I32, .i = bos },
+            { .key = "tokenizer.ggml.eos_token_id", .kind = K_I32, .i = eos },
+            { .key = "tokenizer.ggml.merges", .kind = K_STRS, .strs = mg, .lens = mlen, .n = nm },
+        };
+        /* with or without merges, special ids */
+        size_t nk = rnd(&x) % 3 ? N(kvs) : N(kvs) - 1 - rnd(&x) % 3;
+        bool v1 = rnd(&x) % 5 == 0, be = rnd(&x) % 5 == 0;
+        struct gguf_file *f = model(kvs, nk, v1, be);
+        for (int config = 0; config < 2; config++) {
+            int r;
+            char why[256] = "";
+            char *t = gen(f, config, &r, why, sizeof why);
+            assert_true(r == 0 || r == 1);
+            if (r == 0) {
+                assert_non_null(t);
+                assert_int_equal(t[strlen(t) - 1], '\n');
+                done++;
+            } else {
+                assert_true(why[0] != '\0');
+                assert_null(strchr(why, '\n'));
+                refusals++;
+            }
+            free(t);
+        }
+        gguf_close(f);
+    }
+    print_message("%d written, %d refused\n", done, refusals);
+    /* both outcomes were seen often */
+    assert_true(done > 500);
+    assert_true(refusals > 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(spm_derived), cmocka_unit_test(bpe), cmocka_unit_test(odd_tokens),
         cmocka_unit_test(hostile), cmocka_unit_test(sizes), cmocka_unit_test(phi3),
-        cmocka_unit_test(gemma),
+        cmocka_unit_test(gemma), cmocka_unit_test(random_vocabularies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
