@@ -165,6 +165,12 @@ struct hft {
     bool gemma;           /* GemmaTokenizer's pipeline */
     bool gemma_outer;     /* a gemma-family architecture: transformers' class
                              for it names "<mask>" its mask token */
+    bool t5;              /* unigram (T5Tokenizer) */
+    uint32_t n_model;     /* tokens in the model: n, or for t5 as far as
+                             the scores go */
+    const uint8_t *scores;/* t5: tokenizer.ggml.scores' elements */
+    uint8_t scores_t;
+    char extra[100][16];  /* t5: "<extra_id_N>" */
     bool gemma_spaces;    /* gemma-family: tokens of spaces respelled with
                              "▁", merges ordered by place in the file */
     const char *split;    /* the pre-tokenizer's regex, or NULL: GPT-2's */
@@ -480,9 +486,9 @@ static int respell_spaces(struct hft *h)
  * order, as transformers builds it). */
 static int index_vocab(struct hft *h)
 {
-    if (!tab_init(&h->vt, h->n))
+    if (!tab_init(&h->vt, h->n_model))
         return -1;
-    for (uint32_t i = 0; i < h->n; i++) {
+    for (uint32_t i = 0; i < h->n_model; i++) {
         struct sv s = h->voc[i];
         uint64_t hh = hash_sv(s.p, s.n);
         struct ent *e = tab_slot(&h->vt, hh, s.p, s.n);
@@ -494,7 +500,31 @@ static int index_vocab(struct hft *h)
         }
         e->v = i;
     }
+    if (h->t5)
+        h->vocab_len = h->n_model;  /* a unigram model counts its entries */
     return 0;
+}
+
+/* T5 files call the sentinels "[PAD32099]"...: the first 100 tokens named so
+ * become "<extra_id_99>" down to "<extra_id_0>" (transformers'
+ * unigram_tokenizer). */
+static void t5_sentinels(struct hft *h)
+{
+    for (int k = 0; k < 100; k++)
+        snprintf(h->extra[k], sizeof h->extra[k], "<extra_id_%d>", k);
+    int offset = 0;
+    for (uint32_t i = 0; i < h->n && offset < 100; i++) {
+        struct sv s = h->tok[i];
+        if (s.n < 6 || memcmp(s.p, "[PAD", 4) || s.p[s.n - 1] != ']')
+            continue;
+        bool digits = true;
+        for (uint32_t k = 4; k + 1 < s.n && digits; k++)
+            digits = s.p[k] >= '0' && s.p[k] <= '9';
+        if (!digits)
+            continue;
+        const char *e = h->extra[99 - offset++];
+        h->voc[i] = (struct sv){ e, (uint32_t)strlen(e) };
+    }
 }
 
 /* The merges of tokenizer.ggml.merges: "LEFT RIGHT", both and their
@@ -723,7 +753,7 @@ static int add_token(struct hft *h, struct sv s, bool special, bool restate)
 
 static int add_tokens(struct hft *h)
 {
-    size_t cap = (size_t)h->n + 8;
+    size_t cap = (size_t)h->n + 108;
     h->add = malloc(cap * sizeof *h->add);
     if (!h->add || !tab_init(&h->at, cap))
         return -1;
@@ -734,10 +764,14 @@ static int add_tokens(struct hft *h)
     static const char *const spm[] = { "<s>", "</s>", "<unk>" };
     static const char *const bpe[] = { "<|endoftext|>" };
     static const char *const gemma[] = { "<bos>", "<eos>", "<unk>", "<pad>", "<mask>" };
-    const char *const *d = h->bpe ? bpe : h->gemma ? gemma : spm;
+    static const char *const t5[] = { "</s>", "<unk>", "<pad>" };
+    const char *const *d = h->bpe ? bpe : h->gemma ? gemma : h->t5 ? t5 : spm;
     size_t nd = h->bpe ? 1 : h->gemma ? 5 : 3;
     for (size_t i = 0; i < nd; i++)
         if ((r = add_token(h, (struct sv){ d[i], (uint32_t)strlen(d[i]) }, true, false)))
+            return r;
+    for (int k = 0; h->t5 && k < 100; k++)   /* T5Tokenizer's extra ids */
+        if ((r = add_token(h, (struct sv){ h->extra[k], (uint32_t)strlen(h->extra[k]) }, true, false)))
             return r;
     /* CONTROL, then USER_DEFINED; token types as far as both arrays go */
     uint64_t nt = h->types ? (h->n_types < h->n ? h->n_types : h->n) : 0;
@@ -808,8 +842,10 @@ static int analyse(struct hft *h)
         h->phi3 = sv_is(arch, "phi3");
     } else if (sv_is(model, "gemma4")) {
         h->gemma = true;
+    } else if (sv_is(model, "t5")) {
+        h->t5 = true;
     } else {
-        return refuse(h, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2 and gemma4 are)",
+        return refuse(h, "tokenizer.ggml.model '%.*s' is not supported (llama, gpt2, gemma4 and t5 are)",
                       (int)(model.n > 64 ? 64 : model.n), model.p);
     }
     if ((kv = kv_get(gf, "tokenizer.ggml.pre"))) {
@@ -825,7 +861,7 @@ static int analyse(struct hft *h)
     int r = str_array(h, kv, "tokenizer.ggml.tokens", &h->tok, &n);
     if (r)
         return r;
-    h->n = (uint32_t)n;
+    h->n = h->n_model = (uint32_t)n;
     if (h->bpe) {
         if ((r = respell(h)))
             return r;
@@ -838,13 +874,32 @@ static int analyse(struct hft *h)
             return -1;
         memcpy(h->voc, h->tok, n * sizeof *h->voc);
     }
+    if (h->t5) {
+        /* the model is the (token, score) pairs as far as both go */
+        uint64_t n_sc;
+        if (!(kv = kv_get(gf, "tokenizer.ggml.scores")))
+            return refuse(h, "a unigram vocabulary without tokenizer.ggml.scores");
+        if (!num_array(gf, kv, &h->scores, &n_sc, &h->scores_t))
+            return refuse(h, "tokenizer.ggml.scores is not an array of numbers");
+        if (n_sc < h->n)
+            h->n_model = (uint32_t)n_sc;
+        unsigned esz = gguf_vtype_size(h->scores_t);
+        for (uint32_t i = 0; i < h->n_model; i++)
+            if (!isfinite(num_at(&gf->enc, h->scores_t, h->scores + (size_t)i * esz)))
+                return refuse(h, "score %" PRIu32 " is not a finite number", i);
+        if (h->n_model < 3)
+            return refuse(h, "a unigram vocabulary of fewer than 3 tokens (its unknown token is id 2)");
+        t5_sentinels(h);
+    }
     if ((r = index_vocab(h)))
         return r;
     if ((kv = kv_get(gf, "tokenizer.ggml.token_type"))) {
         if (!num_array(gf, kv, &h->types, &h->n_types, &h->types_t))
             return refuse(h, "tokenizer.ggml.token_type is not an array of numbers");
     }
-    if ((kv = kv_get(gf, "tokenizer.ggml.merges"))) {
+    if (h->t5) {
+        /* no merges */
+    } else if ((kv = kv_get(gf, "tokenizer.ggml.merges"))) {
         if ((r = file_merges(h, kv)))
             return r;
     } else if (h->bpe) {
@@ -879,7 +934,7 @@ static int analyse(struct hft *h)
     int f = kv_flag(gf, "tokenizer.ggml.add_bos_token");
     if (f == -2)
         return refuse(h, "tokenizer.ggml.add_bos_token is not a bool");
-    h->add_bos = f == 1 || (f == -1 && !h->bpe);
+    h->add_bos = f == 1 || (f == -1 && !h->bpe && !h->t5);
     if (sv_is(model, "gemma4"))
         h->add_bos = false;         /* its chat template writes <bos> */
     if ((f = kv_flag(gf, "tokenizer.ggml.add_eos_token")) == -2)
@@ -1043,7 +1098,10 @@ static int emit_tokenizer(struct gguf_buf *o, const struct hft *h)
     else
         jc(o, "null");
     jc(o, ",\n\"pre_tokenizer\":");
-    if (h->gemma) {
+    if (h->t5) {
+        jc(o, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":"
+              "\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"always\",\"split\":true}]}");
+    } else if (h->gemma) {
         jc(o, "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\","
               "\"invert\":false}");
     } else if (!h->bpe) {
@@ -1061,7 +1119,9 @@ static int emit_tokenizer(struct gguf_buf *o, const struct hft *h)
     jc(o, ",\n\"post_processor\":");
     post_processor(o, h);
     jc(o, ",\n\"decoder\":");
-    if (h->bpe)
+    if (h->t5)
+        jc(o, "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"always\",\"split\":true}");
+    else if (h->bpe)
         jc(o, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,\"use_regex\":true}");
     else
         jc(o, h->gemma ? "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
@@ -1069,6 +1129,19 @@ static int emit_tokenizer(struct gguf_buf *o, const struct hft *h)
                        : "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
                          "\"\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
                          "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}");
+    if (h->t5) {
+        jc(o, ",\n\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"byte_fallback\":false,\"vocab\":[");
+        unsigned esz = gguf_vtype_size(h->scores_t);
+        for (uint32_t i = 0; i < h->n_model; i++) {
+            jc(o, i ? ",\n[" : "\n[");
+            jsv(o, h->voc[i]);
+            gguf_buf_printf(o, ",%.17g]", num_at(&h->gf->enc, h->scores_t, h->scores + (size_t)i * esz));
+            if (o->oom)
+                return -1;
+        }
+        jc(o, "]}}\n");
+        return o->oom ? -1 : 0;
+    }
     jc(o, h->gemma ? ",\n\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\","
                    : ",\n\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,");
     if (h->bpe)
@@ -1128,6 +1201,13 @@ static int emit_config(struct gguf_buf *o, const struct hft *h)
     }
     jc(o, "  \"clean_up_tokenization_spaces\": false,\n");
     cfg_token(o, h, SP_EOS);
+    if (h->t5) {
+        /* T5Tokenizer names its sentinels as extra special tokens */
+        jc(o, "  \"extra_special_tokens\": [");
+        for (int k = 0; k < 100; k++)
+            gguf_buf_printf(o, "%s\"%s\"", k ? ", " : "", h->extra[k]);
+        jc(o, "],\n");
+    }
     if (h->gemma_outer)
         jc(o, "  \"mask_token\": \"<mask>\",\n");
     cfg_token(o, h, SP_PAD);

@@ -28,6 +28,13 @@
  *     score (transformers' gemma_tokenizer).
  *   tokenizer.ggml.model "gemma4": Gemma's pipeline over the tokens as
  *     spelled, merges from the file or the scores, no bos added.
+ *   tokenizer.ggml.model "t5": a unigram model of the (token, score) pairs
+ *     as far as both arrays go (unk id 2, scores written to round-trip),
+ *     the first 100 tokens named "[PADn]" renamed to the sentinels
+ *     "<extra_id_99>" down to "<extra_id_0>"; whitespace split, Metaspace
+ *     always prepending; the 100 sentinels added as special tokens (new
+ *     ids where the vocabulary lacks them) and named extra_special_tokens
+ *     in the config (transformers' unigram_tokenizer and T5Tokenizer).
  *   tokenizer.ggml.model "gpt2" (byte-level BPE): tokens written with
  *     characters outside GPT-2's byte alphabet are respelled byte by byte
  *     into it (as transformers does; such a token then matches only its
@@ -41,10 +48,11 @@
  *   Added tokens, in the order transformers adds them (which fixes the ids
  *   of those not in the vocabulary): the builder class's defaults ("<s>",
  *   "</s>", "<unk>" for sentencepiece, "<bos>", "<eos>", "<unk>", "<pad>",
- *   "<mask>" for Gemma's, "<|endoftext|>" for byte-level; one missing from
- *   the vocabulary gets the next id, counted as the tokenizers library
- *   counts: distinct spellings, so a vocabulary with duplicates makes it
- *   collide as it does in transformers), then the tokens
+ *   "<mask>" for Gemma's, "</s>", "<unk>", "<pad>" and the sentinels for
+ *   T5's, "<|endoftext|>" for byte-level; one missing from the vocabulary
+ *   gets the next id, counted as the tokenizers library counts: distinct
+ *   spellings for BPE, so a vocabulary with duplicates makes it collide as
+ *   it does in transformers, entries for unigram), then the tokens
  *   typed CONTROL (3) as special tokens (byte-level: only those spelled in
  *   the byte alphabet), then those typed USER_DEFINED (4) that are in the
  *   vocabulary as plain added tokens, then bos/eos/unk/pad from the
@@ -62,8 +70,9 @@
  *
  * Refused (return 1, why[] says what in one line; transformers refuses the
  * same files or has no tokenizer for them): no tokenizer.ggml.model or one
- * other than "llama", "gpt2" and "gemma4" (transformers' "t5" unigram
- * vocabularies are not generated); a byte-level vocabulary without merges
+ * other than "llama", "gpt2", "gemma4" and "t5"; a unigram vocabulary
+ * without scores, with a score that is not finite or with fewer than 3
+ * tokens; a byte-level vocabulary without merges
  * (transformers would derive them: not generated); no tokenizer.ggml.tokens,
  * or not an array of strings; a token, merge, pre-tokenizer name or chat
  * template that is not valid UTF-8 (transformers decodes every string

@@ -19,6 +19,8 @@ Models, made offline by this test with .deps/venv's `tokenizers` and
     with its merges written into the file, once as architecture phi3;
     as gemma2 and gemma3 (their own specials, tokens of spaces stored as
     spaces), and as tokenizer.ggml.model "gemma4";
+  - unigram ("t5"): trained by `tokenizers`' UnigramTrainer, scores, the
+    sentinels stored as "[PADn]" (renamed by transformers);
   - the corpus's real models when ../shared/corpus (GGUFFS_CORPUS_EXTRA)
     is there: the llama-2 SPM vocabularies and the byte-level ones of
     gpt-2, deepseek-coder, falcon, stablelm, starcoder (skipped without
@@ -232,6 +234,28 @@ def make_spm(out):
     g4 = dict(gemma, **{"tokenizer.ggml.model": ("string", "gemma4")})
     path = os.path.join(out, "spm-gemma4.gguf")
     _write(path, "gemma3", g4)
+    cases.append(path)
+    # unigram ("t5"): scores, sentinels stored as [PADn]
+    from tokenizers import models as tmodels, trainers as ttrainers
+    uk = Tokenizer(tmodels.Unigram())
+    uk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    ut = ttrainers.UnigramTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"],
+                                  unk_token="<unk>", show_progress=False)
+    uk.train_from_iterator([CORPUS_TEXT] * 3, ut)
+    uv = json.loads(uk.to_str())["model"]["vocab"]
+    ttokens = [t for t, _ in uv] + ["[PAD%d]" % (len(uv) + i) for i in range(3)]
+    tscores = [float(sc) for _, sc in uv] + [0.0] * 3
+    ttypes = [3, 3, 2] + [1] * (len(uv) - 3) + [4, 4, 3]
+    t5 = {"tokenizer.ggml.model": ("string", "t5"),
+          "tokenizer.ggml.tokens": ("array", ttokens),
+          "tokenizer.ggml.scores": ("array", tscores),
+          "tokenizer.ggml.token_type": ("array", ttypes),
+          "tokenizer.ggml.eos_token_id": ("uint32", 1),
+          "tokenizer.ggml.unknown_token_id": ("uint32", 2),
+          "tokenizer.ggml.padding_token_id": ("uint32", 0),
+          "tokenizer.ggml.add_eos_token": ("bool", True)}
+    path = os.path.join(out, "unigram-t5.gguf")
+    _write(path, "t5", t5)
     cases.append(path)
     bert = {"tokenizer.ggml.model": ("string", "bert"),
             "tokenizer.ggml.tokens": ("array", ["[PAD]", "[UNK]", "a"])}

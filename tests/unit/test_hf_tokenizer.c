@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -300,6 +301,8 @@ static void hostile(void **state)
     static const char *const m_oov[] = { "a c" };
     static const char *const m_res[] = { "b a" };
     static const double nums[] = { 1, 2 };
+    static const double nan2[] = { 0, 0 };
+    static const double nan3[] = { 0, 0, NAN };
     struct {
         struct kv kvs[5];
         size_t n;
@@ -343,7 +346,14 @@ static void hostile(void **state)
         { { KSTR("tokenizer.ggml.model", "llama"), KSTRS("tokenizer.ggml.tokens", tok),
             KNUMS("tokenizer.ggml.scores", K_F32S, sc), KSTR("tokenizer.chat_template", "\xc0\x80") }, 4,
           "chat_template is not a UTF-8 string" },
-        { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok) }, 2, "'t5'" },
+        { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok) }, 2,
+          "without tokenizer.ggml.scores" },
+        { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, nan2) }, 3, "fewer than 3 tokens" },
+        { { KSTR("tokenizer.ggml.model", "t5"), KSTRS("tokenizer.ggml.tokens", tok),
+            KNUMS("tokenizer.ggml.scores", K_F32S, nan3) }, 3, "score 2 is not a finite number" },
+        { { KSTR("tokenizer.ggml.model", "unigram"), KSTRS("tokenizer.ggml.tokens", tok) }, 2,
+          "'unigram' is not supported" },
     };
     for (size_t i = 0; i < N(cases); i++) {
         struct gguf_file *f = model(cases[i].kvs, cases[i].n, false, false);
@@ -484,6 +494,38 @@ static void gemma(void **state)
     }
 }
 
+/* t5: a unigram model of the (token, score) pairs as far as the scores go,
+ * the first 100 "[PADn]" tokens renamed to sentinels (last first), the
+ * sentinels added as special tokens and named in the config, no bos. */
+static void t5(void **state)
+{
+    (void)state;
+    static const char *const tok[] = { "<pad>", "</s>", "<unk>", "\xe2\x96\x81" "a", "[PAD4]", "[PAD5]",
+                                       "[PADx]", "extra" };
+    static const double sc[] = { 0, 0, 0, -1.5, 0, 0, 0.1 };
+    struct kv kvs[] = {
+        KSTR("general.architecture", "t5"), KSTR("tokenizer.ggml.model", "t5"),
+        KSTRS("tokenizer.ggml.tokens", tok), KNUMS("tokenizer.ggml.scores", K_F32S, sc),
+        KU32("tokenizer.ggml.eos_token_id", 1), KBOOL("tokenizer.ggml.add_eos_token", 1),
+    };
+    struct gguf_file *f = model(kvs, N(kvs), false, false);
+    char *t = ok(f, false);
+    has(t, "\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"byte_fallback\":false,\"vocab\":[\n"
+           "[\"<pad>\",0],\n[\"</s>\",0],\n[\"<unk>\",0],\n[\"\xe2\x96\x81" "a\",-1.5],\n"
+           "[\"<extra_id_99>\",0],\n[\"<extra_id_98>\",0],\n[\"[PADx]\",0.10000000149011612]]}}");
+    hasnt(t, "\"extra\"");                           /* past the scores */
+    has(t, "{\"id\":4,\"content\":\"<extra_id_99>\"");
+    has(t, "{\"id\":7,\"content\":\"<extra_id_0>\"");  /* new: after the 7 entries */
+    has(t, "\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"</s>\"");
+    has(t, "\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"}");
+    free(t);
+    t = ok(f, true);
+    has(t, "\"extra_special_tokens\": [\"<extra_id_0>\", \"<extra_id_1>\"");
+    has(t, "\"add_bos_token\": false");
+    free(t);
+    gguf_close(f);
+}
+
 /* phi3: the prefix space from a normalizer, no pre-tokenizer. */
 static void phi3(void **state)
 {
@@ -522,7 +564,7 @@ static void random_vocabularies(void **state)
 {
     (void)state;
     static const char *const units[] = { "a", "b", " ", "\xc3\xa9", "\xe2\x96\x81", "<", ">", "\xff" };
-    static const char *const models[] = { "llama", "gpt2", "gemma4" };
+    static const char *const models[] = { "llama", "gpt2", "gemma4", "t5" };
     static const char *const archs[] = { "llama", "gemma2", "phi3", "qwen2" };
     uint64_t x = 0x9e3779b97f4a7c15u;
     enum { MAXT = 30, MAXU = 4 };
@@ -572,7 +614,7 @@ static void random_vocabularies(void **state)
         }
         /* (drawn one by one: the order of an initializer's expressions is
          * unspecified) */
-        const char *arch = archs[rnd(&x) % 4], *mod = models[rnd(&x) % 3];
+        const char *arch = archs[rnd(&x) % 4], *mod = models[rnd(&x) % 4];
         size_t nsc = rnd(&x) % (n + 1), nty = rnd(&x) % (n + 1);
         int64_t add_eos = (int64_t)(rnd(&x) % 2);
         int64_t bos = (int64_t)(rnd(&x) % (n + 1)) - 1, eos = (int64_t)(rnd(&x) % (n + 1)) - 1;
@@ -620,7 +662,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(spm_derived), cmocka_unit_test(bpe), cmocka_unit_test(odd_tokens),
         cmocka_unit_test(hostile), cmocka_unit_test(sizes), cmocka_unit_test(phi3),
-        cmocka_unit_test(gemma), cmocka_unit_test(random_vocabularies),
+        cmocka_unit_test(gemma), cmocka_unit_test(t5), cmocka_unit_test(random_vocabularies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
