@@ -114,7 +114,10 @@
  * 0: done; 1: this model's tokenizer cannot be expressed (unknown
  * tokenizer.ggml.model or pre-tokenizer, no vocabulary): why[] says so
  * in one line, the file is then absent from hf/; -1: out of memory.
- * On 1 and -1 out may hold a partial text: the caller discards it. */
+ * On 1 and -1 out may hold a partial text: the caller discards it.
+ * (A pre-tokenizer name transformers does not know is not refused: its
+ * GGUF path then splits as GPT-2 does, and so do these files.)  Both
+ * functions refuse the same models with the same reason. */
 int gguf_hf_tokenizer_json(const struct gguf_file *gf, struct gguf_buf *out,
                            char *why, size_t whylen);
 int gguf_hf_tokenizer_config_json(const struct gguf_file *gf, struct gguf_buf *out,
