@@ -24,6 +24,12 @@
 #                                  tensors/NAME/f32) and MNT/hf/model.safetensors
 #                                  (against the loaded model); prints one
 #                                  line per model, exits 1 on a difference
+#   hf_models.py bench-make DIR HIDDEN LAYERS QTYPE
+#                                  a bigger random llama (scripts/bench
+#                                  --part hf) in QTYPE, DIR/bench.gguf
+#   hf_models.py bench-load hf MNT | gguf DIR NAME
+#                                  from_pretrained of one path, timed: prints
+#                                  {"s": seconds, "maxrss_kib": peak RSS}
 #   hf_models.py generate DIR NAME MNT N
 #                                  greedy tokens of N steps through MNT/hf
 #                                  and through gguf_file=, printed (a real
@@ -329,7 +335,39 @@ def generate(d, name, mnt, n):
     print(json.dumps({"hf": a, "gguf_file": b}))
 
 
+def bench_make(d, hidden, layers, qtype):
+    torch.manual_seed(1)
+    cfg = T.LlamaConfig(hidden_size=hidden, intermediate_size=hidden * 11 // 4 // 256 * 256,
+                        num_hidden_layers=layers, num_attention_heads=hidden // 64,
+                        num_key_value_heads=hidden // 128, head_dim=64, vocab_size=32000,
+                        bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    m = T.AutoModelForCausalLM.from_config(cfg).float().eval()
+    sd = {k: v.contiguous() for k, v in m.state_dict().items()}
+    write(os.path.join(d, "bench.gguf"), "llama", cfg, gguf_tensors("llama", cfg, sd), qtype,
+          "bench")
+
+
+def bench_load(how, args):
+    import resource
+    import time
+    t0 = time.perf_counter()
+    if how == "hf":
+        m = T.AutoModelForCausalLM.from_pretrained(os.path.join(args[0], "hf"))
+    else:
+        m = gguf_reference(args[0], args[1])
+    n = sum(p.numel() for p in m.parameters())
+    s = time.perf_counter() - t0
+    print(json.dumps({"s": s, "params": n,
+                      "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "bench-make":
+        bench_make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        sys.exit(0)
+    if sys.argv[1] == "bench-load":
+        bench_load(sys.argv[2], sys.argv[3:])
+        sys.exit(0)
     if sys.argv[1] == "make":
         make(sys.argv[2])
     elif sys.argv[1] == "check":
