@@ -138,8 +138,8 @@ def quantize(qtype, a):
     return np.frombuffer(raw, dtype=np.uint8).reshape(*a.shape[:-1], bpr)
 
 
-def write(path, arch, cfg, tensors, qtype, name):
-    w = gguf.GGUFWriter(path, arch)
+def write(path, arch, cfg, tensors, qtype, name, split=0):
+    w = gguf.GGUFWriter(path, arch, split_max_tensors=split)
     w.add_string("general.name", "mistral" if name.startswith("mistral") else "tiny-" + name)
     a = arch + "."
     w.add_uint32(a + "block_count", cfg.num_hidden_layers)
@@ -199,7 +199,10 @@ def write(path, arch, cfg, tensors, qtype, name):
 def make(d):
     torch.manual_seed(20261128)
     names = []
+    quick = os.environ.get("GGUFFS_TEST_QUICK")
     for name, (arch, C, kw, qtypes) in models().items():
+        if quick:
+            qtypes = qtypes[:1]     # each architecture once, the K-quants once
         cfg = C(**kw)
         m = T.AutoModelForCausalLM.from_config(cfg).float().eval()
         # norms away from 1 (they start at exactly 1, or 0 for gemma)
@@ -213,6 +216,13 @@ def make(d):
             full = "%s-%s" % (name, q.lower())
             write(os.path.join(d, full + ".gguf"), arch, cfg, tensors, q, name)
             names.append(full)
+        if name == "llama":
+            # a split model (3 shards): NAME-split.gguf is a link to the first
+            write(os.path.join(d, "llama-q8_0-split.gguf"), arch, cfg, tensors, "Q8_0", name,
+                  split=8)
+            os.symlink("llama-q8_0-split-00001-of-00003.gguf",
+                       os.path.join(d, "llama-split-q8_0.gguf"))
+            names.append("llama-split-q8_0")
         keep = {k: v for k, v in sd.items()
                 if not (k == "lm_head.weight" and cfg.tie_word_embeddings)}
         save_file(keep, os.path.join(d, name + ".orig.safetensors"))
@@ -251,10 +261,12 @@ def gguf_reference(d, name):
 def check_one(d, name, mnt, errors):
     base = name.rsplit("-", 1)[0]
     qtype = name.rsplit("-", 1)[1].upper()
+    # a split model against transformers' loader of the same model unsplit
+    refname = name.replace("-split", "")
     hf = T.AutoModelForCausalLM.from_pretrained(os.path.join(mnt, "hf")).eval()
     bad = []
     try:
-        ref = gguf_reference(d, name + ".gguf")
+        ref = gguf_reference(d, refname + ".gguf")
     except NotImplementedError as e:
         # transformers' loader cannot load it (mistral: gguf-py has no
         # such architecture): the original model is the reference

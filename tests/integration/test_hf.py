@@ -10,7 +10,8 @@ mounted, then one process checks them all (torch's import costs seconds):
 
   - AutoModelForCausalLM.from_pretrained(MNT/hf), with no tokenizer in the
     folder, has the same state dict as transformers' own GGUF loader of
-    the file (from_pretrained(dir, gguf_file=), or, without accelerate,
+    the file (a split model: the same model unsplit; one folder for all
+    its shards) (from_pretrained(dir, gguf_file=), or, without accelerate,
     the same load_gguf_checkpoint by hand: hf_models.py gguf_reference),
     tensor by tensor, bit for bit; the logits of a fixed prompt are equal;
   - F32 models: every tensor equals the original HF model's; F16 models:
@@ -70,7 +71,8 @@ def check_models(h, py, d):
     with contextlib.ExitStack() as stack:
         pairs = []
         for n in names:
-            mnt = stack.enter_context(mount(os.path.join(d, n + ".gguf")))
+            # (a split model's NAME.gguf links to its first shard)
+            mnt = stack.enter_context(mount(os.path.realpath(os.path.join(d, n + ".gguf"))))
             pairs.append("%s=%s" % (n, mnt))
         rc, out, err = models_py(py, "check", d, *pairs)
     seen = set()
