@@ -7,9 +7,11 @@ transformers from .deps/venv, each in a fresh process: from_pretrained
 (MNT/hf) on a fresh mount (every tensor dequantized by gguffs as it is
 read) against transformers' own GGUF loader of the file
 (from_pretrained(dir, gguf_file=), or load_gguf_checkpoint by hand where
-accelerate is missing: the same dequantization in numpy), the model file
-page-cached for both; seconds and the process's peak RSS (gguffs' own
-peak RSS beside).  Then the read rate of hf/model.safetensors and of
+accelerate is missing: the same dequantization in numpy), then a pass
+over every weight (a loader that maps the file lazily has read nothing
+until then), the model file page-cached for both; seconds and the
+process's peak RSS (file pages of a mapping included; gguffs' own growth
+beside).  Then the read rate of hf/model.safetensors and of
 model.safetensors, read() 1 MiB to EOF on a fresh mount each (the f32
 pieces computed on the way).  Best of --reps (default 3; --quick 1).
 """
