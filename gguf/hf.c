@@ -411,9 +411,9 @@ static bool is(const char *s, size_t n, const char *lit)
     return strlen(lit) == n && !memcmp(s, lit, n);
 }
 
-/* The HF name of GGUF tensor name (NUL-terminated into hf), or false
- * when it has none; *block: its block (-1: none), *leaf: GGUF's leaf
- * name within the block. */
+/* The HF name of GGUF tensor name s (NUL-terminated into hf, of
+ * GGUF_HF_NAME_MAX bytes), or false when it has none; *block: its block
+ * (-1: none).  The experts' tensors are not named here (gguf_hf_build). */
 static bool hf_name(const struct arch *a, const char *s, size_t n, uint64_t n_blocks,
                     char *hf, int64_t *block)
 {
