@@ -11,7 +11,7 @@
 
 /* ---- architectures ------------------------------------------------------- */
 
-enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_PHI3, F_GEMMA, F_MOE };
+enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_PHI3, F_GEMMA, F_MOE, F_NEMOTRON, F_STARCODER2 };
 
 struct keymap {
     const char *gguf, *hf;
@@ -46,6 +46,19 @@ static const struct keymap k_qwen3moe[] = {
 static const struct keymap k_gemma[] = {
     K_COMMON, { "attention.key_length", "head_dim" },
     { "attention.sliding_window", "sliding_window" }, { NULL, NULL } };
+static const struct keymap k_nemotron[] = {
+    { "context_length", "max_position_embeddings" }, { "block_count", "num_hidden_layers" },
+    { "feed_forward_length", "intermediate_size" }, { "embedding_length", "hidden_size" },
+    { "rope.freq_base", "rope_theta" }, { "attention.head_count", "num_attention_heads" },
+    { "attention.head_count_kv", "num_key_value_heads" },
+    { "attention.layer_norm_rms_epsilon", "norm_eps" }, { "vocab_size", "vocab_size" },
+    { NULL, NULL } };
+static const struct keymap k_starcoder2[] = {
+    { "block_count", "num_hidden_layers" }, { "context_length", "max_position_embeddings" },
+    { "embedding_length", "hidden_size" }, { "feed_forward_length", "intermediate_size" },
+    { "attention.head_count", "num_attention_heads" },
+    { "attention.head_count_kv", "num_key_value_heads" },
+    { "attention.layer_norm_epsilon", "norm_epsilon" }, { NULL, NULL } };
 static const struct keymap k_tokenizer[] = {
     { "ggml.bos_token_id", "bos_token_id" }, { "ggml.eos_token_id", "eos_token_id" },
     { "ggml.unknown_token_id", "unk_token_id" }, { "ggml.padding_token_id", "pad_token_id" },
@@ -68,6 +81,8 @@ static const struct arch archs[] = {
     { "phi3", "phi3", "Phi3ForCausalLM", F_PHI3, k_plain },
     { "gemma2", "gemma2", "Gemma2ForCausalLM", F_GEMMA, k_gemma },
     { "gemma3", "gemma3_text", "Gemma3ForCausalLM", F_GEMMA, k_gemma },
+    { "nemotron", "nemotron", "NemotronForCausalLM", F_NEMOTRON, k_nemotron },
+    { "starcoder2", "starcoder2", "Starcoder2ForCausalLM", F_STARCODER2, k_starcoder2 },
 };
 static const struct arch mistral = { "llama", "mistral", "MistralForCausalLM", F_LLAMA,
                                      k_llama };
@@ -304,6 +319,34 @@ static const char *mapped(const struct arch *a, const char *key, size_t len)
     return NULL;
 }
 
+/* general.name as _model_name_or_path, the GGUF architecture in it
+ * replaced by the loader's (qwen2moe -> qwen2_moe; it does so in every
+ * string value, and general.name is the one mapped string but the
+ * architecture). */
+static void name_json(struct cfg *c, const struct gguf_file *f, const struct gguf_kv *kv,
+                      const struct arch *a)
+{
+    uint64_t n;
+    const char *s = str_val(f, kv, &n);
+    if (!s || gguf_utf8_valid(s, (size_t)n, NULL) != n)
+        return;
+    const char *to = strcmp(a->model_type, "gemma3_text") ? a->model_type : a->gguf;
+    size_t fl = strlen(a->gguf), tl = strlen(to);
+    struct gguf_buf t = { 0 };
+    for (uint64_t i = 0; i < n;) {
+        if (n - i >= fl && !memcmp(s + i, a->gguf, fl)) {
+            gguf_buf_put(&t, to, tl);
+            i += fl;
+        } else {
+            gguf_buf_putc(&t, s[i++]);
+        }
+    }
+    struct gguf_buf *b = cfg_set(c, "_model_name_or_path");
+    if (b && !t.oom)
+        json_str(b, t.data ? t.data : "", t.len);
+    gguf_buf_free(&t);
+}
+
 static void write_config(const struct gguf_file *f, const struct arch *a, bool tied,
                          uint64_t vocab_fallback, struct gguf_buf *out)
 {
@@ -321,6 +364,10 @@ static void write_config(const struct gguf_file *f, const struct arch *a, bool t
             struct gguf_buf *b = cfg_set(&c, "model_type");
             if (b)
                 json_str(b, a->model_type, strlen(a->model_type));
+            continue;
+        }
+        if (kv->key_len == 12 && !memcmp(key, "general.name", 12)) {
+            name_json(&c, f, kv, a);
             continue;
         }
         const char *hk = mapped(a, key, kv->key_len);
@@ -398,6 +445,12 @@ static const struct leaf leaves_moe[] = {
     { "ffn_up_shexp", "mlp.shared_expert.up_proj" },
     { "ffn_down_shexp", "mlp.shared_expert.down_proj" }, { NULL, NULL } };
 
+static const struct leaf leaves_nemotron[] = {
+    { "ffn_up", "mlp.up_proj" }, { "ffn_norm", "post_attention_layernorm" }, { NULL, NULL } };
+static const struct leaf leaves_starcoder2[] = {
+    { "ffn_up", "mlp.c_fc" }, { "ffn_down", "mlp.c_proj" },
+    { "ffn_norm", "post_attention_layernorm" }, { NULL, NULL } };
+
 static const char *find_leaf(const struct leaf *l, const char *s, size_t n)
 {
     for (; l->gguf; l++)
@@ -451,14 +504,16 @@ static bool hf_name(const struct arch *a, const char *s, size_t n, uint64_t n_bl
         return false;
     const char *leaf = s + i + 1;
     size_t ll = base - i - 1;
-    const char *mod = find_leaf(leaves_common, leaf, ll);
-    if (!mod) {
-        const struct leaf *fam = a->fam == F_PHI3 ? leaves_phi3 : a->fam == F_GEMMA ? leaves_gemma
-                               : a->fam == F_MOE ? leaves_moe : leaves_llama;
-        mod = find_leaf(fam, leaf, ll);
-        if (!mod && a->fam == F_MOE && is(leaf, ll, "ffn_up"))
-            mod = "mlp.up_proj";
-    }
+    /* the family's names first (starcoder2's ffn_down is not the
+     * others'), then the common ones */
+    const struct leaf *fam = a->fam == F_PHI3 ? leaves_phi3 : a->fam == F_GEMMA ? leaves_gemma
+                           : a->fam == F_MOE ? leaves_moe : a->fam == F_NEMOTRON ? leaves_nemotron
+                           : a->fam == F_STARCODER2 ? leaves_starcoder2 : leaves_llama;
+    const char *mod = find_leaf(fam, leaf, ll);
+    if (!mod)
+        mod = find_leaf(leaves_common, leaf, ll);
+    if (!mod && a->fam == F_MOE && is(leaf, ll, "ffn_up"))
+        mod = "mlp.up_proj";
     if (!mod)
         return false;
     *block = (int64_t)b;
@@ -525,7 +580,7 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
         return gguf_diag_set(diag, GGUF_E_NOENT, UINT64_MAX,
                              "hf/: architecture '%s' is not one transformers loads from GGUF "
                              "(llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, "
-                             "gemma3)", gguf_diag_name(arch, (uint32_t)al, nb));
+                             "gemma3, nemotron, starcoder2)", gguf_diag_name(arch, (uint32_t)al, nb));
     }
     /* the loader's mistral: a llama file whose general.name is "mistral" */
     if (a->fam == F_LLAMA && str_is(meta, "general.name", "mistral"))
@@ -633,7 +688,8 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
                 return refuse(diag, "rows not a whole number of head pairs in", shown);
             }
         }
-        if (a->fam == F_GEMMA && nl >= 11 && memmem(nm0, nl, "norm.weight", 11))
+        if ((a->fam == F_GEMMA || a->fam == F_NEMOTRON) && nl >= 11 &&
+            memmem(nm0, nl, "norm.weight", 11))
             h->op = GGUF_HF_MINUS1;
         if (a->fam == F_MOE && hl > 30 && strstr(hn, "shared_expert_gate.") && h->n_dims == 1) {
             h->n_dims = 2;
@@ -719,5 +775,9 @@ static void hf_tensor(void *ctx, uint64_t i, struct gguf_st_in *out)
 enum gguf_err gguf_hf_safetensors(const struct gguf_file *meta, const struct gguf_hf *hf,
                                   struct gguf_st_layout *out, struct gguf_diag *diag)
 {
-    return gguf_safetensors(meta, hf->n, hf_tensor, (void *)hf, out, diag);
+    /* the data from a multiple of 64 bytes: a tensor torch maps in place
+     * is then as aligned as one it allocates, and takes the same kernels
+     * (unaligned, a MoE's grouped matmul sums in another order: logits
+     * differ in the last bit from transformers' own loader's) */
+    return gguf_safetensors_aligned(meta, hf->n, hf_tensor, (void *)hf, 64, out, diag);
 }

@@ -120,6 +120,13 @@ static void metadata(const struct gguf_file *meta, const struct gguf_buf *omitte
 enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st_get get,
                                void *ctx, struct gguf_st_layout *out, struct gguf_diag *diag)
 {
+    return gguf_safetensors_aligned(meta, n, get, ctx, 8, out, diag);
+}
+
+enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
+                                       gguf_st_get get, void *ctx, unsigned align,
+                                       struct gguf_st_layout *out, struct gguf_diag *diag)
+{
     memset(out, 0, sizeof *out);
     /* n is the caller's count of tensors it holds in memory; the product
      * is checked all the same */
@@ -205,7 +212,7 @@ too_large: {
         at += s->len;
     }
     gguf_buf_putc(h, '}');
-    while (h->len % 8)
+    while (h->len % align)
         gguf_buf_putc(h, ' ');
     if (h->oom)
         return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");

@@ -92,6 +92,12 @@ struct gguf_st_layout {
  */
 enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st_get get,
                                void *ctx, struct gguf_st_layout *out, struct gguf_diag *diag);
+/* The same, the header padded to a multiple of align bytes (a power of
+ * two, at least 8): the data then starts at a multiple of align in the
+ * file and in a mapping of it. */
+enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
+                                       gguf_st_get get, void *ctx, unsigned align,
+                                       struct gguf_st_layout *out, struct gguf_diag *diag);
 void gguf_st_free(struct gguf_st_layout *l);
 
 /* The first span that ends after file offset pos (its index in l->span;

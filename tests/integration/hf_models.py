@@ -77,6 +77,9 @@ def models():
         "gemma3": ("gemma3", T.Gemma3TextConfig, dict(c, head_dim=16), ["F32"]),
         # the experts' sizes at the classes' defaults: transformers' own
         # loader takes them from there, not from the file
+        "nemotron": ("nemotron", T.NemotronConfig, dict(c, tie_word_embeddings=False), ["F32"]),
+        # vocab at Starcoder2Config's default: transformers maps no key to it
+        "starcoder2": ("starcoder2", T.Starcoder2Config, dict(c, vocab_size=49152), ["F32"]),
         "qwen2moe": ("qwen2moe", T.Qwen2MoeConfig,
                      dict(moe, moe_intermediate_size=1408, shared_expert_intermediate_size=5632),
                      ["F32"]),
@@ -120,7 +123,7 @@ def gguf_tensors(arch, cfg, sd):
             a = permute(a, cfg.num_attention_heads, cfg.num_attention_heads)
         if arch == "llama" and ".attn_k." in g:
             a = permute(a, cfg.num_attention_heads, cfg.num_key_value_heads)
-        if arch.startswith("gemma") and "norm.weight" in g:
+        if (arch.startswith("gemma") or arch == "nemotron") and "norm.weight" in g:
             a = a + 1
         if "ffn_gate_inp_shexp" in g:
             a = a.reshape(-1)
@@ -149,7 +152,9 @@ def write(path, arch, cfg, tensors, qtype, name, split=0):
     w.add_uint32(a + "feed_forward_length", cfg.intermediate_size)
     w.add_uint32(a + "attention.head_count", cfg.num_attention_heads)
     w.add_uint32(a + "attention.head_count_kv", cfg.num_key_value_heads)
-    w.add_float32(a + "attention.layer_norm_rms_epsilon", cfg.rms_norm_eps)
+    eps = getattr(cfg, "rms_norm_eps", None) or getattr(cfg, "norm_eps", None) or cfg.norm_epsilon
+    w.add_float32(a + ("attention.layer_norm_epsilon" if arch == "starcoder2"
+                       else "attention.layer_norm_rms_epsilon"), eps)
     rp = cfg.rope_parameters
     theta = getattr(cfg, "rope_theta", None) or rp.get("rope_theta") or rp["full_attention"]["rope_theta"]
     w.add_float32(a + "rope.freq_base", float(theta))
@@ -285,9 +290,21 @@ def check_one(d, name, mnt, errors):
         if not bits_equal(got[k], want[k]):
             bad.append("%s differs from gguf_file= (%s %s vs %s %s)" % (
                 k, got[k].dtype, tuple(got[k].shape), want[k].dtype, tuple(want[k].shape)))
+    # the configs: the same model (names of where it came from aside)
+    skip = {"_name_or_path", "name_or_path", "transformers_version", "_commit_hash",
+            "architectures"}
+    cg, cr = hf.config.to_dict(), ref.config.to_dict()
+    for k in sorted(set(cg) | set(cr)):
+        if k not in skip and cg.get(k) != cr.get(k):
+            bad.append("config %s: hf/ %r, gguf_file= %r" % (k, cg.get(k), cr.get(k)))
+    # one thread: a MoE's experts summed in another order differ in the
+    # last bit between two runs of the same model
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     with torch.no_grad():
         lg = hf(torch.tensor(PROMPT)).logits
         lr = ref(torch.tensor(PROMPT)).logits
+    torch.set_num_threads(threads)
     if not torch.equal(lg, lr):
         bad.append("logits differ: max |diff| %g" % (lg - lr).abs().max().item())
     if qtype in ("F32", "F16"):
@@ -298,7 +315,7 @@ def check_one(d, name, mnt, errors):
                 continue
             if qtype == "F16" and v.dim() >= 2:
                 v = v.half().float()
-            if base.startswith("gemma") and "norm" in k:
+            if (base.startswith("gemma") or base == "nemotron") and "norm.weight" in k:
                 v = (v + 1) - 1         # stored plus 1 in float32, loaded minus 1
             if not bits_equal(got[k], v):
                 bad.append("%s differs from the original" % k)

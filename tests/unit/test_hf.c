@@ -129,6 +129,7 @@ static void test_llama(void **state)
     assert_true(has(&hf.config, "\"eos_token_id\": 2"));
     assert_true(has(&hf.config, "\"vocab_size\": 50"));   /* token_embd's rows */
     assert_true(has(&hf.config, "\"architectures\": [\"LlamaForCausalLM\"]"));
+    assert_true(has(&hf.config, "\"_model_name_or_path\": \"tiny\""));
     assert_true(has(&hf.generation, "\"eos_token_id\": 2"));
     assert_false(has(&hf.generation, "bos_token_id"));
 
@@ -168,6 +169,7 @@ static void test_llama(void **state)
     struct gguf_st_layout l;
     assert_int_equal(gguf_hf_safetensors(gf, &hf, &l, &d), GGUF_OK);
     assert_int_equal(l.n_span, 4);
+    assert_int_equal(l.hdr.len % 64, 0);       /* the data 64-byte aligned */
     assert_true(has(&l.hdr, "\"model.layers.0.self_attn.k_proj.weight\":{\"dtype\":\"F32\","
                             "\"shape\":[16,16]"));
     assert_true(has(&l.hdr, "\"model.embed_tokens.weight\":{\"dtype\":\"F16\","
