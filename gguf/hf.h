@@ -10,7 +10,8 @@
  * model with the same weights:
  *
  *   - architectures: llama (and mistral: a llama file whose general.name is
- *     "mistral"), qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3.
+ *     "mistral"), qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3,
+ *     nemotron, starcoder2.
  *     Any other has no HF view: gguf_hf_build says why in one line.
  *   - config.json: the mapped keys (GGUF_CONFIG_MAPPING of the
  *     architecture, general.architecture as model_type, the tokenizer's
@@ -28,7 +29,7 @@
  *     inverted for these architectures; GGUF tensors with no HF parameter,
  *     rope_freqs and kin, are left out as the loader leaves them), with
  *     what the loader undoes: llama's Q/K rows un-permuted (K with the KV
- *     head count), gemma's norms minus 1 (in float32), the MoE experts'
+ *     head count), gemma's and nemotron's norms minus 1 (in float32), the MoE experts'
  *     gate and up joined into gate_up_proj [E, 2F, H] (gate first) and
  *     qwen2moe's shared expert gate as [1, H].
  *
@@ -104,7 +105,8 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
 void gguf_hf_free(struct gguf_hf *hf);
 
 /* hf/model.safetensors' layout (gguf/safetensors.h: its header and spans;
- * span.tensor is an index in hf->t). */
+ * span.tensor is an index in hf->t), the header padded to a multiple of 64
+ * bytes. */
 enum gguf_err gguf_hf_safetensors(const struct gguf_file *meta, const struct gguf_hf *hf,
                                   struct gguf_st_layout *out, struct gguf_diag *diag);
 
