@@ -658,6 +658,10 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
                 memset(&ui, 0, sizeof ui);
                 if (u >= 0)
                     get(ctx, (uint64_t)u, &ui);
+                if (in.t->n_elems > INT64_MAX / 2) {
+                    gguf_hf_free(out);
+                    return refuse(diag, "experts too large to join", shown);
+                }
                 if (u < 0 || ui.t->n_dims != 3 || memcmp(ui.t->ne, in.t->ne, sizeof in.t->ne)) {
                     gguf_hf_free(out);
                     return refuse(diag, "no up experts of the same shape beside", shown);
