@@ -41,9 +41,9 @@ const struct hf_file ggfs_hf_files[] = {
     { "generation_config.json", VS_HF_GENERATION },
     { "model.safetensors", VS_HF_SAFETENSORS },
     /* tokenizer.json and tokenizer_config.json (gguf/hf_tokenizer.h) go
-     * here, each with a slot of its own (fs.h), its text made like
-     * config.json's (state.c ggfs_hf_text) and absent when that says the
-     * tokenizer cannot be expressed */
+     * here, each with a slot of its own (fs.h), its text made in
+     * state.c's ggfs_hf_text and its presence said by ggfs_hf_has (absent
+     * when gguf_hf_tokenizer_* says the tokenizer cannot be expressed) */
 };
 const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
 
@@ -104,15 +104,17 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
         /* hashes: the same bytes in every version, so any version's */
-        static const enum kind k[VERSION_STRIDE] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
-                                                     K_SAFETENSORS, K_HF_FILE, K_HF_FILE,
-                                                     K_HF_FILE };
-        n.kind = k[VERSION_SLOT(ino)];
+        /* every slot from VS_HF_CONFIG on is a file of hf/ */
+        static const enum kind k[VS_HF_CONFIG] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
+                                                   K_SAFETENSORS };
+        uint64_t slot = VERSION_SLOT(ino);
+        n.kind = slot < VS_HF_CONFIG ? k[slot] : K_HF_FILE;
         n.gen = (ino - VERSION_BASE) / VERSION_STRIDE;
-        n.idx = VERSION_SLOT(ino);
-        /* hf/'s files exist in a version that has hf/ (the version's own
-         * state says; checked where it is found: ggfs_hf_*) */
-        if (n.kind == K_HF_FILE && n.gen == st->gen && !st->hf)
+        n.idx = slot;
+        /* hf/'s files exist in a version that has hf/ and them (the
+         * version's own state says: of another version, checked where it
+         * is found, ggfs_hf_size and open) */
+        if (n.kind == K_HF_FILE && n.gen == st->gen && !ggfs_hf_has(st, (enum version_slot)slot))
             n.kind = K_NONE;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;

@@ -235,7 +235,8 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
         break;
     case K_HF:
         for (unsigned e = 0; e < ggfs_hf_files_n; e++)
-            if (strcmp(name, ggfs_hf_files[e].name) == 0)
+            if (strcmp(name, ggfs_hf_files[e].name) == 0 &&
+                ggfs_hf_has(st, ggfs_hf_files[e].slot))
                 return reply_entry(req, fs, st, INO_HF_FILE(st->gen, ggfs_hf_files[e].slot));
         break;
     case K_META:
@@ -416,6 +417,8 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
             continue;
         if (n.kind == K_ROOT && k >= 2 && !ggfs_root_has(st, (unsigned)(k - 2)))
             continue;
+        if (n.kind == K_HF && k >= 2 && !ggfs_hf_has(st, ggfs_hf_files[k - 2].slot))
+            continue;
         size_t len = add_entry(req, fs, st, plus, buf + used, size - used, name, child, mode,
                                (off_t)(k + 1));
         if (len > size - used) {
@@ -521,7 +524,7 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
-        if (n.kind == K_HF_FILE && !v->hf) {
+        if (n.kind == K_HF_FILE && !ggfs_hf_has(v, (enum version_slot)n.idx)) {
             ggfs_state_put(v);
             return (void)fuse_reply_err(req, ENOENT);
         }
@@ -865,7 +868,7 @@ static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, m
  * for the invalidation of names in / (notify.c). */
 static int not_meta(fuse_ino_t parent)
 {
-    return parent == INO_META ? 0 : parent == INO_ROOT || parent == INO_TENSORS ||
+    return parent == INO_META ? 0 : parent == INO_ROOT || parent == INO_TENSORS || parent == INO_HF ||
            parent >= TENSOR_BASE ? EACCES : ENOENT;
 }
 

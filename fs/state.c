@@ -532,7 +532,16 @@ int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
     return 0;
 }
 
-int ggfs_hf_text(const struct state *st, enum version_slot slot, const char **data,
+bool ggfs_hf_has(const struct state *st, enum version_slot slot)
+{
+    /* the tokenizer's files: present when their text could be made */
+    return st->hf && slot >= VS_HF_CONFIG && slot < VERSION_STRIDE;
+}
+
+/* hf/'s texts (config.json, generation_config.json: made with the state;
+ * the tokenizer's files would be made here on first use, as info.json is,
+ * and kept in the state) */
+int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
                  size_t *len)
 {
     if (!st->hf)

@@ -208,7 +208,9 @@ def make(d):
     quick = os.environ.get("GGUFFS_TEST_QUICK")
     for name, (arch, C, kw, qtypes) in models().items():
         if quick:
-            qtypes = qtypes[:1]     # each architecture once, the K-quants once
+            # each architecture once, the K-quants once; llama's Q8_0 too,
+            # the split model's unsplit twin
+            qtypes = ["F32", "Q8_0"] if name == "llama" else qtypes[:1]
         cfg = C(**kw)
         m = T.AutoModelForCausalLM.from_config(cfg).float().eval()
         # norms away from 1 (they start at exactly 1, or 0 for gemma)

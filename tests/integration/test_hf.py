@@ -25,7 +25,8 @@ repository) generates the same greedy tokens through hf/ as through
 gguf_file=; a model of another architecture has no hf/ (not listed, not
 found) and info says why in one line; meta/ edited, hf/config.json shows
 the new value at once while a handle opened before reads the old text, and
-hf/model.safetensors opened before the edit reads on.
+hf/model.safetensors opened before the edit reads on; creating, removing
+or writing a file of hf/ is refused (EACCES).
 """
 import contextlib
 import json
@@ -141,6 +142,17 @@ def check_edit(h, d):
             st.seek(0)
             h.check(st.read() == st_before,
                     "hf/model.safetensors opened before the edit reads other bytes")
+            # hf/ is read-only: no new file, no removal, no write
+            for what, op in (("create", lambda: open(os.path.join(mnt, "hf", "x"), "w")),
+                             ("unlink", lambda: os.unlink(cfg)),
+                             ("write", lambda: open(cfg, "w"))):
+                try:
+                    op().close()
+                    h.fail("hf/: %s succeeded" % what)
+                except PermissionError:
+                    h.check(True, "")
+                except OSError as e:
+                    h.fail("hf/: %s: %s, not EACCES" % (what, e))
             stats = harness.read_stats(mnt)
             h.check(stats.get("reads_hf", 0) > 0, "stats counts no reads_hf")
         finally:
