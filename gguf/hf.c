@@ -596,11 +596,9 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
     snprintf(key, sizeof key, "%s.attention.head_count_kv", a->gguf);
     bool have_kv = int_val(meta, key, &kv_heads) && kv_heads > 0;
 
-    if (n > SIZE_MAX / sizeof *out->t)
-        return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
-    out->t = n ? calloc(n, sizeof *out->t) : NULL;
-    if (n && !out->t)
-        return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+    /* the mapped tensors only, in an array grown by doubling (at most n:
+     * each GGUF tensor gives one HF tensor or none) */
+    uint64_t cap = 0;
     bool tied = true;
     uint64_t vocab_rows = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -618,7 +616,8 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
         bool up = false;
         const char *nm0 = in.name;
         size_t nl = in.name_len;
-        struct gguf_hf_tensor *h = &out->t[out->n];
+        struct gguf_hf_tensor cur;
+        struct gguf_hf_tensor *h = &cur;
         memset(h, 0, sizeof *h);
         h->t = in.t;
         h->big_endian = in.big_endian;
@@ -706,7 +705,18 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
             gguf_hf_free(out);
             return refuse(diag, "no f32 view (a type without a dequantizer) of", shown);
         }
-        out->n++;
+        if (out->n == cap) {
+            uint64_t nc = cap ? 2 * cap : 64;
+            struct gguf_hf_tensor *nt = nc <= SIZE_MAX / sizeof *nt
+                                        ? realloc(out->t, (size_t)nc * sizeof *nt) : NULL;
+            if (!nt) {
+                gguf_hf_free(out);
+                return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
+            }
+            out->t = nt;
+            cap = nc;
+        }
+        out->t[out->n++] = cur;
     }
     write_config(meta, a, tied, vocab_rows, &out->config);
     write_generation(meta, &out->generation);

@@ -40,8 +40,9 @@
  * row ranges of the source, the joined experts alternate between the two
  * sources expert by expert; nothing is copied here.
  *
- * Bounds: one struct gguf_hf_tensor per mapped tensor (the caller's count
- * bounds it), the two JSON texts (proportional to the mapped keys).
+ * Bounds: one struct gguf_hf_tensor (about 200 bytes) per mapped tensor,
+ * allocated as they are found (a model of another architecture costs
+ * nothing), the two JSON texts (proportional to the mapped keys).
  *
  * This library includes no FUSE header and performs no printing.
  */
