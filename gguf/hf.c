@@ -11,7 +11,8 @@
 
 /* ---- architectures ------------------------------------------------------- */
 
-enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_PHI3, F_GEMMA, F_MOE, F_NEMOTRON, F_STARCODER2 };
+enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_PHI3, F_GEMMA, F_MOE, F_NEMOTRON, F_STARCODER2,
+              F_STABLELM };
 
 struct keymap {
     const char *gguf, *hf;
@@ -59,6 +60,13 @@ static const struct keymap k_starcoder2[] = {
     { "attention.head_count", "num_attention_heads" },
     { "attention.head_count_kv", "num_key_value_heads" },
     { "attention.layer_norm_epsilon", "norm_epsilon" }, { NULL, NULL } };
+static const struct keymap k_stablelm[] = {
+    { "context_length", "max_position_embeddings" }, { "block_count", "num_hidden_layers" },
+    { "feed_forward_length", "intermediate_size" }, { "embedding_length", "hidden_size" },
+    { "attention.head_count", "num_attention_heads" },
+    { "attention.head_count_kv", "num_key_value_heads" },
+    { "attention.layer_norm_epsilon", "layer_norm_eps" }, { "vocab_size", "vocab_size" },
+    { NULL, NULL } };
 static const struct keymap k_tokenizer[] = {
     { "ggml.bos_token_id", "bos_token_id" }, { "ggml.eos_token_id", "eos_token_id" },
     { "ggml.unknown_token_id", "unk_token_id" }, { "ggml.padding_token_id", "pad_token_id" },
@@ -83,6 +91,7 @@ static const struct arch archs[] = {
     { "gemma3", "gemma3_text", "Gemma3ForCausalLM", F_GEMMA, k_gemma },
     { "nemotron", "nemotron", "NemotronForCausalLM", F_NEMOTRON, k_nemotron },
     { "starcoder2", "starcoder2", "Starcoder2ForCausalLM", F_STARCODER2, k_starcoder2 },
+    { "stablelm", "stablelm", "StableLmForCausalLM", F_STABLELM, k_stablelm },
 };
 static const struct arch mistral = { "llama", "mistral", "MistralForCausalLM", F_LLAMA,
                                      k_llama };
@@ -347,12 +356,24 @@ static void name_json(struct cfg *c, const struct gguf_file *f, const struct ggu
     gguf_buf_free(&t);
 }
 
-static void write_config(const struct gguf_file *f, const struct arch *a, bool tied,
-                         uint64_t vocab_fallback, struct gguf_buf *out)
+/* What the loader learns from the tensors' names (stablelm). */
+struct seen {
+    bool tied;            /* no output.weight */
+    bool qkv_bias;        /* a tensor named *attn_{q,k,v}.bias* */
+    bool ffn_norm;        /* a tensor named *ffn_norm* */
+};
+
+static void write_config(const struct gguf_file *f, const struct arch *a,
+                         const struct seen *seen, uint64_t vocab_fallback,
+                         struct gguf_buf *out)
 {
     struct cfg c;
     c.n = 0;
-    cfg_text(&c, "tie_word_embeddings", tied ? "true" : "false");
+    cfg_text(&c, "tie_word_embeddings", seen->tied ? "true" : "false");
+    if (a->fam == F_STABLELM) {
+        cfg_text(&c, "use_qkv_bias", seen->qkv_bias ? "true" : "false");
+        cfg_text(&c, "use_parallel_residual", seen->ffn_norm ? "false" : "true");
+    }
     if (!strcmp(a->model_type, "qwen3_moe"))
         cfg_text(&c, "norm_topk_prob", "true");
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -580,7 +601,8 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
         return gguf_diag_set(diag, GGUF_E_NOENT, UINT64_MAX,
                              "hf/: architecture '%s' is not one transformers loads from GGUF "
                              "(llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, "
-                             "gemma3, nemotron, starcoder2)", gguf_diag_name(arch, (uint32_t)al, nb));
+                             "gemma3, nemotron, starcoder2, stablelm)",
+                             gguf_diag_name(arch, (uint32_t)al, nb));
     }
     /* the loader's mistral: a llama file whose general.name is "mistral" */
     if (a->fam == F_LLAMA && str_is(meta, "general.name", "mistral"))
@@ -599,7 +621,7 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
     /* the mapped tensors only, in an array grown by doubling (at most n:
      * each GGUF tensor gives one HF tensor or none) */
     uint64_t cap = 0;
-    bool tied = true;
+    struct seen seen = { true, false, false };
     uint64_t vocab_rows = 0;
     for (uint64_t i = 0; i < n; i++) {
         struct gguf_st_in in;
@@ -608,7 +630,13 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
         char nm[GGUF_DIAG_NAME_MAX];
         const char *shown = gguf_diag_name(in.name, in.name_len, nm);
         if (is(in.name, in.name_len, "output.weight"))
-            tied = false;
+            seen.tied = false;
+        if (memmem(in.name, in.name_len, "attn_q.bias", 11) ||
+            memmem(in.name, in.name_len, "attn_k.bias", 11) ||
+            memmem(in.name, in.name_len, "attn_v.bias", 11))
+            seen.qkv_bias = true;
+        if (memmem(in.name, in.name_len, "ffn_norm", 8))
+            seen.ffn_norm = true;
         if (is(in.name, in.name_len, "token_embd.weight") && in.t->n_dims == 2)
             vocab_rows = in.t->ne[1];
         char hn[GGUF_HF_NAME_MAX];
@@ -718,7 +746,7 @@ enum gguf_err gguf_hf_build(const struct gguf_file *meta, uint64_t n, gguf_st_ge
         }
         out->t[out->n++] = cur;
     }
-    write_config(meta, a, tied, vocab_rows, &out->config);
+    write_config(meta, a, &seen, vocab_rows, &out->config);
     write_generation(meta, &out->generation);
     if (out->config.oom || out->generation.oom) {
         gguf_hf_free(out);

@@ -11,7 +11,8 @@
  *
  *   - architectures: llama (and mistral: a llama file whose general.name is
  *     "mistral"), qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3,
- *     nemotron, starcoder2.
+ *     nemotron, starcoder2, stablelm (use_qkv_bias and use_parallel_residual
+ *     from the tensors' names, as the loader sets them).
  *     Any other has no HF view: gguf_hf_build says why in one line.
  *   - config.json: the mapped keys (GGUF_CONFIG_MAPPING of the
  *     architecture, general.architecture as model_type, the tokenizer's

@@ -80,6 +80,8 @@ def models():
         "nemotron": ("nemotron", T.NemotronConfig, dict(c, tie_word_embeddings=False), ["F32"]),
         # vocab at Starcoder2Config's default: transformers maps no key to it
         "starcoder2": ("starcoder2", T.Starcoder2Config, dict(c, vocab_size=49152), ["F32"]),
+        "stablelm": ("stablelm", T.StableLmConfig, dict(c), ["F32"]),
+        "stablelm-bias": ("stablelm", T.StableLmConfig, dict(c, use_qkv_bias=True), ["F32"]),
         "qwen2moe": ("qwen2moe", T.Qwen2MoeConfig,
                      dict(moe, moe_intermediate_size=1408, shared_expert_intermediate_size=5632),
                      ["F32"]),
@@ -153,7 +155,8 @@ def write(path, arch, cfg, tensors, qtype, name, split=0):
     w.add_uint32(a + "attention.head_count", cfg.num_attention_heads)
     w.add_uint32(a + "attention.head_count_kv", cfg.num_key_value_heads)
     eps = getattr(cfg, "rms_norm_eps", None) or getattr(cfg, "norm_eps", None) or cfg.norm_epsilon
-    w.add_float32(a + ("attention.layer_norm_epsilon" if arch == "starcoder2"
+    eps = getattr(cfg, "layer_norm_eps", None) or eps
+    w.add_float32(a + ("attention.layer_norm_epsilon" if arch in ("starcoder2", "stablelm")
                        else "attention.layer_norm_rms_epsilon"), eps)
     rp = cfg.rope_parameters
     theta = getattr(cfg, "rope_theta", None) or rp.get("rope_theta") or rp["full_attention"]["rope_theta"]
