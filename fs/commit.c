@@ -18,6 +18,7 @@
 #include "commit.h"
 #include "follow.h"
 #include "model.h"
+#include "nodes.h"
 #include "notify.h"
 #include "overlay.h"
 #include "state.h"
@@ -220,6 +221,9 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
     ggfs_notify_root_entry(fs, "model.gguf");
     ggfs_notify_root_entry(fs, "info.json");
     ggfs_notify_root_entry(fs, "model.safetensors");
+    ggfs_notify_root_entry(fs, "hf");
+    for (unsigned i = 0; i < ggfs_hf_files_n; i++)
+        ggfs_notify_hf_entry(fs, ggfs_hf_files[i].name);
     for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
         ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
         ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);

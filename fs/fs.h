@@ -52,13 +52,18 @@
  *   1 (FUSE_ROOT_ID)  /                 3  /meta
  *   4                 /tensors          5  /stats (block cache counters)
  *   6                 /log (the last messages: log.h)
+ *   7                 /hf (the model as a Hugging Face folder: gguf/hf.h;
+ *                     absent for an architecture it cannot show)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
- *   VERSION_BASE + 5g     /info of version g of the model
- *   VERSION_BASE + 5g + 1 /model.gguf of version g
- *   VERSION_BASE + 5g + 2 /info.json of version g
- *   VERSION_BASE + 5g + 3 /hashes (the same bytes in every version:
+ *   VERSION_BASE + 8g     /info of version g of the model
+ *   VERSION_BASE + 8g + 1 /model.gguf of version g
+ *   VERSION_BASE + 8g + 2 /info.json of version g
+ *   VERSION_BASE + 8g + 3 /hashes (the same bytes in every version:
  *                         tensor names and data never change)
- *   VERSION_BASE + 5g + 4 /model.safetensors of version g
+ *   VERSION_BASE + 8g + 4 /model.safetensors of version g
+ *   VERSION_BASE + 8g + 5 /hf/config.json of version g
+ *   VERSION_BASE + 8g + 6 /hf/generation_config.json of version g
+ *   VERSION_BASE + 8g + 7 /hf/model.safetensors of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape,
  *                                                       5 raw.npy, 6 f32.npy,
@@ -148,6 +153,7 @@
 #include "gguf/gguf.h"
 #include "gguf/source.h"
 #include "gguf/safetensors.h"
+#include "gguf/hf.h"
 #include "gguf/split.h"
 #include "gguf/ntab.h"
 #include "gguf/value.h"
@@ -160,20 +166,25 @@ enum {
     INO_TENSORS = 4,
     INO_STATS = 5,
     INO_LOG = 6,
+    INO_HF = 7,
     KV_BASE = 16,
     TENSOR_STRIDE = 16,
 };
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
 /* a version's files: slot s of version g is VERSION_BASE + VERSION_STRIDE*g + s */
+/* hf/'s files are a version's too (generated from its metadata); the
+ * tokenizer's two files (gguf/hf_tokenizer.h) take two more slots, before
+ * VERSION_STRIDE, with their rows in nodes.c's ggfs_hf_files */
 enum version_slot { VS_INFO = 0, VS_MODEL, VS_INFO_JSON, VS_HASHES, VS_SAFETENSORS,
-                    VERSION_STRIDE };
+                    VS_HF_CONFIG, VS_HF_GENERATION, VS_HF_SAFETENSORS, VERSION_STRIDE };
 #define INO_VERSION(gen, slot) ((fuse_ino_t)(VERSION_BASE + VERSION_STRIDE * (gen) + (slot)))
 #define INO_INFO(gen) INO_VERSION(gen, VS_INFO)
 #define INO_MODEL(gen) INO_VERSION(gen, VS_MODEL)
 #define INO_INFO_JSON(gen) INO_VERSION(gen, VS_INFO_JSON)
 #define INO_SAFETENSORS(gen) INO_VERSION(gen, VS_SAFETENSORS)
 #define INO_HASHES(gen) INO_VERSION(gen, VS_HASHES)
+#define INO_HF_FILE(gen, slot) INO_VERSION(gen, slot)
 /* which of a version's files ino is (enum version_slot) */
 #define VERSION_SLOT(ino) (((ino) - VERSION_BASE) % VERSION_STRIDE)
 
@@ -245,6 +256,11 @@ struct state {
     _Atomic(struct text *) info_json;  /* /info.json, rendered on first use */
     /* /model.safetensors: its header and spans, laid out on first use */
     _Atomic(struct gguf_st_layout *) safetensors;
+    /* /hf: the HF view, built with the state (NULL: none, hf_why says
+     * why), and hf/model.safetensors' layout, laid out on first use */
+    struct gguf_hf *hf;
+    char hf_why[256];            /* as long as a gguf_diag message */
+    _Atomic(struct gguf_st_layout *) hf_st;
     uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
     int64_t *id_kv;              /* id -> key index, -1: no such key now */
     uint64_t n_ids;
@@ -262,7 +278,7 @@ enum { UNDER_CHANGED = 1, UNDER_REPLACED = 2 };
 /* Read requests are counted per kind of file (the stats file). */
 enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON,
                  RK_SAFETENSORS, RK_TENSOR_STATS, RK_XXH64, RK_SHA256, RK_HASHES,
-                 RK_COUNT };
+                 RK_HF, RK_COUNT };
 
 struct workers;                  /* f32.c */
 struct digests;                  /* digest.c */

@@ -32,8 +32,25 @@ const struct root_entry ggfs_root[] = {
     { "model.safetensors", K_SAFETENSORS },
     { "hashes", K_HASHES },
     { "log", K_LOG },
+    { "hf", K_HF },
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
+
+const struct hf_file ggfs_hf_files[] = {
+    { "config.json", VS_HF_CONFIG },
+    { "generation_config.json", VS_HF_GENERATION },
+    { "model.safetensors", VS_HF_SAFETENSORS },
+    /* tokenizer.json and tokenizer_config.json (gguf/hf_tokenizer.h) go
+     * here, each with a slot of its own (fs.h), its text made in
+     * state.c's ggfs_hf_text and its presence said by ggfs_hf_has (absent
+     * when gguf_hf_tokenizer_* says the tokenizer cannot be expressed) */
+};
+const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
+
+bool ggfs_root_has(const struct state *st, unsigned e)
+{
+    return ggfs_root[e].kind != K_HF || st->hf;
+}
 
 const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape",
                                                    "raw.npy", "f32.npy", "stats", "xxh64",
@@ -50,6 +67,7 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
     case K_META: return INO_META;
     case K_TENSORS: return INO_TENSORS;
     case K_LOG: return INO_LOG;
+    case K_HF: return INO_HF;
     default: return INO_STATS;
     }
 }
@@ -82,13 +100,22 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     case INO_TENSORS: n.kind = K_TENSORS; return n;
     case INO_STATS: n.kind = K_STATS; return n;
     case INO_LOG: n.kind = K_LOG; return n;
+    case INO_HF: n.kind = st->hf ? K_HF : K_NONE; return n;
     }
     if (ino >= VERSION_BASE && ino < TENSOR_BASE) {
         /* hashes: the same bytes in every version, so any version's */
-        static const enum kind k[VERSION_STRIDE] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
-                                                     K_SAFETENSORS };
-        n.kind = k[VERSION_SLOT(ino)];
+        /* every slot from VS_HF_CONFIG on is a file of hf/ */
+        static const enum kind k[VS_HF_CONFIG] = { K_INFO, K_MODEL, K_INFO_JSON, K_HASHES,
+                                                   K_SAFETENSORS };
+        uint64_t slot = VERSION_SLOT(ino);
+        n.kind = slot < VS_HF_CONFIG ? k[slot] : K_HF_FILE;
         n.gen = (ino - VERSION_BASE) / VERSION_STRIDE;
+        n.idx = slot;
+        /* hf/'s files exist in a version that has hf/ and them (the
+         * version's own state says: of another version, checked where it
+         * is found, ggfs_hf_size and open) */
+        if (n.kind == K_HF_FILE && n.gen == st->gen && !ggfs_hf_has(st, (enum version_slot)slot))
+            n.kind = K_NONE;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
         if (id < st->n_ids && st->id_kv[id] >= 0) {
@@ -179,7 +206,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      (ull)atomic_load(&fs->under_followed));
     static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
                                                 "info_json", "safetensors", "tensor_stats",
-                                                "xxh64", "sha256", "hashes" };
+                                                "xxh64", "sha256", "hashes", "hf" };
     for (int k = 0; k < RK_COUNT && n >= 0 && (size_t)n < cap; k++) {
         int m = snprintf(buf + n, cap - (size_t)n,
                          "reads_%s %llu\nread_bytes_%s %llu\nread_max_%s %llu\n",
@@ -363,6 +390,21 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         ggfs_state_put(v);
         if (e)
             return e;
+        break;
+    }
+    case K_HF:
+        stat_dir(out, dir, 0);
+        break;
+    case K_HF_FILE: {
+        struct state *v = ggfs_version(st, n.gen);
+        if (!v)
+            return ESTALE;
+        uint64_t size = 0;
+        int e = ggfs_hf_size(v, (enum version_slot)n.idx, &size);
+        ggfs_state_put(v);
+        if (e)
+            return e;
+        stat_file(out, ro, size);
         break;
     }
     case K_STATS:

@@ -25,11 +25,11 @@
 #define STATS_TEXT_MAX 4096
 
 enum kind { K_NONE, K_ROOT, K_INFO, K_META, K_TENSORS, K_KV, K_TENSOR, K_STATS, K_MODEL,
-            K_INFO_JSON, K_SAFETENSORS, K_HASHES, K_LOG };
+            K_INFO_JSON, K_SAFETENSORS, K_HASHES, K_LOG, K_HF, K_HF_FILE };
 
 struct node {
     enum kind kind;
-    uint64_t idx;            /* key or tensor index */
+    uint64_t idx;            /* key or tensor index; K_HF_FILE: its version slot */
     enum tensor_file tf;     /* for K_TENSOR */
     uint64_t gen;            /* for a version's files (K_INFO, K_MODEL, K_INFO_JSON,
                                 K_SAFETENSORS): the version */
@@ -44,6 +44,13 @@ struct root_entry {
 };
 extern const struct root_entry ggfs_root[];
 extern const unsigned ggfs_root_n;
+/* hf/'s files, in readdir order: name and version slot (fs.h). */
+struct hf_file {
+    const char *name;
+    enum version_slot slot;
+};
+extern const struct hf_file ggfs_hf_files[];
+extern const unsigned ggfs_hf_files_n;
 /* The inode of root entry e in state st. */
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
 fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
@@ -53,6 +60,9 @@ extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
 bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 /* The state of version gen with a reference, or NULL when it is gone. */
 struct state *ggfs_version(struct state *st, uint64_t gen);
+/* true if root entry e is in st's tree (hf/ only for a model it can
+ * show). */
+bool ggfs_root_has(const struct state *st, unsigned e);
 /* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
 int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
 /* Permission bits of the tree's nodes, derived from the model file's

@@ -208,6 +208,12 @@ void ggfs_notify_root_entry(struct ggfs *fs, const char *name)
         note(&fs->notify->root, true, INO_ROOT, name);
 }
 
+void ggfs_notify_hf_entry(struct ggfs *fs, const char *name)
+{
+    if (fs->notify)
+        note(&fs->notify->root, true, INO_HF, name);
+}
+
 bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)
 {
     if (!fs->notify)

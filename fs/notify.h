@@ -31,6 +31,9 @@ void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
 void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
 void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
 void ggfs_notify_root_entry(struct ggfs *fs, const char *name);
+/* A name in hf/ (its files are a version's: new inodes after an edit),
+ * on the root's queue: the commit waits for it as for the root's. */
+void ggfs_notify_hf_entry(struct ggfs *fs, const char *name);
 /* Queues st to be freed on a notify thread; false if they do not run. */
 bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
 /* Wait (at most a second) until what was queued so far has been sent:

@@ -51,9 +51,10 @@
 #define FH_STREAM(fi) ((struct f32_stream *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define FH_ST_OPEN(fi) ((struct st_open *)(uintptr_t)((fi)->fh & ~(uint64_t)FH_TAG))
 #define IS_SAFETENSORS(ino) ((ino) >= VERSION_BASE && (ino) < TENSOR_BASE && \
-                             ((ino) - VERSION_BASE) % VERSION_STRIDE == VS_SAFETENSORS)
+                             (((ino) - VERSION_BASE) % VERSION_STRIDE == VS_SAFETENSORS || \
+                              ((ino) - VERSION_BASE) % VERSION_STRIDE == VS_HF_SAFETENSORS))
 
-/* An open model.safetensors: its version, and the reading pattern of its
+/* An open model.safetensors (or hf/model.safetensors): its version, and the reading pattern of its
  * f32 pieces, for prefetching (s NULL: none).  Counted, as a snapshot is:
  * a read holds a reference while it replies (a release may race it).
  * Listed, as a snapshot is, so that one whose release never comes (gguffs
@@ -238,8 +239,14 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     switch (p.kind) {
     case K_ROOT:
         for (unsigned e = 0; e < ggfs_root_n; e++)
-            if (strcmp(name, ggfs_root[e].name) == 0)
+            if (strcmp(name, ggfs_root[e].name) == 0 && ggfs_root_has(st, e))
                 return reply_entry(req, fs, st, ggfs_root_ino(st, e));
+        break;
+    case K_HF:
+        for (unsigned e = 0; e < ggfs_hf_files_n; e++)
+            if (strcmp(name, ggfs_hf_files[e].name) == 0 &&
+                ggfs_hf_has(st, ggfs_hf_files[e].slot))
+                return reply_entry(req, fs, st, INO_HF_FILE(st->gen, ggfs_hf_files[e].slot));
         break;
     case K_META:
         /* a key longer than a file name may be (statfs says 255, as most
@@ -336,8 +343,15 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
             return false;
         *name = ggfs_root[e].name;
         *child = ggfs_root_ino(st, (unsigned)e);
-        if (ggfs_root[e].kind == K_META || ggfs_root[e].kind == K_TENSORS)
+        if (ggfs_root[e].kind == K_META || ggfs_root[e].kind == K_TENSORS ||
+            ggfs_root[e].kind == K_HF)
             *mode = S_IFDIR;
+        return true;
+    case K_HF:
+        if (e >= ggfs_hf_files_n)
+            return false;
+        *name = ggfs_hf_files[e].name;
+        *child = INO_HF_FILE(st->gen, ggfs_hf_files[e].slot);
         return true;
     case K_META:
         if (e >= st_meta(st)->n_kv)
@@ -398,7 +412,7 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
     struct node n = ggfs_classify(st, ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
-    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS ||
+    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS || n.kind == K_HF ||
           (n.kind == K_TENSOR && n.tf == TF_DIR)))
         return (void)fuse_reply_err(req, ENOTDIR);
     if (size > 1u << 20)
@@ -417,6 +431,10 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
             continue;
         if (n.kind == K_META && k >= 2 && strlen(name) > NAME_MAX)
             continue;           /* in info only (do_lookup) */
+        if (n.kind == K_ROOT && k >= 2 && !ggfs_root_has(st, (unsigned)(k - 2)))
+            continue;
+        if (n.kind == K_HF && k >= 2 && !ggfs_hf_has(st, ggfs_hf_files[k - 2].slot))
+            continue;
         size_t len = add_entry(req, fs, st, plus, buf + used, size - used, name, child, mode,
                                (off_t)(k + 1));
         if (len > size - used) {
@@ -470,7 +488,7 @@ static void do_opendir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     struct node n = ggfs_classify(st, ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
-    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS ||
+    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS || n.kind == K_HF ||
           (n.kind == K_TENSOR && n.tf == TF_DIR)))
         return (void)fuse_reply_err(req, ENOTDIR);
     if (n.kind == K_TENSORS || n.kind == K_TENSOR) {
@@ -506,7 +524,7 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
         n.kind != K_INFO_JSON && n.kind != K_SAFETENSORS && n.kind != K_HASHES &&
-        n.kind != K_LOG && !(n.kind == K_TENSOR && n.tf != TF_DIR))
+        n.kind != K_LOG && n.kind != K_HF_FILE && !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
         fi->direct_io = 1;    /* changes all the time: never cache it */
@@ -523,13 +541,17 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
         fi->direct_io = 1;
     } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
-               n.kind == K_SAFETENSORS) {
+               n.kind == K_SAFETENSORS || n.kind == K_HF_FILE) {
         /* The handle reads the version it was opened on (see fs.h). */
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
+        if (n.kind == K_HF_FILE && !ggfs_hf_has(v, (enum version_slot)n.idx)) {
+            ggfs_state_put(v);
+            return (void)fuse_reply_err(req, ENOENT);
+        }
         fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
-        if (n.kind == K_SAFETENSORS) {
+        if (IS_SAFETENSORS(ino)) {
             struct st_open *so = malloc(sizeof *so);
             if (!so) {
                 ggfs_state_put(v);
@@ -585,7 +607,7 @@ static int open_for_edit(struct ggfs *fs, fuse_ino_t ino, struct fuse_file_info 
                ggfs_edit_reopen(fs, ino - KV_BASE, fi->flags, fi) : ENOENT;
     case K_KV:
         return ggfs_edit_open(fs, n.idx, fi->flags, fi);
-    case K_ROOT: case K_META: case K_TENSORS:
+    case K_ROOT: case K_META: case K_TENSORS: case K_HF:
         return EISDIR;
     default:
         return n.kind == K_TENSOR && n.tf == TF_DIR ? EISDIR : EACCES;
@@ -745,6 +767,18 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             /* f32 pieces are filled from v, whose reference this read
              * holds (no lock: a fill may wait on a remote server) */
             ggfs_read_safetensors(req, v, size, off, so->s);
+        } else if (slot == VS_HF_SAFETENSORS) {
+            ggfs_count_read(fs, RK_HF, size);
+            ggfs_read_hf_safetensors(req, v, size, off, so->s);
+        } else if (slot == VS_HF_CONFIG || slot == VS_HF_GENERATION) {
+            ggfs_count_read(fs, RK_HF, size);
+            const char *d = NULL;
+            size_t len = 0;
+            int e = ggfs_hf_text(v, (enum version_slot)slot, &d, &len);
+            if (e)
+                fuse_reply_err(req, e);
+            else
+                ggfs_reply_slice(req, d, len, size, off);
         } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
             const struct text *j = ggfs_info_json(v);
@@ -856,7 +890,7 @@ static void ggfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, m
  * for the invalidation of names in / (notify.c). */
 static int not_meta(fuse_ino_t parent)
 {
-    return parent == INO_META ? 0 : parent == INO_ROOT || parent == INO_TENSORS ||
+    return parent == INO_META ? 0 : parent == INO_ROOT || parent == INO_TENSORS || parent == INO_HF ||
            parent >= TENSOR_BASE ? EACCES : ENOENT;
 }
 
@@ -984,7 +1018,7 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         if (n.kind != K_KV && !pend)
             e = n.kind == K_TENSOR || n.kind == K_INFO || n.kind == K_STATS ||
                 n.kind == K_MODEL || n.kind == K_INFO_JSON || n.kind == K_SAFETENSORS ||
-                n.kind == K_HASHES || n.kind == K_LOG ?
+                n.kind == K_HASHES || n.kind == K_LOG || n.kind == K_HF_FILE ?
                 EACCES : EISDIR;
         else
             e = ggfs_edit_truncate(fs, fi && IS_WHANDLE(fi) ? fi : NULL, n.idx,

@@ -141,6 +141,8 @@ static void usage(const char *prog)
            "                         split shards merged), read-only\n"
            "  model.safetensors      the tensors as one safetensors file, read-only\n"
            "  hashes                 what llama-gguf-hash --xxh64 --sha256 prints\n"
+           "  hf/                    the model as a Hugging Face folder (config.json,\n"
+           "                         generation_config.json, model.safetensors)\n"
            "  meta/KEY               one text file per metadata key (writable)\n"
            "  tensors/NAME/raw       the tensor's bytes as stored\n"
            "  tensors/NAME/f32       the tensor dequantized to float32\n"

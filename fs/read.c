@@ -472,14 +472,14 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 /* Bytes [in, in+n) of span sp's f32 view, chunk by chunk: each chunk
  * pinned (ggfs_f32_pin) and handed to use(), which releases it; 0 or an
  * errno. */
-static int span_f32(struct state *st, const struct gguf_st_span *sp, uint64_t in, uint64_t n,
+static int span_f32(struct state *st, uint64_t tensor, uint64_t in, uint64_t n,
                     struct f32_stream *s,
                     void (*use)(void *ctx, struct cache_block *b, const char *src, size_t len),
                     void *ctx)
 {
     while (n) {
         struct f32_pin p;
-        int err = ggfs_f32_pin(st, s, sp->tensor, in, n, &p);
+        int err = ggfs_f32_pin(st, s, tensor, in, n, &p);
         if (err)
             return err;
         if (!p.n)
@@ -542,7 +542,7 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
         int e;
         if (sp->f32) {
             struct copy_to c = { st->fs->cache, dst };
-            e = span_f32(st, sp, in, n, NULL, use_copy, &c);
+            e = span_f32(st, sp->tensor, in, n, NULL, use_copy, &c);
         } else {
             const struct tref *r = &st->tens[sp->tensor];
             const struct gguf_shard *sh = &st->model->shards[r->shard];
@@ -599,7 +599,7 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
         uint64_t in = a - sp->start;
         uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
         if (sp->f32) {
-            int err = span_f32(st, sp, in, n, s, use_piece, &p);
+            int err = span_f32(st, sp->tensor, in, n, s, use_piece, &p);
             if (err && !p.err)
                 p.err = err;
         } else {
@@ -608,6 +608,144 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
             piece_source(&p, st, r->shard, sh->gf->data_off + r->t->offset + in, (size_t)n);
         }
         a += n;
+    }
+    pieces_reply(req, &p);
+}
+
+/* ---- hf/model.safetensors ---------------------------------------------------- */
+
+/* Bytes [off, off+len) of tensor idx's raw bytes (f32 false) or f32
+ * view into dst: 0 or an errno. */
+static int tensor_copy(struct state *st, uint64_t idx, bool f32, uint64_t off, uint64_t len,
+                       char *dst)
+{
+    if (f32 && !ggfs_f32_is_raw(st, idx)) {
+        struct copy_to c = { st->fs->cache, dst };
+        return span_f32(st, idx, off, len, NULL, use_copy, &c);
+    }
+    const struct tref *r = &st->tens[idx];
+    const struct gguf_shard *sh = &st->model->shards[r->shard];
+    uint64_t pos = sh->gf->data_off + r->t->offset + off;
+    int e = sh->src->fd >= 0 && file_changed(st, r->shard) ? EIO :
+            gguf_source_read_all(sh->src, dst, (size_t)len, pos);
+    if (e == EIO)
+        ggfs_source_failed(st->fs, sh->src, pos, len);
+    return e;
+}
+
+/* Bytes [in, in+n) of HF tensor h into dst, segment by segment
+ * (gguf_hf_seg); a tensor whose values change (minus 1) is read whole
+ * floats and changed in a buffer of its own: 0 or an errno. */
+static int hf_copy(struct state *st, const struct gguf_hf_tensor *h, uint64_t in, uint64_t n,
+                   char *dst)
+{
+    if (h->op == GGUF_HF_MINUS1) {
+        uint64_t a = in / 4 * 4, b = (in + n + 3) / 4 * 4;
+        float *tmp = malloc((size_t)(b - a));
+        if (!tmp)
+            return ENOMEM;
+        int e = tensor_copy(st, h->src[0], true, a, b - a, (char *)tmp);
+        if (!e) {
+            for (uint64_t i = 0; i < (b - a) / 4; i++)
+                tmp[i] -= 1.0f;
+            memcpy(dst, (char *)tmp + (in - a), (size_t)n);
+        }
+        free(tmp);
+        return e;
+    }
+    while (n) {
+        struct gguf_hf_seg g;
+        gguf_hf_seg(h, in, n, &g);
+        int e = tensor_copy(st, h->src[g.src], h->f32, g.off, g.len, dst);
+        if (e)
+            return e;
+        dst += g.len;
+        in += g.len;
+        n -= g.len;
+    }
+    return 0;
+}
+
+/* The rest of a read of hf/model.safetensors, [a, end), from span j on,
+ * copied into one buffer: 0 or an errno. */
+static int hf_copy_rest(struct state *st, const struct gguf_st_layout *l, uint64_t j,
+                        uint64_t a, uint64_t end, char *dst)
+{
+    for (; a < end && j < l->n_span; j++) {
+        const struct gguf_st_span *sp = &l->span[j];
+        if (sp->start + sp->len <= a)
+            continue;
+        uint64_t in = a - sp->start;
+        uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
+        int e = hf_copy(st, &st->hf->t[sp->tensor], in, n, dst);
+        if (e)
+            return e;
+        dst += n;
+        a += n;
+    }
+    return 0;
+}
+
+void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                              struct f32_stream *s)
+{
+    const struct gguf_st_layout *l = NULL;
+    int e = ggfs_hf_safetensors(st, &l);
+    if (e)
+        return (void)fuse_reply_err(req, e);
+    uint64_t a = (uint64_t)off;
+    if (a >= l->size || !size)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    uint64_t end = size < l->size - a ? a + size : l->size;
+    struct pieces p = { 0 };
+    p.cache = st->fs->cache;
+    uint64_t hl = l->hdr.len;
+    if (a < hl) {
+        uint64_t to = end < hl ? end : hl;
+        piece_mem(&p, l->hdr.data + a, (size_t)(to - a));
+        a = to;
+    }
+    for (uint64_t j = gguf_st_find(l, a); a < end && !p.err && j < l->n_span; j++) {
+        const struct gguf_st_span *sp = &l->span[j];
+        if (sp->start + sp->len <= a)
+            continue;                   /* an empty span */
+        const struct gguf_hf_tensor *h = &st->hf->t[sp->tensor];
+        uint64_t in = a - sp->start;
+        uint64_t n = sp->len - in < end - a ? sp->len - in : end - a;
+        /* pieces of the sources while they are few; then (many short rows,
+         * or values that change) the rest copied into one buffer */
+        while (n && !p.err && h->op != GGUF_HF_MINUS1 &&
+               !(p.bv && p.bv->count >= ST_PIECES)) {
+            struct gguf_hf_seg g;
+            gguf_hf_seg(h, in, n, &g);
+            uint64_t src = h->src[g.src];
+            if (h->f32 && !ggfs_f32_is_raw(st, src)) {
+                int err = span_f32(st, src, g.off, g.len, s, use_piece, &p);
+                if (err && !p.err)
+                    p.err = err;
+            } else {
+                const struct tref *r = &st->tens[src];
+                const struct gguf_shard *sh = &st->model->shards[r->shard];
+                piece_source(&p, st, r->shard, sh->gf->data_off + r->t->offset + g.off,
+                             (size_t)g.len);
+            }
+            in += g.len;
+            n -= g.len;
+            a += g.len;
+        }
+        if (!n || p.err)
+            continue;
+        struct fuse_buf *fb = piece(&p);
+        char *buf = fb ? malloc((size_t)(end - a)) : NULL;
+        if (!buf) {
+            p.err = ENOMEM;
+            break;
+        }
+        p.owned[p.n_owned++] = buf;
+        fb->mem = buf;
+        fb->size = (size_t)(end - a);
+        p.err = hf_copy_rest(st, l, j, a, end, buf);
+        break;
     }
     pieces_reply(req, &p);
 }

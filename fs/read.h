@@ -48,6 +48,13 @@ bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
  * piece's fill may wait on a remote server. */
 void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
                            struct f32_stream *s);
+/* hf/model.safetensors of version st (gguf/hf.h): as model.safetensors
+ * is served, each tensor from its sources' ranges (gguf_hf_seg): raw
+ * bytes spliced, f32 bytes from pinned chunks, while a reply has few
+ * pieces; the rest of a reply (many short rows, gemma's norms minus 1)
+ * copied into one buffer.  ENOENT when st has no hf/. */
+void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
+                              struct f32_stream *s);
 /* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
  * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
  * multiple of 64; 0 if the tensor has no such file. */

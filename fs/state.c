@@ -13,6 +13,7 @@
 #include "gguf/names.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -264,6 +265,15 @@ void ggfs_state_free(struct state *st)
         gguf_st_free(sl);
         free(sl);
     }
+    sl = atomic_load(&st->hf_st);
+    if (sl) {
+        gguf_st_free(sl);
+        free(sl);
+    }
+    if (st->hf) {
+        gguf_hf_free(st->hf);
+        free(st->hf);
+    }
     free(st->kv_id);
     free(st->id_kv);
     free(st->tens);
@@ -327,6 +337,30 @@ static int index_keys(struct ggfs *fs, struct state *st)
     return 0;
 }
 
+static void st_tensor(void *ctx, uint64_t i, struct gguf_st_in *out);
+
+/* hf/: the HF view of this version (gguf/hf.h), made with the state (a
+ * name and a few numbers a tensor: cheap), so that the tree knows at
+ * once whether hf/ exists; why not, in one line, for info.  0 or ENOMEM. */
+static int build_hf(struct state *st)
+{
+    struct gguf_hf *hf = malloc(sizeof *hf);
+    if (!hf)
+        return ENOMEM;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_hf_build(st_meta(st), st->n_tensors, st_tensor, st, hf, &d);
+    if (e == GGUF_OK) {
+        st->hf = hf;
+        return 0;
+    }
+    gguf_hf_free(hf);
+    free(hf);
+    if (e == GGUF_E_NOMEM)
+        return ENOMEM;
+    snprintf(st->hf_why, sizeof st->hf_why, "%s", d.msg);
+    return 0;
+}
+
 /* info: a split model is described as the one file model.gguf shows,
  * after a line naming its shards. */
 static int render_info(struct state *st, const char *path)
@@ -366,6 +400,11 @@ static int render_info(struct state *st, const char *path)
     gguf_buf_printf(&b, "views: info.json (this summary as JSON); tensors/NAME/f32.npy and, for "
                     "f32, f16, f64 and i8 ... i64 tensors, raw.npy (f32 and raw as NumPy .npy "
                     "files)\n");
+    if (st->hf)
+        gguf_buf_printf(&b, "hf/: the model as a Hugging Face folder (%s): config.json, "
+                        "generation_config.json, model.safetensors\n", st->hf->model_type);
+    else
+        gguf_buf_printf(&b, "%s (no hf/)\n", st->hf_why);
     gguf_buf_printf(&b, "computed on first use, then kept: tensors/NAME/stats (count, nan, inf, "
                     "zeros, min, max, absmax, mean, std of f32), tensors/NAME/xxh64 and sha256 "
                     "(of raw), hashes (llama-gguf-hash --xxh64 --sha256 of model.gguf%s)\n\n",
@@ -462,6 +501,77 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
     return 0;
 }
 
+int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
+{
+    if (!st->hf)
+        return ENOENT;
+    struct gguf_st_layout *l = atomic_load_explicit(&st->hf_st, memory_order_acquire);
+    if (l) {
+        *out = l;
+        return 0;
+    }
+    if (!(l = malloc(sizeof *l)))
+        return ENOMEM;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_hf_safetensors(st_meta(st), st->hf, l, &d);
+    if (e != GGUF_OK) {
+        gguf_st_free(l);
+        free(l);
+        if (e == GGUF_E_NOMEM)
+            return ENOMEM;
+        fuse_log(FUSE_LOG_ERR, "gguffs: hf/model.safetensors: %s\n", d.msg);
+        return EFBIG;
+    }
+    struct gguf_st_layout *expected = NULL;
+    if (!atomic_compare_exchange_strong(&st->hf_st, &expected, l)) {
+        gguf_st_free(l);     /* another thread won the race: use its copy */
+        free(l);
+        l = expected;
+    }
+    *out = l;
+    return 0;
+}
+
+bool ggfs_hf_has(const struct state *st, enum version_slot slot)
+{
+    /* the tokenizer's files: present when their text could be made */
+    return st->hf && slot >= VS_HF_CONFIG && slot < VERSION_STRIDE;
+}
+
+/* hf/'s texts (config.json, generation_config.json: made with the state;
+ * the tokenizer's files would be made here on first use, as info.json is,
+ * and kept in the state) */
+int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
+                 size_t *len)
+{
+    if (!st->hf)
+        return ENOENT;
+    const struct gguf_buf *b = slot == VS_HF_CONFIG ? &st->hf->config
+                             : slot == VS_HF_GENERATION ? &st->hf->generation : NULL;
+    if (!b)
+        return ENOENT;
+    *data = b->data;
+    *len = b->len;
+    return 0;
+}
+
+int ggfs_hf_size(struct state *st, enum version_slot slot, uint64_t *size)
+{
+    if (slot == VS_HF_SAFETENSORS) {
+        const struct gguf_st_layout *l = NULL;
+        int e = ggfs_hf_safetensors(st, &l);
+        if (!e)
+            *size = l->size;
+        return e;
+    }
+    const char *d;
+    size_t len;
+    int e = ggfs_hf_text(st, slot, &d, &len);
+    if (!e)
+        *size = len;
+    return e;
+}
+
 int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out)
 {
@@ -504,6 +614,8 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     }
     if (!e)
         e = index_keys(fs, st);
+    if (!e)
+        e = build_hf(st);
     if (!e)
         e = render_info(st, fs->model_path);
     if (e) {

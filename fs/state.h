@@ -54,5 +54,17 @@ const struct text *ggfs_info_json(struct state *st);
  * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
  * safetensors file would be too large (logged). */
 int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
+/* hf/model.safetensors' layout of st (gguf/hf.h), laid out on first use
+ * and kept, as model.safetensors'; ENOENT when st has no hf/. */
+int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out);
+/* true if st has hf/ and hf/'s file in slot (its presence may depend on
+ * what the model holds: the tokenizer's files). */
+bool ggfs_hf_has(const struct state *st, enum version_slot slot);
+/* The text of hf/'s file in slot (config.json, generation_config.json)
+ * of st: 0, or ENOENT (no such file in st). */
+int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
+                 size_t *len);
+/* The size of hf/'s file in slot of st: 0 or an errno. */
+int ggfs_hf_size(struct state *st, enum version_slot slot, uint64_t *size);
 
 #endif

@@ -120,6 +120,13 @@ static void metadata(const struct gguf_file *meta, const struct gguf_buf *omitte
 enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st_get get,
                                void *ctx, struct gguf_st_layout *out, struct gguf_diag *diag)
 {
+    return gguf_safetensors_aligned(meta, n, get, ctx, 8, out, diag);
+}
+
+enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
+                                       gguf_st_get get, void *ctx, unsigned align,
+                                       struct gguf_st_layout *out, struct gguf_diag *diag)
+{
     memset(out, 0, sizeof *out);
     /* n is the caller's count of tensors it holds in memory; the product
      * is checked all the same */
@@ -140,7 +147,10 @@ enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st
         s->t = t;
         s->name = in.name;
         s->name_len = in.name_len;
-        s->f32 = in.big_endian || !raw_dtype(t->type, &s->esize);
+        s->f32 = in.big_endian || in.force_f32 || !raw_dtype(t->type, &s->esize);
+        s->shape = in.shape;
+        s->n_dims = in.shape ? in.n_dims : t->n_dims;
+        uint64_t n_elems = in.shape ? in.n_elems : t->n_elems;
         if ((s->f32 && !in.has_f32) || !utf8(in.name, in.name_len) ||
             (in.name_len == 12 && !memcmp(in.name, "__metadata__", 12))) {
             omit(&omitted, in.name, in.name_len);
@@ -149,14 +159,15 @@ enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st
         }
         if (s->f32) {
             s->esize = 4;
-            if (t->n_elems > INT64_MAX / 4)
+            if (n_elems > INT64_MAX / 4)
                 goto too_large;
-            s->len = t->n_elems * 4;
+            s->len = n_elems * 4;
         } else {
             /* nbytes of a plain type is n_elems * esize (the parser) */
-            if (t->n_elems > INT64_MAX / s->esize || t->nbytes != t->n_elems * s->esize)
+            if (n_elems > INT64_MAX / s->esize || t->n_elems > INT64_MAX / s->esize ||
+                t->nbytes != t->n_elems * s->esize)
                 goto too_large;
-            s->len = t->nbytes;
+            s->len = n_elems * s->esize;
         }
         k++;
         continue;
@@ -191,16 +202,17 @@ too_large: {
         json_str(h, s->name, s->name_len);
         gguf_buf_printf(h, ":{\"dtype\":\"%s\",\"shape\":[",
                         s->f32 ? "F32" : raw_dtype(t->type, &es));
-        for (unsigned d = t->n_dims; d-- > 0;)
-            gguf_buf_printf(h, "%s%llu", d + 1 == t->n_dims ? "" : ",",
-                            (unsigned long long)t->ne[d]);
+        for (unsigned d = 0; d < s->n_dims; d++)
+            gguf_buf_printf(h, "%s%llu", d ? "," : "",
+                            (unsigned long long)(s->shape ? s->shape[d]
+                                                          : t->ne[s->n_dims - 1 - d]));
         gguf_buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
                         (unsigned long long)(at + s->len));
         s->start = at;
         at += s->len;
     }
     gguf_buf_putc(h, '}');
-    while (h->len % 8)
+    while (h->len % align)
         gguf_buf_putc(h, ' ');
     if (h->oom)
         return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");

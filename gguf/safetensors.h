@@ -52,6 +52,13 @@ struct gguf_st_in {
     const struct gguf_tensor *t;  /* type, dims, element count, nbytes */
     bool big_endian;              /* of the file that holds it */
     bool has_f32;                 /* it has an f32 view (n_elems * 4 bytes) */
+    /* A view of another shape (hf/model.safetensors: gguf/hf.h); left
+     * zero, the tensor's own.  shape: n_dims sizes in numpy order, with
+     * n_elems their product; force_f32: served as F32 whatever the type. */
+    const uint64_t *shape;
+    uint32_t n_dims;
+    uint64_t n_elems;
+    bool force_f32;
 };
 typedef void (*gguf_st_get)(void *ctx, uint64_t i, struct gguf_st_in *out);
 
@@ -65,6 +72,8 @@ struct gguf_st_span {
     uint32_t name_len;    /* its name and info (the caller's) */
     const char *name;
     const struct gguf_tensor *t;
+    const uint64_t *shape;  /* the caller's shape (numpy order), or NULL: t's */
+    uint32_t n_dims;
 };
 
 struct gguf_st_layout {
@@ -83,6 +92,12 @@ struct gguf_st_layout {
  */
 enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st_get get,
                                void *ctx, struct gguf_st_layout *out, struct gguf_diag *diag);
+/* The same, the header padded to a multiple of align bytes (a power of
+ * two, at least 8): the data then starts at a multiple of align in the
+ * file and in a mapping of it. */
+enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
+                                       gguf_st_get get, void *ctx, unsigned align,
+                                       struct gguf_st_layout *out, struct gguf_diag *diag);
 void gguf_st_free(struct gguf_st_layout *l);
 
 /* The first span that ends after file offset pos (its index in l->span;

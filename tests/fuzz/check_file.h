@@ -27,7 +27,9 @@
  *     info.json, and model.safetensors' layout (gguf/safetensors.h: GGUF_OK,
  *     or GGUF_E_RANGE for sizes past 2^63; a header of valid UTF-8 without
  *     control characters, its length prefix right, padded to 8; spans in
- *     order, contiguous, aligned, every tensor in one or left out).
+ *     order, contiguous, aligned, every tensor in one or left out), and
+ *     hf/ (gguf/hf.h: built or refused in one line, its ranges inside
+ *     their sources).
  *     Each kv's text parsed back with its type gives the same bytes (the
  *     contract's "reading a value and writing it back changes nothing"),
  *     except where the text cannot be written back at all (a string that
@@ -46,6 +48,7 @@
 #include "gguf/info.h"
 #include "gguf/names.h"
 #include "gguf/safetensors.h"
+#include "gguf/hf.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
 
@@ -373,6 +376,71 @@ static inline void cf_check_safetensors(const struct gguf_file *f)
     gguf_st_free(&l);
 }
 
+/* hf/ (gguf/hf.h): built or refused in one line; its texts valid UTF-8
+ * with no control character but newlines; its safetensors layout as
+ * model.safetensors' (header padded to 64); every tensor's ranges inside
+ * its sources' views, each piece non-empty (the first 64 pieces and the
+ * last byte of each tensor: sizes may be huge). */
+static inline void cf_check_hf(const struct gguf_file *f)
+{
+    struct gguf_hf hf;
+    struct gguf_diag d;
+    enum gguf_err e = gguf_hf_build(f, f->n_tensors, cf_st_get, (void *)f, &hf, &d);
+    CHECK(e == GGUF_OK || e == GGUF_E_NOMEM || e == GGUF_E_NOENT, "hf: error %d", e);
+    if (e == GGUF_E_NOENT)
+        CHECK(d.msg[0] && strchr(d.msg, '\n') == NULL, "hf: refusal not one line: %s", d.msg);
+    if (e != GGUF_OK) {
+        gguf_hf_free(&hf);
+        return;
+    }
+    const struct gguf_buf *texts[2] = { &hf.config, &hf.generation };
+    for (int k = 0; k < 2; k++) {
+        const struct gguf_buf *b = texts[k];
+        CHECK(b->len && gguf_utf8_valid(b->data, b->len, NULL) == b->len, "hf: text not UTF-8");
+        for (size_t j = 0; j < b->len; j++)
+            CHECK((unsigned char)b->data[j] >= 0x20 || b->data[j] == '\n',
+                  "hf: control character in a text at %zu", j);
+    }
+    for (uint64_t i = 0; i < hf.n; i++) {
+        const struct gguf_hf_tensor *h = &hf.t[i];
+        uint64_t es = gguf_hf_esize(h);
+        if (h->n_elems > UINT64_MAX / 8)
+            continue;
+        uint64_t size = h->n_elems * es;
+        for (unsigned s = 0; s < h->n_src; s++)
+            CHECK(h->src[s] < f->n_tensors, "hf: source %llu", (unsigned long long)h->src[s]);
+        uint64_t in = 0;
+        for (int k = 0; k < 65 && in < size; k++) {
+            if (k == 64)
+                in = size - 1;
+            struct gguf_hf_seg g;
+            gguf_hf_seg(h, in, size - in, &g);
+            const struct gguf_tensor *t = &f->tensors[h->src[g.src]];
+            uint64_t view = h->f32 ? t->n_elems * 4 : t->nbytes;
+            CHECK(g.len > 0 && g.len <= size - in && g.off <= view && g.len <= view - g.off,
+                  "hf: %s: piece at %llu: source %u [%llu, +%llu) of %llu", h->name,
+                  (unsigned long long)in, g.src, (unsigned long long)g.off,
+                  (unsigned long long)g.len, (unsigned long long)view);
+            in += g.len ? g.len : 1;
+        }
+    }
+    struct gguf_st_layout l;
+    e = gguf_hf_safetensors(f, &hf, &l, &d);
+    CHECK(e == GGUF_OK || e == GGUF_E_NOMEM || e == GGUF_E_RANGE, "hf safetensors: error %d", e);
+    if (e == GGUF_OK) {
+        CHECK(l.hdr.len % 64 == 0, "hf safetensors: header of %zu bytes", l.hdr.len);
+        uint64_t at = l.hdr.len;
+        for (uint64_t i = 0; i < l.n_span; i++) {
+            CHECK(l.span[i].start == at, "hf safetensors: span %llu not contiguous",
+                  (unsigned long long)i);
+            at += l.span[i].len;
+        }
+        CHECK(l.size == at, "hf safetensors: size");
+    }
+    gguf_st_free(&l);
+    gguf_hf_free(&hf);
+}
+
 static inline void cf_render_all(const struct gguf_file *f)
 {
     struct gguf_buf txt = { 0 }, ty = { 0 };
@@ -412,6 +480,7 @@ static inline void cf_render_all(const struct gguf_file *f)
     gguf_buf_free(&txt);
     gguf_buf_free(&ty);
     cf_check_safetensors(f);
+    cf_check_hf(f);
 }
 
 static inline void cf_check_refusal(enum gguf_err e, const struct gguf_diag *d,
