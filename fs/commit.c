@@ -216,10 +216,7 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
      * (see fs.h); every name and file of the old meta/ may have changed
      * (values, sizes, which names exist).  The commit returns once the root
      * names are invalidated; flush also waits for meta/'s. */
-    ggfs_notify_root_entry(fs, "info");
-    ggfs_notify_root_entry(fs, "model.gguf");
-    ggfs_notify_root_entry(fs, "info.json");
-    ggfs_notify_root_entry(fs, "model.safetensors");
+    ggfs_notify_versions(fs);
     for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
         ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
         ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);

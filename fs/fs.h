@@ -129,7 +129,9 @@
  * write one line, keep it for the log file or copy the kept ones.
  *
  * The notify queues' threads take no lock above their own but the state
- * list's; the kernel may make them wait for a directory's lock, which is
+ * list's, and the state lock (read, holding none other) for a sweep
+ * (notify.c); nothing waits for a notify queue with the state lock held.
+ * The kernel may make them wait for a directory's lock, which is
  * why no handler holding the root directory's lock waits for commit_mu
  * (ops.c refuses namespace changes outside meta/ without it).
  */
@@ -295,7 +297,8 @@ struct ggfs {
      * closed at the end */
     const char *overlay;
     struct gguf_split *base;
-    double timeout;              /* entry/attr timeout, seconds */
+    double timeout;              /* entry/attr timeout, seconds (read
+                                    through ggfs_timeout) */
     uint64_t cache_size;
     int threads;                 /* -o threads (-1: the default) */
     /* The size of the kernel's read requests (main.c ggfs_request_size),
@@ -384,7 +387,18 @@ struct ggfs {
     /* the overlay's checksum as this mount last read or wrote it (0: no
      * file); under commit_mu */
     uint64_t overlay_sum;
+    /* invalidations that could not be queued (notify.c; stats): from the
+     * first on, the entry and attribute timeouts are 0 (ggfs_timeout) */
+    atomic_uint_least64_t notes_lost;
 };
+
+/* The entry and attribute timeout of a reply: the mount's, or 0 once an
+ * invalidation could not be queued (notify.c: what the kernel keeps is
+ * then asked again rather than trusted). */
+static inline double ggfs_timeout(struct ggfs *fs)
+{
+    return atomic_load(&fs->notes_lost) ? 0 : fs->timeout;
+}
 
 
 /* The disk cache of shard i of the model, or NULL when there is none.  Its

@@ -923,10 +923,18 @@ static int run_session(struct ggfs *fs, struct options *o, struct fuse_args *arg
      * are on their way rather than by them (cache.h cache_reserve). */
     pthread_t reserve;
     bool reserving = start_reserve(fs, &reserve);
-    ggfs_notify_start(fs);
+    /* without the notify threads an edit would leave the kernel's caches
+     * stale for a year: then no session (the mount goes as at a signal) */
+    int ne = ggfs_notify_start(fs);
+    if (ne) {
+        fuse_log(FUSE_LOG_ERR, "gguffs: cannot start the notify threads: %s\n", strerror(ne));
+        fuse_session_exit(se);
+    }
     ggfs_under_start(fs);
     signals_loop_enter();
-    if (o->copts.singlethread) {
+    if (ne) {
+        ret = -ne;
+    } else if (o->copts.singlethread) {
         ret = fuse_session_loop(se);
     } else {
         struct fuse_loop_config *cfg = fuse_loop_cfg_create();

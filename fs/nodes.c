@@ -166,7 +166,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n"
                      "underneath_changed %d\nunderneath_replaced %d\n"
                      "underneath_eio %llu\nunderneath_refused %llu\n"
-                     "underneath_followed %llu\n",
+                     "underneath_followed %llu\nnotes_lost %llu\n",
                      (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
                      (ull)cs.waits, (ull)cs.prefetched, (ull)cs.prefetch_wasted,
                      (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
@@ -176,7 +176,8 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      !!(atomic_load(&fs->under) & UNDER_CHANGED),
                      !!(atomic_load(&fs->under) & UNDER_REPLACED),
                      (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused),
-                     (ull)atomic_load(&fs->under_followed));
+                     (ull)atomic_load(&fs->under_followed),
+                     (ull)atomic_load(&fs->notes_lost));
     static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
                                                 "info_json", "safetensors", "tensor_stats",
                                                 "xxh64", "sha256", "hashes" };

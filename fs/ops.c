@@ -199,8 +199,8 @@ static void reply_entry(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_
     e.ino = ino;
     e.generation = 1;
     /* log grows with every message: its size is asked for each stat */
-    e.attr_timeout = ino == INO_LOG ? 0 : fs->timeout;
-    e.entry_timeout = fs->timeout;
+    e.attr_timeout = ino == INO_LOG ? 0 : ggfs_timeout(fs);
+    e.entry_timeout = ggfs_timeout(fs);
     fuse_reply_entry(req, &e);
 }
 
@@ -258,7 +258,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     /* A negative entry: the name appears only by an edit, which says so. */
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
-    e.entry_timeout = fs->timeout;
+    e.entry_timeout = ggfs_timeout(fs);
     fuse_reply_entry(req, &e);
 }
 /* Every size is known from the header (a stats file's and the digests' are
@@ -293,7 +293,7 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     if (err)
         return (void)fuse_reply_err(req, err);
     bool writing = ino >= KV_BASE && ino < VERSION_BASE && ggfs_edit_is_open(fs, ino - KV_BASE);
-    fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : fs->timeout);
+    fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : ggfs_timeout(fs));
 }
 static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -369,8 +369,8 @@ static size_t add_entry(fuse_req_t req, struct ggfs *fs, struct state *st, bool 
         ggfs_stat(fs, st, child, &e.attr) == 0) {
         e.ino = child;
         e.generation = 1;
-        e.attr_timeout = fs->timeout;
-        e.entry_timeout = fs->timeout;
+        e.attr_timeout = ggfs_timeout(fs);
+        e.entry_timeout = ggfs_timeout(fs);
     } else {
         e.attr.st_ino = child;
         e.attr.st_mode = mode;
@@ -990,7 +990,7 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     if (e)
         fuse_reply_err(req, e);
     else
-        fuse_reply_attr(req, &out, pend || own ? 0 : fs->timeout);
+        fuse_reply_attr(req, &out, pend || own ? 0 : ggfs_timeout(fs));
 }
 
 const struct fuse_lowlevel_ops ggfs_ops = {
