@@ -379,16 +379,17 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
 }
 
 /* Pins the blocks that hold [a, end) (after the prefix) into pins[] and
- * points iov[] at their bytes, at most max of each: the count, or a
- * negative errno (nothing left pinned). */
+ * points iov[] at their bytes, at most max of each: 0 with their count in
+ * *count, or an errno (nothing left pinned). */
 static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec *iov,
-                     struct cache_block **pins, int max)
+                     struct cache_block **pins, int max, int *count)
 {
     struct rcache *rc = b->rc;
     uint64_t B = rc->block_bytes;
     uint64_t first = a / B, last = (end - 1) / B;
+    *count = 0;
     if (last - first >= (uint64_t)max)
-        return -ENOSPC;
+        return ENOSPC;
     uint64_t next = first + 1;      /* the read's next block to queue */
     top_up(b, &next, last);
     bool once = readahead(b, first, last, end, false);
@@ -400,7 +401,7 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         if (!pins[n]) {
             for (int i = 0; i < n; i++)
                 cache_put(rc->cache, pins[i], 0);
-            return -err;
+            return err;
         }
         if (once)
             cache_once(rc->cache, pins[n]);
@@ -410,7 +411,8 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         iov[n].iov_len = (size_t)(to - a);
         a = to;
     }
-    return n;
+    *count = n;
+    return 0;
 }
 
 /* The most blocks one call of bs_read pins at once (then the next ones). */
@@ -447,9 +449,9 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
             stop = end;
         struct iovec iov[READ_PINS];
         struct cache_block *pins[READ_PINS];
-        int n = pin_range(b, a, stop, iov, pins, READ_PINS);
-        if (n < 0)
-            return n;
+        int n, e = pin_range(b, a, stop, iov, pins, READ_PINS, &n);
+        if (e)
+            return -e;      /* the byte source's read: a negative errno */
         for (int i = 0; i < n; i++) {
             memcpy(buf + (a - off), iov[i].iov_base, iov[i].iov_len);
             a += iov[i].iov_len;
@@ -460,18 +462,19 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
 }
 
 int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
-                 struct cache_block **pins, int max)
+                 struct cache_block **pins, int max, int *count)
 {
+    *count = 0;
     if (!s || s->ops != &blocksrc_ops)
-        return -EINVAL;
+        return EINVAL;
     struct blocksrc *b = (struct blocksrc *)s;
     if (off < b->direct_below)
-        return -EINVAL;
+        return EINVAL;
     if (off >= s->size || len == 0 || max <= 0)
         return 0;
     if (len > s->size - off)
         len = (size_t)(s->size - off);
-    return pin_range(b, off, off + len, iov, pins, max);
+    return pin_range(b, off, off + len, iov, pins, max, count);
 }
 
 void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
@@ -483,13 +486,14 @@ void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const stru
 }
 
 int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
-                       int max)
+                       int max, int *count)
 {
+    *count = 0;
     if (!s || s->ops != &blocksrc_ops)
-        return -EINVAL;
+        return EINVAL;
     struct blocksrc *b = (struct blocksrc *)s;
     if (off < b->direct_below)
-        return -EINVAL;
+        return EINVAL;
     if (!b->disk.hold || !b->disk.has || off >= s->size || len == 0 || max <= 0)
         return 0;
     if (len > s->size - off)
@@ -504,7 +508,7 @@ int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct b
         uint64_t pos;
         if (!b->disk.hold(b->disk.ctx, k, block_len(b, k), &fd, &pos)) {
             blocksrc_release_disk(s, sp, n);
-            return 0;
+            return 0;       /* not held: *count is 0 */
         }
         uint64_t bs = k * B, to = end < bs + block_len(b, k) ? end : bs + block_len(b, k);
         sp[n] = (struct blocksrc_span){ fd, pos + (a - bs), (size_t)(to - a), k };
@@ -512,7 +516,8 @@ int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct b
     }
     readahead(b, first, last, end, true);
     atomic_fetch_add(&b->rc->disk_spans, (uint64_t)n);
-    return n;
+    *count = n;
+    return 0;
 }
 
 void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n)

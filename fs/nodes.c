@@ -344,10 +344,11 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return ESTALE;
-        const struct text *j = n.kind == K_INFO_JSON ? ggfs_info_json(v) : NULL;
-        if (n.kind == K_INFO_JSON && !j) {
+        const struct text *j = NULL;
+        int je = n.kind == K_INFO_JSON ? ggfs_info_json(v, &j) : 0;
+        if (je) {
             ggfs_state_put(v);
-            return ENOMEM;
+            return je;
         }
         stat_file(out, ro, n.kind == K_INFO ? v->info.len : j ? j->len : v->model_size);
         ggfs_state_put(v);

@@ -725,11 +725,12 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             ggfs_read_safetensors(req, v, size, off, so->s);
         } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
-            const struct text *j = ggfs_info_json(v);
-            if (j)
-                ggfs_reply_slice(req, j->data, j->len, size, off);
+            const struct text *j;
+            int je = ggfs_info_json(v, &j);
+            if (je)
+                fuse_reply_err(req, je);
             else
-                fuse_reply_err(req, ENOMEM);
+                ggfs_reply_slice(req, j->data, j->len, size, off);
         } else {
             reply_info(req, fs, v, size, off);
         }

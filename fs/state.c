@@ -371,9 +371,10 @@ static int render_info(struct state *st, const char *path)
                     "(of raw), hashes (llama-gguf-hash --xxh64 --sha256 of model.gguf%s)\n\n",
                     st->fs->remote ? ": reads the whole model once" : "");
     int e = 0;
-    if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
+    enum gguf_err ge = gguf_info_render(shown, path, &b);
+    if (ge != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
-        e = ENOMEM;
+        e = ge != GGUF_OK ? gguf_err_errno_made(ge) : ENOMEM;
     } else {
         st->info.data = b.data;
         st->info.len = b.len;
@@ -386,18 +387,23 @@ static int render_info(struct state *st, const char *path)
  * model.gguf shows it), as JSON; rendered on first use (a stat or a read),
  * like meta/'s values: its size follows the header's, so a version nobody
  * asks about costs nothing. */
-const struct text *ggfs_info_json(struct state *st)
+int ggfs_info_json(struct state *st, const struct text **out)
 {
     struct text *t = atomic_load_explicit(&st->info_json, memory_order_acquire);
+    *out = t;
     if (t)
-        return t;
+        return 0;
     struct gguf_file *merged = NULL;
     const struct gguf_file *shown = st_meta(st);
     if (st->model->n > 1) {
         struct gguf_diag d;
-        if (gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
-                       st->model_size, &merged, &d, NULL) != GGUF_OK)
-            return NULL;
+        enum gguf_err pe = gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
+                                      st->model_size, &merged, &d, NULL);
+        if (pe != GGUF_OK) {
+            if (pe != GGUF_E_NOMEM)
+                fuse_log(FUSE_LOG_ERR, "gguffs: info.json: the merged header: %s\n", d.msg);
+            return gguf_err_errno_made(pe);
+        }
         shown = merged;
     }
     struct gguf_buf b = { 0 };
@@ -405,7 +411,7 @@ const struct text *ggfs_info_json(struct state *st)
     gguf_close(merged);
     if (e != GGUF_OK || b.oom || !(t = malloc(sizeof *t))) {
         gguf_buf_free(&b);
-        return NULL;
+        return e != GGUF_OK ? gguf_err_errno_made(e) : ENOMEM;
     }
     t->data = b.data;
     t->len = b.len;
@@ -415,7 +421,8 @@ const struct text *ggfs_info_json(struct state *st)
         free(t);
         t = expected;
     }
-    return t;
+    *out = t;
+    return 0;
 }
 
 /* Tensor i of st as model.safetensors' layout wants it. */
@@ -447,10 +454,9 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
     if (e != GGUF_OK) {
         gguf_st_free(l);
         free(l);
-        if (e == GGUF_E_NOMEM)
-            return ENOMEM;
-        fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
-        return EFBIG;
+        if (e != GGUF_E_NOMEM)
+            fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
+        return gguf_err_errno_made(e);
     }
     struct gguf_st_layout *expected = NULL;
     if (!atomic_compare_exchange_strong(&st->safetensors, &expected, l)) {
