@@ -1,51 +1,14 @@
 /*
  * fs/fs.h — the gguffs FUSE driver: the context every handler works with.
  *
- * Rooms of fs/ (only this directory includes a FUSE header; the caches it
- * uses, with no FUSE in them, are in cache/: cache.h the bounded cache of
- * fixed-size blocks that holds the dequantized chunks and the remote
- * blocks, blocksrc.h the remote blocks' byte source with its fetch
- * threads, diskcache.h the disk cache of remote blocks, thread.h helper
- * threads that take no signal).  Each file's functions are declared in
- * the header of its name, which says what it promises and which locks
- * its functions expect; this header declares only what they all share:
- * the inode layout, the lock order, struct ggfs, struct state and the
- * types in them, and small helpers on those.  It includes none of the
- * module headers; each of them includes it.
- *
- *   main.c          gguffs(1): options, mount point check, model open,
- *                   session (declares nothing)
- *   options.c/.h    the command line: option table, sizes, --help
- *   log.c/.h        where messages go: stderr, syslog, -o log_file
- *   signals.c/.h    how SIGHUP, SIGINT and SIGTERM end gguffs
- *   devio.c/.h      /dev/fuse reads: every unmount ends the session cleanly
- *   model.c/.h      opening a model (every shard, through byte sources)
- *   state.c/.h      one version of the model: name tables, key ids, text
- *                   (info.json, model.safetensors' layout); the counted
- *                   list of live versions
- *   nodes.c/.h      the inode layout: what an inode is, its attributes,
- *                   the small texts (type, shape, stats, meta/ values)
- *   ops.c/.h        the FUSE handlers and the operations table
- *   read.c/.h       reads of raw, f32, model.gguf and model.safetensors;
- *                   raw.npy and f32.npy (their NPY header, then raw's and
- *                   f32's paths)
- *   f32.c/.h        dequantizing chunks, the workers that fill them ahead,
- *                   and each open f32 file's reading pattern
- *   digest.c/.h     what is computed on first use and kept for the mount:
- *                   a tensor's stats (over f32, through the cache), its
- *                   xxh64 and sha256 (over raw), and /hashes
- *   whandle.c/.h    meta/ files open for writing, created keys, scratch
- *                   files
- *   commit.c/.h     applying an edit: new header, commit, new state, swap
- *   overlay.c/.h    a remote model's edits in a local file (-o overlay)
- *   notify.c/.h     telling the kernel what an edit changed
- *   underneath.c/.h noticing a local model changed by another program
- *                   while mounted (inotify, and fstat before bytes are
- *                   served)
- *   follow.c/.h     a read-only mount following the edits of a read-write
- *                   mount of the same model (the records of its edits
- *                   beside the model)
- *   list.h          an intrusive doubly-linked list
+ * Only fs/ includes a FUSE header; the caches it uses, with no FUSE in
+ * them, are in cache/.  The files of fs/ and the job of each are listed in
+ * doc/HACKING.md ("Layout").  Each file's functions are declared in the
+ * header of its name, which says what it promises and which locks its
+ * functions expect; this header declares only what they all share: the
+ * inode layout, the lock order, struct ggfs, struct state and the types in
+ * them, and small helpers on those.  It includes none of the module
+ * headers; each of them includes it.
  *
  * Inode numbers are computed from the index, never allocated:
  *
