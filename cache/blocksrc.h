@@ -76,8 +76,8 @@
  * The stream lock also guards a source's failures held (see "Errors"):
  * fills and reads take it alone for them, briefly.
  */
-#ifndef FS_BLOCKSRC_H
-#define FS_BLOCKSRC_H
+#ifndef CACHE_BLOCKSRC_H
+#define CACHE_BLOCKSRC_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -89,8 +89,8 @@
  *
  * No printing: errors come back as a gguf_diag (the caller says them).
  */
-#ifndef FS_DISKCACHE_H
-#define FS_DISKCACHE_H
+#ifndef CACHE_DISKCACHE_H
+#define CACHE_DISKCACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>

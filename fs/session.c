@@ -139,8 +139,8 @@ int ggfs_session_run(struct ggfs *fs, struct options *o, struct fuse_args *args)
     /* Workers only help with cores to spare: the kernel sends the
      * requests of a readahead window at once and FUSE threads fill their
      * chunks in parallel, so one core goes to those, one to the reader.
-     * With fewer, workers cost more than they give (measured on 2 CPUs:
-     * more CPU per GB, more blocks, no gain in throughput). */
+     * With fewer, workers cost more than they give: more CPU per GB and
+     * more blocks, with no core to run them beside the reader. */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (fs->rcache)
         rcache_start(fs->rcache);
