@@ -47,6 +47,7 @@ struct stream {
     uint64_t pf_next;               /* the first block not queued ahead */
     unsigned window;                /* blocks ahead, 0 until it moves on */
     uint64_t tick;                  /* least recently used goes first */
+    uint64_t gen;                   /* +1 each time the slot gets a new reader */
 };
 
 struct blocksrc {
@@ -286,7 +287,15 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
 /* Follows the streams with a read of blocks [first, last] ending at end,
  * and queues the blocks its stream's window asks for (with skip_disk,
  * only those the disk cache does not have).  true when the read continues
- * a long stream: one that has gone on for more than its full window. */
+ * a long stream: one that has gone on for more than its full window.
+ *
+ * The stream lock is held only to move the stream and claim the blocks to
+ * queue (pf_next moves past them at once, so a concurrent read of the
+ * same stream claims the ones after); they are queued (the prefetch
+ * engine's lock, then the cache's) and the disk hooks asked with no lock
+ * of ours held.  Blocks the engine had no room for are given back, unless
+ * the stream moved on or its slot went to another reader meanwhile (then
+ * they are left to the reads: queueing ahead is a hint). */
 static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end,
                       bool skip_disk)
 {
@@ -311,7 +320,7 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         /* a new reader, or a jump: nothing ahead until it goes on */
         *lru = (struct stream){ .live = true, .first_block = first, .last_block = last,
                                 .end = end, .pf_next = last + 1, .window = 0,
-                                .tick = b->tick };
+                                .tick = b->tick, .gen = lru->gen + 1 };
         pthread_mutex_unlock(&b->mu);
         return false;
     }
@@ -327,8 +336,17 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     uint64_t to = s->last_block + s->window;       /* inclusive */
     if (to >= b->nblocks)
         to = b->nblocks - 1;
+    if (!s->window || from > to) {
+        bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
+        pthread_mutex_unlock(&b->mu);
+        return long_stream;
+    }
+    s->pf_next = to + 1;                /* claimed: [from, to] */
+    uint64_t gen = s->gen;
+    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
+    pthread_mutex_unlock(&b->mu);
     uint64_t k = from;
-    for (; k <= to && s->window; k++) {
+    for (; k <= to; k++) {
         if (skip_disk && b->disk.has(b->disk.ctx, k)) {
             if (b->disk.check_ahead)
                 b->disk.check_ahead(b->disk.ctx, k);
@@ -337,10 +355,12 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         if (!enqueue(rc, b, k))
             break;
     }
-    if (k > s->pf_next)
-        s->pf_next = k;
-    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
-    pthread_mutex_unlock(&b->mu);
+    if (k <= to) {
+        pthread_mutex_lock(&b->mu);
+        if (s->gen == gen && s->pf_next == to + 1)
+            s->pf_next = k;             /* the rest is queued by a later read */
+        pthread_mutex_unlock(&b->mu);
+    }
     return long_stream;
 }
 
@@ -423,12 +443,8 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
     struct blocksrc *b = (struct blocksrc *)s;
     struct rcache *rc = b->rc;
     uint8_t *buf = vbuf;
-    if (off >= s->size || len == 0)
+    if (!(len = gguf_read_len(s->size, len, off)))
         return 0;
-    if (len > s->size - off)
-        len = (size_t)(s->size - off);
-    if (len > (size_t)SSIZE_MAX)
-        len = (size_t)SSIZE_MAX & ~(size_t)4095;
     size_t done = 0;
     if (off < b->direct_below) {
         /* the remote prefix: in memory already */

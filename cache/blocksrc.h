@@ -68,13 +68,15 @@
  *     rcache_stop stops them (queued prefetches are dropped).  Reads may
  *     come from any number of threads at once.
  *
- * Lock order: a source's stream lock, then the fetch threads' queue (the
- * rcache's prefetch engine: cache/prefetch.h), then the cache's
- * (cache/cache.h); the rcache's own lock (its references) is taken alone.
- * The disk hooks has and check_ahead are called with the stream lock held
- * (they must not call back into blocksrc); fills run without any lock.
- * The stream lock also guards a source's failures held (see "Errors"):
- * fills and reads take it alone for them, briefly.
+ * Locks: a source's stream lock is taken alone: a read moves its stream
+ * and claims the blocks to queue ahead under it, then queues them (the
+ * rcache's prefetch engine, cache/prefetch.h, then the cache's,
+ * cache/cache.h) and asks the disk hooks has and check_ahead with it
+ * released; the rcache's own lock (its references) is taken alone too.
+ * The disk hooks are called with no lock of blocksrc held (they must not
+ * call back into blocksrc); fills run without any lock.  The stream lock
+ * also guards a source's failures held (see "Errors"): fills and reads
+ * take it alone for them, briefly.
  */
 #ifndef CACHE_BLOCKSRC_H
 #define CACHE_BLOCKSRC_H

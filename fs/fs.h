@@ -38,65 +38,16 @@
  * Names and attributes are cached by the kernel with long timeouts; after
  * an edit the names and inodes that changed are invalidated (notify.c).
  *
- * Locks, in the order they are taken (a thread holding one may take only
- * those below it):
- *
- *   hashes_mu         one /hashes computation at a time (digest.c), taken
- *                     by a read holding a state reference and no lock
- *   commit_mu         one edit at a time: handlers that may commit (open
- *                     for writing, create, write handles' flush and
- *                     release, unlink, rename, setxattr, setattr), and a
- *                     read-only mount's inotify thread adopting another
- *                     gguffs' edit (follow.c); while it is held, fs->st
- *                     cannot change, so those read it without the state
- *                     lock
- *   whandle.mu        a write handle's text and flags (whandle.c)
- *   lock (write)      swapping fs->st in (commit.c), briefly
- *   lock (read)       the handlers that only look (lookup, getattr,
- *                     readdir, open, xattrs, statfs), for their whole
- *                     run: each sees one version from start to end.
- *                     Reads (ops.c's read handler, f32.c's workers) hold
- *                     it only while they take a reference to fs->st
- *                     (ggfs_state_current), then run with the reference
- *                     alone: it keeps that version's memory (index,
- *                     sources, shards) alive; info, info.json and
- *                     model.gguf read the version their handle holds.
- *                     Writer-preferring, so readers cannot starve a swap;
- *                     and so no handler may wait on the network (a fetch,
- *                     a fill, a splice of remote bytes) with it held: the
- *                     swap would wait for that handler and every handler
- *                     after it for the swap, and one slow server would
- *                     stall the whole mount.
- *   pend_mu           the lists of created keys, live handles, snapshots,
- *                     open model.safetensors files, f32 streams
- *   workers.mu        the f32 streams' patterns (f32.c)
- *   prefetch mu       a prefetch engine's queue (cache/prefetch.h: the f32
- *                     workers', a remote cache's fetch threads'); never
- *                     held while a job runs
- *   cache mu          (cache/cache.c); held for bookkeeping only, never during a
- *                     fill
- *   blocksrc locks    a remote source's streams, then its rcache's prefetch
- *                     mu, then that cache's mu (cache/blocksrc.h); reached
- *                     from reads of a source (an f32 fill's among them, with
- *                     none of the locks above held), never held during a
- *                     fetch
- *   states_mu         the counted list of live states (state.c)
- *   sig_mu            what gguffs knows of the model's files: each
- *                     state's sig[], own_writing, own_epoch (underneath.c),
- *                     the signature a follower knows (follow.c); held for
- *                     a copy or an update, never during I/O
- *   notify queue mu   (notify.c), last: never held while waiting
- *
- * The log's mutex (log.c) stands apart: it takes no other lock and may be
- * taken under any (a message is logged with any lock held); it is held to
- * write one line, keep it for the log file or copy the kept ones.
- *
- * The notify queues' threads take no lock above their own but the state
- * list's, and the state lock (read, holding none other) for a sweep
- * (notify.c); nothing waits for a notify queue with the state lock held.
- * The kernel may make them wait for a directory's lock, which is
- * why no handler holding the root directory's lock waits for commit_mu
- * (ops.c refuses namespace changes outside meta/ without it).
+ * Locks: the complete table, in the order they are taken (a thread
+ * holding one may take only those below it), with what each guards, is in
+ * doc/HACKING.md ("Locks, in the order they are taken"); each module's
+ * header says which of them its functions expect.  In short: hashes_mu,
+ * commit_mu, a write handle's mu, the state lock (write, then read),
+ * pend_mu, workers.mu, a prefetch engine's mu, the cache's mu, the remote
+ * sources' and caches' own (each alone), states_mu, sig_mu, the notify
+ * queues' mu.  Writer-preferring, the state lock is never held while
+ * waiting on the network: the swap would wait for that handler and every
+ * handler after it for the swap.
  */
 #ifndef FS_FS_H
 #define FS_FS_H
@@ -182,7 +133,8 @@ struct tref {
  */
 struct state {
     struct ggfs *fs;
-    unsigned refs;               /* under fs->states_mu */
+    atomic_uint refs;            /* references (state.c: counted without a
+                                    lock; revived from 0 never) */
     uint64_t gen;                /* version: 0 at mount, +1 per commit */
     struct glist link;           /* in fs->states, under fs->states_mu */
     struct gguf_split *model;    /* its files (one, or every shard) */

@@ -129,8 +129,9 @@ void ggfs_key_ids_free(struct ntab *ids)
  *
  * Every live state is on one list, so that an inode of an older version
  * (info or model.gguf held open across an edit) can find its state.  A
- * state leaves the list when its last reference goes, under the same lock
- * that ggfs_state_by_gen takes its reference under.
+ * state leaves the list when its last reference goes, under the lock
+ * that ggfs_state_by_gen searches the list under; references themselves
+ * are an atomic count (see ggfs_state_ref).
  */
 static void states_add(struct state *st)
 {
@@ -140,11 +141,14 @@ static void states_add(struct state *st)
     pthread_mutex_unlock(&fs->states_mu);
 }
 
+/* A reference is counted without a lock: the caller holds one already (or
+ * the state lock, under which fs->st holds the mount's), so the count is
+ * above 0 and the state cannot go meanwhile.  Only ggfs_state_by_gen finds
+ * a state it holds no reference to, on the list, and takes one only while
+ * the count is above 0 (a state at 0 is on its way out). */
 struct state *ggfs_state_ref(struct state *st)
 {
-    pthread_mutex_lock(&st->fs->states_mu);
-    st->refs++;
-    pthread_mutex_unlock(&st->fs->states_mu);
+    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
     return st;
 }
 
@@ -162,10 +166,10 @@ struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
     pthread_mutex_lock(&fs->states_mu);
     for (struct glist *l = fs->states.next; l != &fs->states && !found; l = l->next) {
         struct state *st = GLIST_ENTRY(l, struct state, link);
-        if (st->gen == gen) {
-            st->refs++;
-            found = st;
-        }
+        unsigned r = atomic_load(&st->refs);
+        while (st->gen == gen && r > 0 && !found)
+            if (atomic_compare_exchange_weak(&st->refs, &r, r + 1))
+                found = st;
     }
     pthread_mutex_unlock(&fs->states_mu);
     return found;
@@ -176,12 +180,16 @@ void ggfs_state_put(struct state *st)
     if (!st)
         return;
     struct ggfs *fs = st->fs;
+    /* release: what this holder did with the state happens before its
+     * free; the last holder acquires it */
+    if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* at 0 nobody can take a reference again (ggfs_state_by_gen skips
+     * it), so it leaves the list now */
     pthread_mutex_lock(&fs->states_mu);
-    bool last = --st->refs == 0;
-    if (last)
-        glist_del(&st->link);
+    glist_del(&st->link);
     pthread_mutex_unlock(&fs->states_mu);
-    if (last && !ggfs_notify_free_state(fs, st))
+    if (!ggfs_notify_free_state(fs, st))
         ggfs_state_free(st);
 }
 
@@ -476,7 +484,7 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     if (!st)
         return ENOMEM;
     st->fs = fs;
-    st->refs = 1;
+    atomic_init(&st->refs, 1);
     st->gen = gen;
     st->model = model;
     if (model->shards[0].src->fd >= 0) {

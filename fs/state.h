@@ -14,7 +14,8 @@
  *
  * Locks: ggfs_state_current takes the state lock (read) and so must not
  * be called with it or anything below it held (commit_mu is fine);
- * ggfs_state_ref, ggfs_state_put and ggfs_state_by_gen take states_mu.
+ * ggfs_state_ref takes no lock (an atomic count); ggfs_state_by_gen takes
+ * states_mu, and so does the ggfs_state_put that drops the last reference.
  * ggfs_state_new and ggfs_key_id run under commit_mu (or before the
  * session).  The rest read a state the caller holds (a reference, the
  * state lock, or commit_mu for fs->st).
