@@ -38,34 +38,13 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, os.path.join(TOP, "tests", "bench", "parts"))
 os.environ.setdefault("GGUFFS_SRC", TOP)
 import harness  # noqa: E402
 import loopfs  # noqa: E402
-from gguf_write import GGUFWriter  # noqa: E402
+from edit import make_edit_file  # noqa: E402  (part 3's model)
 
 MiB = 1 << 20
-
-
-def make_model(path, size_mb):
-    """A llama-like header (32k-token vocabulary) and one f16 tensor."""
-    n = size_mb * MiB // 2
-    w = GGUFWriter()
-    w.add("general.architecture", "string", "llama")
-    w.add("general.name", "string", "bench-edit-fs")
-    w.add("llama.context_length", "u32", 4096)
-    w.add("tokenizer.chat_template", "string", "{{ messages }}")
-    w.add("tokenizer.ggml.tokens", "array[string]", ["tok%d" % i for i in range(32000)])
-    w.add_tensor("big.weight", "f16", [4096, n // 4096], data=b"", check=False)
-    hdr, _ = w.layout()
-    block = bytes(range(256)) * (8 * MiB // 256)
-    with open(path, "wb") as f:
-        f.write(hdr)
-        left = n * 2
-        while left:
-            k = min(left, len(block))
-            f.write(block[:k])
-            left -= k
-        os.fsync(f.fileno())
 
 
 def warm(path):
@@ -177,7 +156,7 @@ def main():
             try:
                 model = os.path.join(d, "model.gguf")
                 t0 = time.perf_counter()
-                make_model(model, size)
+                make_edit_file(model, size, "bench-edit-fs")
                 print("# %s (%s): %d MiB model written in %.1f s" % (kind, fstype(d), size,
                                                                     time.perf_counter() - t0),
                       flush=True)
