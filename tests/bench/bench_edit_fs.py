@@ -23,7 +23,7 @@ Each row is the median of --reps runs (default 5; --quick: 3 and a
 1024 MiB model), every run after a sync and a read of the model (the page
 cache holds it: warm).  The table gives edit / cp and edit / durable, and
 how each edit was written (stats: cloned, copied, in place) with the bytes
-gguffs wrote for it (write_bytes of /proc/PID/io).  Targets (issue 12):
+gguffs wrote for it (write_bytes of /proc/PID/io).  Targets:
 on XFS edit <= 0.01 x cp; on the local ext4 edit <= 1.2 x durable.
 """
 import argparse

@@ -1,6 +1,6 @@
 # scripts/bench --part 3: metadata edits through a mount (in place, growing past the padding: a rewrite, growing into the padding) against cp of the model.
 """
-Part 3 (metadata edits, issue 4), on a generated model of --edit-mb MiB
+Part 3 (metadata edits), on a generated model of --edit-mb MiB
 (default 4096) mounted with gguffs -f:
   in place   echo N > meta/llama.context_length (open, write, close() through
              the mount, done in-process: what the shell does), median of 9
