@@ -216,7 +216,7 @@ struct ggfs {
                                     through ggfs_timeout) */
     uint64_t cache_size;
     int threads;                 /* -o threads (-1: the default) */
-    /* The size of the kernel's read requests (main.c ggfs_request_size),
+    /* The size of the kernel's read requests (session.c ggfs_request_size),
      * and of f32 chunks: the f32 view of a tensor is cut into chunks of
      * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of
      * pages, so a whole number of quantization blocks for every type (every
@@ -318,7 +318,7 @@ static inline double ggfs_timeout(struct ggfs *fs)
 
 /* The disk cache of shard i of the model, or NULL when there is none.  Its
  * blocks are the block cache's (-o remote_block bytes, block b at
- * b * remote_block): main.c hands it to the shard's blocksrc wrapper
+ * b * remote_block): mount_dcache.c hands it to the shard's blocksrc wrapper
  * (blocksrc_set_disk), whose fills read it first and store what they
  * fetch. */
 struct dcache;

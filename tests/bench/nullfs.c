@@ -10,7 +10,7 @@
  * our side, no allocation, no lock).  It counts the reads it answers and
  * their sizes: the file `stats` at the root (read with direct_io, so always
  * current) shows them, and what the kernel asked of it is known.  The session is set up as gguffs sets
- * up its own (fs/main.c run_session, fs/ops.c ggfs_op_init): same libfuse,
+ * up its own (fs/session.c ggfs_session_run, fs/ops.c ggfs_op_init): same libfuse,
  * FUSE_USE_VERSION 312, multi-threaded loop with the same command-line
  * options, splice capabilities, max_write 1 MiB (libfuse then lets the
  * kernel send 1 MiB requests), no AUTO_INVAL_DATA, keep_cache on open,

@@ -7,7 +7,7 @@
  *
  *   - ggfs_notify_start starts its three threads or none: a thread that
  *     cannot start fails it, and leaves nothing running (the mount then
- *     does not go on: fs/main.c);
+ *     does not go on: fs/session.c);
  *   - what is queued is sent, in order, before a wait returns;
  *   - a notification that cannot be queued (its note cannot be allocated)
  *     is not lost: the queue sweeps (every version name of /; meta/ and
