@@ -47,6 +47,7 @@ struct stream {
     uint64_t pf_next;               /* the first block not queued ahead */
     unsigned window;                /* blocks ahead, 0 until it moves on */
     uint64_t tick;                  /* least recently used goes first */
+    uint64_t gen;                   /* +1 each time the slot gets a new reader */
 };
 
 struct blocksrc {
@@ -286,7 +287,15 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out)
 /* Follows the streams with a read of blocks [first, last] ending at end,
  * and queues the blocks its stream's window asks for (with skip_disk,
  * only those the disk cache does not have).  true when the read continues
- * a long stream: one that has gone on for more than its full window. */
+ * a long stream: one that has gone on for more than its full window.
+ *
+ * The stream lock is held only to move the stream and claim the blocks to
+ * queue (pf_next moves past them at once, so a concurrent read of the
+ * same stream claims the ones after); they are queued (the prefetch
+ * engine's lock, then the cache's) and the disk hooks asked with no lock
+ * of ours held.  Blocks the engine had no room for are given back, unless
+ * the stream moved on or its slot went to another reader meanwhile (then
+ * they are left to the reads: queueing ahead is a hint). */
 static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_t end,
                       bool skip_disk)
 {
@@ -311,7 +320,7 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         /* a new reader, or a jump: nothing ahead until it goes on */
         *lru = (struct stream){ .live = true, .first_block = first, .last_block = last,
                                 .end = end, .pf_next = last + 1, .window = 0,
-                                .tick = b->tick };
+                                .tick = b->tick, .gen = lru->gen + 1 };
         pthread_mutex_unlock(&b->mu);
         return false;
     }
@@ -327,8 +336,17 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     uint64_t to = s->last_block + s->window;       /* inclusive */
     if (to >= b->nblocks)
         to = b->nblocks - 1;
+    if (!s->window || from > to) {
+        bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
+        pthread_mutex_unlock(&b->mu);
+        return long_stream;
+    }
+    s->pf_next = to + 1;                /* claimed: [from, to] */
+    uint64_t gen = s->gen;
+    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
+    pthread_mutex_unlock(&b->mu);
     uint64_t k = from;
-    for (; k <= to && s->window; k++) {
+    for (; k <= to; k++) {
         if (skip_disk && b->disk.has(b->disk.ctx, k)) {
             if (b->disk.check_ahead)
                 b->disk.check_ahead(b->disk.ctx, k);
@@ -337,10 +355,12 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
         if (!enqueue(rc, b, k))
             break;
     }
-    if (k > s->pf_next)
-        s->pf_next = k;
-    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
-    pthread_mutex_unlock(&b->mu);
+    if (k <= to) {
+        pthread_mutex_lock(&b->mu);
+        if (s->gen == gen && s->pf_next == to + 1)
+            s->pf_next = k;             /* the rest is queued by a later read */
+        pthread_mutex_unlock(&b->mu);
+    }
     return long_stream;
 }
 
@@ -379,16 +399,17 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
 }
 
 /* Pins the blocks that hold [a, end) (after the prefix) into pins[] and
- * points iov[] at their bytes, at most max of each: the count, or a
- * negative errno (nothing left pinned). */
+ * points iov[] at their bytes, at most max of each: 0 with their count in
+ * *count, or an errno (nothing left pinned). */
 static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec *iov,
-                     struct cache_block **pins, int max)
+                     struct cache_block **pins, int max, int *count)
 {
     struct rcache *rc = b->rc;
     uint64_t B = rc->block_bytes;
     uint64_t first = a / B, last = (end - 1) / B;
+    *count = 0;
     if (last - first >= (uint64_t)max)
-        return -ENOSPC;
+        return ENOSPC;
     uint64_t next = first + 1;      /* the read's next block to queue */
     top_up(b, &next, last);
     bool once = readahead(b, first, last, end, false);
@@ -400,7 +421,7 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         if (!pins[n]) {
             for (int i = 0; i < n; i++)
                 cache_put(rc->cache, pins[i], 0);
-            return -err;
+            return err;
         }
         if (once)
             cache_once(rc->cache, pins[n]);
@@ -410,7 +431,8 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
         iov[n].iov_len = (size_t)(to - a);
         a = to;
     }
-    return n;
+    *count = n;
+    return 0;
 }
 
 /* The most blocks one call of bs_read pins at once (then the next ones). */
@@ -421,12 +443,8 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
     struct blocksrc *b = (struct blocksrc *)s;
     struct rcache *rc = b->rc;
     uint8_t *buf = vbuf;
-    if (off >= s->size || len == 0)
+    if (!(len = gguf_read_len(s->size, len, off)))
         return 0;
-    if (len > s->size - off)
-        len = (size_t)(s->size - off);
-    if (len > (size_t)SSIZE_MAX)
-        len = (size_t)SSIZE_MAX & ~(size_t)4095;
     size_t done = 0;
     if (off < b->direct_below) {
         /* the remote prefix: in memory already */
@@ -447,9 +465,9 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
             stop = end;
         struct iovec iov[READ_PINS];
         struct cache_block *pins[READ_PINS];
-        int n = pin_range(b, a, stop, iov, pins, READ_PINS);
-        if (n < 0)
-            return n;
+        int n, e = pin_range(b, a, stop, iov, pins, READ_PINS, &n);
+        if (e)
+            return -e;      /* the byte source's read: a negative errno */
         for (int i = 0; i < n; i++) {
             memcpy(buf + (a - off), iov[i].iov_base, iov[i].iov_len);
             a += iov[i].iov_len;
@@ -460,18 +478,19 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
 }
 
 int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
-                 struct cache_block **pins, int max)
+                 struct cache_block **pins, int max, int *count)
 {
+    *count = 0;
     if (!s || s->ops != &blocksrc_ops)
-        return -EINVAL;
+        return EINVAL;
     struct blocksrc *b = (struct blocksrc *)s;
     if (off < b->direct_below)
-        return -EINVAL;
+        return EINVAL;
     if (off >= s->size || len == 0 || max <= 0)
         return 0;
     if (len > s->size - off)
         len = (size_t)(s->size - off);
-    return pin_range(b, off, off + len, iov, pins, max);
+    return pin_range(b, off, off + len, iov, pins, max, count);
 }
 
 void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
@@ -483,13 +502,14 @@ void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const stru
 }
 
 int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
-                       int max)
+                       int max, int *count)
 {
+    *count = 0;
     if (!s || s->ops != &blocksrc_ops)
-        return -EINVAL;
+        return EINVAL;
     struct blocksrc *b = (struct blocksrc *)s;
     if (off < b->direct_below)
-        return -EINVAL;
+        return EINVAL;
     if (!b->disk.hold || !b->disk.has || off >= s->size || len == 0 || max <= 0)
         return 0;
     if (len > s->size - off)
@@ -504,7 +524,7 @@ int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct b
         uint64_t pos;
         if (!b->disk.hold(b->disk.ctx, k, block_len(b, k), &fd, &pos)) {
             blocksrc_release_disk(s, sp, n);
-            return 0;
+            return 0;       /* not held: *count is 0 */
         }
         uint64_t bs = k * B, to = end < bs + block_len(b, k) ? end : bs + block_len(b, k);
         sp[n] = (struct blocksrc_span){ fd, pos + (a - bs), (size_t)(to - a), k };
@@ -512,7 +532,8 @@ int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct b
     }
     readahead(b, first, last, end, true);
     atomic_fetch_add(&b->rc->disk_spans, (uint64_t)n);
-    return n;
+    *count = n;
+    return 0;
 }
 
 void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n)

@@ -68,16 +68,18 @@
  *     rcache_stop stops them (queued prefetches are dropped).  Reads may
  *     come from any number of threads at once.
  *
- * Lock order: a source's stream lock, then the fetch threads' queue (the
- * rcache's prefetch engine: cache/prefetch.h), then the cache's
- * (cache/cache.h); the rcache's own lock (its references) is taken alone.
- * The disk hooks has and check_ahead are called with the stream lock held
- * (they must not call back into blocksrc); fills run without any lock.
- * The stream lock also guards a source's failures held (see "Errors"):
- * fills and reads take it alone for them, briefly.
+ * Locks: a source's stream lock is taken alone: a read moves its stream
+ * and claims the blocks to queue ahead under it, then queues them (the
+ * rcache's prefetch engine, cache/prefetch.h, then the cache's,
+ * cache/cache.h) and asks the disk hooks has and check_ahead with it
+ * released; the rcache's own lock (its references) is taken alone too.
+ * The disk hooks are called with no lock of blocksrc held (they must not
+ * call back into blocksrc); fills run without any lock.  The stream lock
+ * also guards a source's failures held (see "Errors"): fills and reads
+ * take it alone for them, briefly.
  */
-#ifndef FS_BLOCKSRC_H
-#define FS_BLOCKSRC_H
+#ifndef CACHE_BLOCKSRC_H
+#define CACHE_BLOCKSRC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -171,28 +173,29 @@ enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64
 /* For a reply written straight from the cache (no copy): pins the blocks
  * of wrapper s that hold [off, off + len), as a read of those bytes would
  * (filled if missing, the reader's readahead followed), and points
- * iov[0..count) at the bytes, in order: the count (the bytes may end short
- * at the end of the source; 0 past it), or a negative errno with nothing
- * pinned: -ENOSPC when more than max blocks would be needed, -EINVAL when
- * s is not a wrapper or off is in the prefix kept in memory (read those
- * with gguf_source_read_all), -EIO or -ENOMEM as a read.  The bytes stay
+ * iov[0..*count) at the bytes, in order: 0 with the count in *count (the
+ * bytes may end short at the end of the source; 0 past it), or an errno
+ * with nothing pinned (*count 0): ENOSPC when more than max blocks would
+ * be needed, EINVAL when s is not a wrapper or off is in the prefix kept
+ * in memory (read those with gguf_source_read_all), EIO or ENOMEM as a
+ * read.  The bytes stay
  * valid and unchanged until blocksrc_unpin releases the pins; used: they
  * were served (the cache then lets them go first, as after a read). */
 struct cache_block;
 struct iovec;
 int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
-                 struct cache_block **pins, int max);
+                 struct cache_block **pins, int max, int *count);
 void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
                     int n, bool used);
 
 /* For a reply spliced from the disk cache's file (the kernel moves the
  * bytes; they never pass through memory of ours): when the disk cache
  * holds every block of [off, off + len) (its hold hook), points sp[0..n)
- * at where the bytes are, in order, and returns n, the blocks held until
- * blocksrc_release_disk.  0 when one of them is not held (nothing is then
- * held: read through the cache, blocksrc_pin), when there is no disk cache
- * with hold, when more than max blocks would be needed, or past the end;
- * -EINVAL as blocksrc_pin.  The reader's stream is followed as by a read,
+ * at where the bytes are, in order, and sets *count to n, the blocks held
+ * until blocksrc_release_disk; returns 0.  *count is 0 when one of them is
+ * not held (nothing is then held: read through the cache, blocksrc_pin),
+ * when there is no disk cache with hold, when more than max blocks would
+ * be needed, or past the end; EINVAL (*count 0) as blocksrc_pin.  The reader's stream is followed as by a read,
  * and the blocks its readahead asks for that the disk cache does not have
  * are fetched ahead (those it has are handed to its check_ahead hook). */
 struct blocksrc_span {
@@ -202,7 +205,7 @@ struct blocksrc_span {
     uint64_t block;
 };
 int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
-                       int max);
+                       int max, int *count);
 void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n);
 
 /* Gives wrapper s a disk cache after it was made (the mount opens the disk

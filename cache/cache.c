@@ -19,17 +19,14 @@
  * as pins are released: trim).
  */
 #include "cache.h"
+#include "slab.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 enum where { W_NONE, W_RING, W_USED, W_ONCE, W_SPARE };
-
-#define HUGE_BYTES (2u << 20)           /* a transparent huge page */
 
 struct cache_block {
     uint64_t a, b;
@@ -46,21 +43,14 @@ struct cache_block {
     struct cache_block *hnext;      /* hash bucket chain */
     struct cache_block *prev, *next;/* the list it is on (circular) */
     unsigned char *data;            /* block_bytes of room */
-    struct slab *slab;              /* the huge page it is carved from, or NULL */
-};
-
-/* A huge page shared by several buffers (see map_buffer). */
-struct slab {
-    unsigned char *base;            /* HUGE_BYTES, aligned to them */
-    uint32_t free_slots;            /* bit i: slot i is not in use */
-    struct slab *prev, *next;       /* c->slabs, the slabs with a free slot */
+    struct slab *slab;              /* the huge page it is carved from, or NULL
+                                       (slab.h) */
 };
 
 struct cache {
     pthread_mutex_t mu;
     pthread_cond_t filled;          /* a placeholder became ready or failed */
     size_t block_bytes;
-    size_t map_bytes;               /* block_bytes in whole pages */
     uint64_t capacity, max_blocks;
     cache_fill_fn fill;
     void *ctx;
@@ -71,10 +61,8 @@ struct cache {
     struct cache_block *once;       /* used-up blocks marked cache_once */
     struct cache_block *spare;
     uint64_t nbuf;                  /* buffers allocated, wherever they are */
-    /* buffers of at most half a huge page are carved from shared ones */
-    pthread_mutex_t slab_mu;        /* map_buffer runs with and without mu */
-    unsigned per_slab;              /* buffers per huge page; below 2: none */
-    struct slab *slabs;             /* those with a free slot */
+    /* the buffers (slab.h); map_buffer runs with and without mu */
+    struct slab_alloc bufs;
     uint64_t in_table;
     bool keep_used;                 /* cache_keep_used */
     uint64_t hits, misses, evictions, fill_errors, waits, prefetched, wasted;
@@ -92,7 +80,7 @@ static uint64_t mix(uint64_t a, uint64_t b)
  * page when buffers share them) and its bookkeeping. */
 static uint64_t buf_cost(const struct cache *c)
 {
-    return sizeof(struct cache_block) + (c->per_slab ? HUGE_BYTES / c->per_slab : c->map_bytes);
+    return sizeof(struct cache_block) + slab_buf_bytes(&c->bufs);
 }
 
 /* ---- lists ---------------------------------------------------------------- */
@@ -136,130 +124,15 @@ static void move_to(struct cache *c, struct cache_block *x, enum where w)
         list_add_tail(list_of(c, w), x);
 }
 
-/* ---- buffers -------------------------------------------------------------- */
-
-/* Buffers live long and are reused (see the top of this file); what they
- * cost is the first touch of their pages.  Mapped with their pages in
- * place, that is still a fault per page on machines whose hypervisor
- * shadows page tables (measured here: a fresh buffer's first fill ran at
- * about 1 GB/s, later ones at 25-50 GB/s).  A transparent huge page is one
- * fault per 2 MiB and ran at full speed from the first touch, so buffers
- * are made of huge pages: a buffer of whole huge pages (remote blocks of 2,
- * 4, 8 MiB) gets its own, smaller ones (f32 chunks of a little under
- * 1 MiB) share one, per_slab to a slab.  Without huge pages, plain pages
- * (MAP_POPULATE). */
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-/* bytes (a multiple of HUGE_BYTES) mapped aligned to huge pages and asked
- * for them, pages in place; NULL if that fails. */
-static unsigned char *map_huge(size_t bytes)
-{
-    if (bytes == 0 || bytes % HUGE_BYTES)
-        return NULL;
-    unsigned char *p = mmap(NULL, bytes + HUGE_BYTES, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    uintptr_t a = ((uintptr_t)p + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
-    size_t head = (size_t)(a - (uintptr_t)p);
-    if (head)
-        munmap(p, head);
-    if (HUGE_BYTES - head)
-        munmap((unsigned char *)a + bytes, HUGE_BYTES - head);
-    p = (unsigned char *)a;
-    madvise(p, bytes, MADV_HUGEPAGE);
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0)
-        for (size_t i = 0; i < bytes; i += 4096)
-            p[i] = 0;
-    return p;
-}
-
-static void slab_link(struct cache *c, struct slab *s)
-{
-    s->prev = NULL;
-    s->next = c->slabs;
-    if (c->slabs)
-        c->slabs->prev = s;
-    c->slabs = s;
-}
-
-static void slab_unlink(struct cache *c, struct slab *s)
-{
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        c->slabs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-}
-
-/* A slot of a slab for x: of one with a free slot, else of a new one;
- * false if no huge page could be had. */
-static bool slab_take(struct cache *c, struct cache_block *x)
-{
-    pthread_mutex_lock(&c->slab_mu);
-    struct slab *s = c->slabs;
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (s && !(s->base = map_huge(HUGE_BYTES))) {
-            free(s);
-            s = NULL;
-        }
-        if (!s) {
-            pthread_mutex_unlock(&c->slab_mu);
-            return false;
-        }
-        s->free_slots = (uint32_t)((1ull << c->per_slab) - 1);
-        slab_link(c, s);
-    }
-    unsigned i = (unsigned)__builtin_ctz(s->free_slots);
-    s->free_slots &= ~(1u << i);
-    if (!s->free_slots)
-        slab_unlink(c, s);
-    pthread_mutex_unlock(&c->slab_mu);
-    x->slab = s;
-    x->data = s->base + (size_t)i * c->map_bytes;
-    return true;
-}
-
-/* Gives x's slot back: the slab goes when its last slot does; a slot of a
- * slab still in use gives its pages back, so that freed buffers never hold
- * memory. */
-static void slab_give(struct cache *c, struct cache_block *x)
-{
-    struct slab *s = x->slab;
-    unsigned i = (unsigned)((size_t)(x->data - s->base) / c->map_bytes);
-    uint32_t all = (uint32_t)((1ull << c->per_slab) - 1);
-    pthread_mutex_lock(&c->slab_mu);
-    if (!s->free_slots)
-        slab_link(c, s);
-    s->free_slots |= 1u << i;
-    bool empty = s->free_slots == all;
-    if (empty)
-        slab_unlink(c, s);
-    pthread_mutex_unlock(&c->slab_mu);
-    if (empty) {
-        munmap(s->base, HUGE_BYTES);
-        free(s);
-    } else {
-        madvise(x->data, c->map_bytes, MADV_DONTNEED);
-    }
-}
+/* ---- buffers (slab.h: huge pages) ----------------------------------------- */
 
 static struct cache_block *map_buffer(struct cache *c)
 {
     struct cache_block *x = calloc(1, sizeof *x);
     if (!x)
         return NULL;
-    if (c->per_slab >= 2 && slab_take(c, x))
-        return x;
-    x->data = map_huge(c->map_bytes);
-    if (!x->data)
-        x->data = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (x->data == MAP_FAILED) {
+    x->data = slab_get(&c->bufs, &x->slab);
+    if (!x->data) {
         free(x);
         return NULL;
     }
@@ -277,10 +150,7 @@ static struct cache_block *new_buffer(struct cache *c)
 static void free_buffer(struct cache *c, struct cache_block *x)
 {
     c->nbuf--;
-    if (x->slab)
-        slab_give(c, x);
-    else
-        munmap(x->data, c->map_bytes);
+    slab_put(&c->bufs, x->data, x->slab);
     free(x);
 }
 
@@ -408,11 +278,7 @@ struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fil
     if (!c)
         return NULL;
     c->block_bytes = block_bytes;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t pg = page > 0 ? (size_t)page : 4096;
-    c->map_bytes = (block_bytes + pg - 1) / pg * pg;
-    size_t per = HUGE_BYTES / c->map_bytes;
-    c->per_slab = per >= 2 && per <= 32 ? (unsigned)per : 0;
+    slab_init(&c->bufs, block_bytes);
     c->capacity = capacity;
     c->max_blocks = capacity / buf_cost(c);
     c->fill = fill;
@@ -423,12 +289,12 @@ struct cache *cache_new(size_t block_bytes, uint64_t capacity, cache_fill_fn fil
     c->nbucket = nb;
     c->bucket = calloc(nb, sizeof *c->bucket);
     if (!c->bucket) {
+        slab_fini(&c->bufs);
         free(c);
         return NULL;
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->filled, NULL);
-    pthread_mutex_init(&c->slab_mu, NULL);
     return c;
 }
 
@@ -452,7 +318,7 @@ void cache_free(struct cache *c)
     free(c->bucket);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->filled);
-    pthread_mutex_destroy(&c->slab_mu);
+    slab_fini(&c->bufs);
     free(c);
 }
 

@@ -41,8 +41,8 @@
  *     held for lookups and bookkeeping only, never while a block is filled
  *     or its bytes are read.
  */
-#ifndef FS_CACHE_H
-#define FS_CACHE_H
+#ifndef CACHE_CACHE_H
+#define CACHE_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -19,8 +19,8 @@
  *
  * Locks (doc/HACKING.md): flush_mu before mu; mu before a group's mu.
  */
-#ifndef FS_DCACHE_IMPL_H
-#define FS_DCACHE_IMPL_H
+#ifndef CACHE_DCACHE_IMPL_H
+#define CACHE_DCACHE_IMPL_H
 
 #include "diskcache.h"
 #include "gguf/bytes.h"

@@ -89,8 +89,8 @@
  *
  * No printing: errors come back as a gguf_diag (the caller says them).
  */
-#ifndef FS_DISKCACHE_H
-#define FS_DISKCACHE_H
+#ifndef CACHE_DISKCACHE_H
+#define CACHE_DISKCACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -229,5 +229,27 @@ uint32_t dcache_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 /* The base of the files of an object in dir ("dc-%016llx"), into out (at
  * least 20 bytes): for tests that damage them. */
 void dcache_file_base(const char *identity, uint64_t size, char *out, size_t cap);
+
+/*
+ * The disk cache beneath a block cache of remote bytes (cache/blocksrc.h,
+ * dcache_hooks.c): its fills read the disk cache first and store what they
+ * fetch (blocks of the disk cache's block_bytes); replies of blocks it
+ * holds are spliced from its data file.
+ */
+struct blocksrc_disk;
+/* *out: the hooks of blocksrc_set_disk over dc (dc stays the caller's). */
+void dcache_blocksrc_hooks(struct dcache *dc, struct blocksrc_disk *out);
+/* What names a remote object's disk cache (the identity given to
+ * dcache_open_in): its identity and its URL, "IDENTITY URL", since an ETag
+ * names a version of one file, not a file (nginx's, "mtime-size", is the
+ * same for two files of one size written in the same second: the shards
+ * of a split model, often).  url is shown in file headers: give it
+ * redacted (no credentials, no query).  *out is malloc'd; GGUF_E_INVAL,
+ * with *out NULL and d saying why, for an identity that is only a size
+ * ("size:N": the server sent neither ETag nor Last-Modified, and a later
+ * version of the same size could not be told from this one);
+ * GGUF_E_NOMEM. */
+enum gguf_err dcache_key(const char *identity, const char *url, char **out,
+                         struct gguf_diag *d);
 
 #endif

@@ -23,7 +23,7 @@
  *     caller goes on without the hint (a hint is all it is).  A client that
  *     keeps limit within what the cache holds beside what its readers pin
  *     never has a block filled ahead evicted to make room for another block
- *     filled ahead: that was the thrash of issue 22.
+ *     filled ahead (which would fill the same blocks again and again).
  *   - Nobody waits behind the queue: a reader about to get a block calls
  *     prefetch_steal, which runs that block's job on the reader's own thread
  *     if no thread has taken it yet.  So a reader waits only for a fill that

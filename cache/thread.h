@@ -13,8 +13,8 @@
  *
  * No FUSE here: the block caches (cache.c, blocksrc.c, diskcache.c) use it.
  */
-#ifndef FS_THREAD_H
-#define FS_THREAD_H
+#ifndef CACHE_THREAD_H
+#define CACHE_THREAD_H
 
 #include <pthread.h>
 

@@ -217,13 +217,7 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
      * (see fs.h); every name and file of the old meta/ may have changed
      * (values, sizes, which names exist).  The commit returns once the root
      * names are invalidated; flush also waits for meta/'s. */
-    ggfs_notify_root_entry(fs, "info");
-    ggfs_notify_root_entry(fs, "model.gguf");
-    ggfs_notify_root_entry(fs, "info.json");
-    ggfs_notify_root_entry(fs, "model.safetensors");
-    ggfs_notify_root_entry(fs, "hf");
-    for (unsigned i = 0; i < ggfs_hf_files_n; i++)
-        ggfs_notify_hf_entry(fs, ggfs_hf_files[i].name);
+    ggfs_notify_versions(fs);
     for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
         ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
         ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);
@@ -251,14 +245,14 @@ static int apply(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
     return r;
 }
 
-bool wh_is_reserved(const struct gguf_file *gf, uint64_t i)
+bool ggfs_key_is_reserved(const struct gguf_file *gf, uint64_t i)
 {
     const void *key = gf->hdr + gf->kv[i].key_off;
     return gguf_key_is_alignment(key, gf->kv[i].key_len) ||
            gguf_key_is_padding(key, gf->kv[i].key_len);
 }
 
-bool wh_new_key_name(const char *fname, size_t len)
+bool ggfs_key_name_new(const char *fname, size_t len)
 {
     struct gguf_buf key = { 0 };
     struct gguf_diag d;
@@ -284,7 +278,7 @@ void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st)
         (void)posix_fadvise(src->fd, 0, (off_t)room, POSIX_FADV_WILLNEED);
 }
 
-int wh_apply(struct whandle *h)
+int ggfs_edit_apply(struct whandle *h)
 {
     if (!h->dirty || h->kind == WH_SCRATCH || h->kind == WH_DROPPED)
         return 0;
@@ -365,7 +359,7 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
             return e;
         h = (struct whandle *)(uintptr_t)fi.fh;
     } else {
-        if (!wh_new_key_name(to, strlen(to)))
+        if (!ggfs_key_name_new(to, strlen(to)))
             return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
                                      "lower_snake_case segments)");
         int64_t id = ggfs_key_id(fs, to);
@@ -379,7 +373,7 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
     h->text = p->text;
     p->text = tmp;
     h->dirty = h->written = true;
-    e = wh_apply(h);
+    e = ggfs_edit_apply(h);
     tmp = h->text;                   /* and take it back */
     h->text = p->text;
     p->text = tmp;

@@ -14,15 +14,15 @@
  * the reason (ggfs_edit_refused).  Handlers are never blocked by a commit
  * in progress, only, briefly, by the swap.
  *
- * Locks: the edits (marked (C)) and wh_apply run with commit_mu held:
+ * Locks: the edits (marked (C)) and ggfs_edit_apply run with commit_mu held:
  * nobody else can swap the state meanwhile, so fs->st is stable without
  * the state lock; the swap itself takes the lock for writing, which waits
  * for the handlers that only look (in memory, quick).  Reads hold a
  * reference to their version instead of the lock, so the swap never
  * waits for a read's fetch or fill, and the old version lives until its
  * last read drops it.  ggfs_write_check runs under commit_mu too (at the
- * start of every edit); ggfs_edit_refused, wh_is_reserved and
- * wh_new_key_name take no lock (a write() refused logs without
+ * start of every edit); ggfs_edit_refused, ggfs_key_is_reserved and
+ * ggfs_key_name_new take no lock (a write() refused logs without
  * commit_mu).
  */
 #ifndef FS_COMMIT_H
@@ -70,11 +70,11 @@ void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st);
 
 /* commit.c: key i cannot be written (general.alignment, gguffs.padding:
  * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */
-bool wh_is_reserved(const struct gguf_file *gf, uint64_t i);
-bool wh_new_key_name(const char *fname, size_t len);
+bool ggfs_key_is_reserved(const struct gguf_file *gf, uint64_t i);
+bool ggfs_key_name_new(const char *fname, size_t len);
 
 /* commit.c: applies a handle's text to the model (commit_mu and h->mu
  * held); 0 when there is nothing to apply. */
-int wh_apply(struct whandle *h);
+int ggfs_edit_apply(struct whandle *h);
 
 #endif

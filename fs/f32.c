@@ -221,11 +221,11 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
  * the engine's limit, the workers' depth: at most a quarter of what the
  * cache holds, so chunks filled ahead are not evicted by other chunks
  * filled ahead before their reader comes.  The depth of each sequential
- * stream is at most that bound shared by the streams reading sequentially.
- * Without the share, 16 readers each queued up to 28 chunks ahead into a
- * cache of 62, and chunks filled ahead were evicted before their reader
- * came and filled again: 1839 fills for 528 chunks
- * (tests/integration/test_prefetch.py, issue 22).
+ * stream is at most that bound shared by the streams reading sequentially:
+ * without the share, many readers each queueing their full depth would
+ * together queue more than the cache holds, and chunks filled ahead would
+ * be evicted before their reader came and filled again
+ * (tests/integration/test_prefetch.py counts the fills).
  */
 
 /* How far behind the furthest chunk read a read may start and still count

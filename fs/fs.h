@@ -1,51 +1,14 @@
 /*
  * fs/fs.h — the gguffs FUSE driver: the context every handler works with.
  *
- * Rooms of fs/ (only this directory includes a FUSE header; the caches it
- * uses, with no FUSE in them, are in cache/: cache.h the bounded cache of
- * fixed-size blocks that holds the dequantized chunks and the remote
- * blocks, blocksrc.h the remote blocks' byte source with its fetch
- * threads, diskcache.h the disk cache of remote blocks, thread.h helper
- * threads that take no signal).  Each file's functions are declared in
- * the header of its name, which says what it promises and which locks
- * its functions expect; this header declares only what they all share:
- * the inode layout, the lock order, struct ggfs, struct state and the
- * types in them, and small helpers on those.  It includes none of the
- * module headers; each of them includes it.
- *
- *   main.c          gguffs(1): options, mount point check, model open,
- *                   session (declares nothing)
- *   options.c/.h    the command line: option table, sizes, --help
- *   log.c/.h        where messages go: stderr, syslog, -o log_file
- *   signals.c/.h    how SIGHUP, SIGINT and SIGTERM end gguffs
- *   devio.c/.h      /dev/fuse reads: every unmount ends the session cleanly
- *   model.c/.h      opening a model (every shard, through byte sources)
- *   state.c/.h      one version of the model: name tables, key ids, text
- *                   (info.json, model.safetensors' layout); the counted
- *                   list of live versions
- *   nodes.c/.h      the inode layout: what an inode is, its attributes,
- *                   the small texts (type, shape, stats, meta/ values)
- *   ops.c/.h        the FUSE handlers and the operations table
- *   read.c/.h       reads of raw, f32, model.gguf and model.safetensors;
- *                   raw.npy and f32.npy (their NPY header, then raw's and
- *                   f32's paths)
- *   f32.c/.h        dequantizing chunks, the workers that fill them ahead,
- *                   and each open f32 file's reading pattern
- *   digest.c/.h     what is computed on first use and kept for the mount:
- *                   a tensor's stats (over f32, through the cache), its
- *                   xxh64 and sha256 (over raw), and /hashes
- *   whandle.c/.h    meta/ files open for writing, created keys, scratch
- *                   files
- *   commit.c/.h     applying an edit: new header, commit, new state, swap
- *   overlay.c/.h    a remote model's edits in a local file (-o overlay)
- *   notify.c/.h     telling the kernel what an edit changed
- *   underneath.c/.h noticing a local model changed by another program
- *                   while mounted (inotify, and fstat before bytes are
- *                   served)
- *   follow.c/.h     a read-only mount following the edits of a read-write
- *                   mount of the same model (the records of its edits
- *                   beside the model)
- *   list.h          an intrusive doubly-linked list
+ * Only fs/ includes a FUSE header; the caches it uses, with no FUSE in
+ * them, are in cache/.  The files of fs/ and the job of each are listed in
+ * doc/HACKING.md ("Layout").  Each file's functions are declared in the
+ * header of its name, which says what it promises and which locks its
+ * functions expect; this header declares only what they all share: the
+ * inode layout, the lock order, struct ggfs, struct state and the types in
+ * them, and small helpers on those.  It includes none of the module
+ * headers; each of them includes it.
  *
  * Inode numbers are computed from the index, never allocated:
  *
@@ -80,63 +43,16 @@
  * Names and attributes are cached by the kernel with long timeouts; after
  * an edit the names and inodes that changed are invalidated (notify.c).
  *
- * Locks, in the order they are taken (a thread holding one may take only
- * those below it):
- *
- *   hashes_mu         one /hashes computation at a time (digest.c), taken
- *                     by a read holding a state reference and no lock
- *   commit_mu         one edit at a time: handlers that may commit (open
- *                     for writing, create, write handles' flush and
- *                     release, unlink, rename, setxattr, setattr), and a
- *                     read-only mount's inotify thread adopting another
- *                     gguffs' edit (follow.c); while it is held, fs->st
- *                     cannot change, so those read it without the state
- *                     lock
- *   whandle.mu        a write handle's text and flags (whandle.c)
- *   lock (write)      swapping fs->st in (commit.c), briefly
- *   lock (read)       the handlers that only look (lookup, getattr,
- *                     readdir, open, xattrs, statfs), for their whole
- *                     run: each sees one version from start to end.
- *                     Reads (ops.c's read handler, f32.c's workers) hold
- *                     it only while they take a reference to fs->st
- *                     (ggfs_state_current), then run with the reference
- *                     alone: it keeps that version's memory (index,
- *                     sources, shards) alive; info, info.json and
- *                     model.gguf read the version their handle holds.
- *                     Writer-preferring, so readers cannot starve a swap;
- *                     and so no handler may wait on the network (a fetch,
- *                     a fill, a splice of remote bytes) with it held: the
- *                     swap would wait for that handler and every handler
- *                     after it for the swap, and one slow server would
- *                     stall the whole mount.
- *   pend_mu           the lists of created keys, live handles, snapshots,
- *                     open model.safetensors files, f32 streams
- *   workers.mu        the f32 streams' patterns (f32.c)
- *   prefetch mu       a prefetch engine's queue (cache/prefetch.h: the f32
- *                     workers', a remote cache's fetch threads'); never
- *                     held while a job runs
- *   cache mu          (cache/cache.c); held for bookkeeping only, never during a
- *                     fill
- *   blocksrc locks    a remote source's streams, then its rcache's prefetch
- *                     mu, then that cache's mu (cache/blocksrc.h); reached
- *                     from reads of a source (an f32 fill's among them, with
- *                     none of the locks above held), never held during a
- *                     fetch
- *   states_mu         the counted list of live states (state.c)
- *   sig_mu            what gguffs knows of the model's files: each
- *                     state's sig[], own_writing, own_epoch (underneath.c),
- *                     the signature a follower knows (follow.c); held for
- *                     a copy or an update, never during I/O
- *   notify queue mu   (notify.c), last: never held while waiting
- *
- * The log's mutex (log.c) stands apart: it takes no other lock and may be
- * taken under any (a message is logged with any lock held); it is held to
- * write one line, keep it for the log file or copy the kept ones.
- *
- * The notify queues' threads take no lock above their own but the state
- * list's; the kernel may make them wait for a directory's lock, which is
- * why no handler holding the root directory's lock waits for commit_mu
- * (ops.c refuses namespace changes outside meta/ without it).
+ * Locks: the complete table, in the order they are taken (a thread
+ * holding one may take only those below it), with what each guards, is in
+ * doc/HACKING.md ("Locks, in the order they are taken"); each module's
+ * header says which of them its functions expect.  In short: hashes_mu,
+ * commit_mu, a write handle's mu, the state lock (write, then read),
+ * pend_mu, workers.mu, a prefetch engine's mu, the cache's mu, the remote
+ * sources' and caches' own (each alone), states_mu, sig_mu, the notify
+ * queues' mu.  Writer-preferring, the state lock is never held while
+ * waiting on the network: the swap would wait for that handler and every
+ * handler after it for the swap.
  */
 #ifndef FS_FS_H
 #define FS_FS_H
@@ -228,7 +144,8 @@ struct tref {
  */
 struct state {
     struct ggfs *fs;
-    unsigned refs;               /* under fs->states_mu */
+    atomic_uint refs;            /* references (state.c: counted without a
+                                    lock; revived from 0 never) */
     uint64_t gen;                /* version: 0 at mount, +1 per commit */
     struct glist link;           /* in fs->states, under fs->states_mu */
     struct gguf_split *model;    /* its files (one, or every shard) */
@@ -311,14 +228,15 @@ struct ggfs {
      * closed at the end */
     const char *overlay;
     struct gguf_split *base;
-    double timeout;              /* entry/attr timeout, seconds */
+    double timeout;              /* entry/attr timeout, seconds (read
+                                    through ggfs_timeout) */
     /* The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_
      * SUPPORT, set at init): it then keeps every listing (FOPEN_CACHE_DIR),
      * and notify.c invalidates the root's and meta/'s when they change. */
     bool no_opendir;
     uint64_t cache_size;
     int threads;                 /* -o threads (-1: the default) */
-    /* The size of the kernel's read requests (main.c ggfs_request_size),
+    /* The size of the kernel's read requests (session.c ggfs_request_size),
      * and of f32 chunks: the f32 view of a tensor is cut into chunks of
      * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of
      * pages, so a whole number of quantization blocks for every type (every
@@ -404,12 +322,23 @@ struct ggfs {
     /* the overlay's checksum as this mount last read or wrote it (0: no
      * file); under commit_mu */
     uint64_t overlay_sum;
+    /* invalidations that could not be queued (notify.c; stats): from the
+     * first on, the entry and attribute timeouts are 0 (ggfs_timeout) */
+    atomic_uint_least64_t notes_lost;
 };
+
+/* The entry and attribute timeout of a reply: the mount's, or 0 once an
+ * invalidation could not be queued (notify.c: what the kernel keeps is
+ * then asked again rather than trusted). */
+static inline double ggfs_timeout(struct ggfs *fs)
+{
+    return atomic_load(&fs->notes_lost) ? 0 : fs->timeout;
+}
 
 
 /* The disk cache of shard i of the model, or NULL when there is none.  Its
  * blocks are the block cache's (-o remote_block bytes, block b at
- * b * remote_block): main.c hands it to the shard's blocksrc wrapper
+ * b * remote_block): mount_dcache.c hands it to the shard's blocksrc wrapper
  * (blocksrc_set_disk), whose fills read it first and store what they
  * fetch. */
 struct dcache;

@@ -11,7 +11,7 @@
  * opening them one after another (see model.c).
  *
  * Locks: none of the mount's.  ggfs_open_model is called before the
- * session (main.c) or, to open the file an edit left, under commit_mu
+ * session (mount_open.c) or, to open the file an edit left, under commit_mu
  * (commit.c); ggfs_remote from any thread.
  */
 #ifndef FS_MODEL_H

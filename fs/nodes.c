@@ -193,7 +193,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      "edits_in_place %llu\nedits_cloned %llu\nedits_copied %llu\n"
                      "underneath_changed %d\nunderneath_replaced %d\n"
                      "underneath_eio %llu\nunderneath_refused %llu\n"
-                     "underneath_followed %llu\n",
+                     "underneath_followed %llu\nnotes_lost %llu\n",
                      (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
                      (ull)cs.waits, (ull)cs.prefetched, (ull)cs.prefetch_wasted,
                      (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
@@ -203,7 +203,8 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      !!(atomic_load(&fs->under) & UNDER_CHANGED),
                      !!(atomic_load(&fs->under) & UNDER_REPLACED),
                      (ull)atomic_load(&fs->under_eio), (ull)atomic_load(&fs->under_refused),
-                     (ull)atomic_load(&fs->under_followed));
+                     (ull)atomic_load(&fs->under_followed),
+                     (ull)atomic_load(&fs->notes_lost));
     static const char *const kind[RK_COUNT] = { "raw", "f32", "model", "raw_npy", "f32_npy",
                                                 "info_json", "safetensors", "tensor_stats",
                                                 "xxh64", "sha256", "hashes", "hf" };
@@ -370,10 +371,11 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return ESTALE;
-        const struct text *j = n.kind == K_INFO_JSON ? ggfs_info_json(v) : NULL;
-        if (n.kind == K_INFO_JSON && !j) {
+        const struct text *j = NULL;
+        int je = n.kind == K_INFO_JSON ? ggfs_info_json(v, &j) : 0;
+        if (je) {
             ggfs_state_put(v);
-            return ENOMEM;
+            return je;
         }
         stat_file(out, ro, n.kind == K_INFO ? v->info.len : j ? j->len : v->model_size);
         ggfs_state_put(v);

@@ -23,9 +23,20 @@
  *
  * Each queue is FIFO; a waiter waits until what was queued before it has
  * been sent, at most a second (then it goes on: a cache may be stale).
+ *
+ * A notification is never dropped silently.  One that cannot be queued
+ * (no memory for its note) marks its queue for a sweep, which needs no
+ * memory: the queue's thread then invalidates everything that queue is
+ * ever told about (the root's version names; meta/ itself and every name
+ * and inode of the current version), after the notes queued before it.
+ * And from the first such loss on, the mount's entry and attribute
+ * timeouts are 0 (ggfs_timeout, fs.h), so nothing the sweep could not
+ * name (a key an edit removed) stays cached either.  A waiter counts a
+ * sweep as one more thing queued.
  */
 #include "fs.h"
 #include "notify.h"
+#include "nodes.h"
 #include "state.h"
 #include "cache/thread.h"
 
@@ -35,13 +46,19 @@
 #include <string.h>
 #include <time.h>
 
+/* One allocation: the name is stored after it. */
 struct note {
     struct state *free_state;      /* or: a retired state to free */
     bool entry;                    /* inval_entry(parent, name) or inval_inode */
     fuse_ino_t ino;
-    char *name;
     struct note *next;
+    char name[];
 };
+
+/* The names in / that change with every version (fs.h: each version has
+ * inodes of its own for them). */
+static const char *const version_names[] = { "info", "model.gguf", "info.json",
+                                             "model.safetensors", "hf" };
 
 struct queue {
     struct ggfs *fs;
@@ -49,7 +66,9 @@ struct queue {
     pthread_cond_t cv;             /* a note was queued, or stop */
     pthread_cond_t done_cv;        /* a note was sent */
     struct note *head, **tail;
-    uint64_t queued, done;         /* notes ever queued / sent */
+    uint64_t queued, done;         /* notes (and sweeps) ever queued / sent */
+    uint64_t sweeps;               /* notes lost since the last sweep began */
+    bool is_meta;                  /* what a sweep invalidates: meta/, or / */
     pthread_t thread;
     bool running, stop;
 };
@@ -70,25 +89,65 @@ static void send_note(struct ggfs *fs, const struct note *n)
         fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
 }
 
+/* Everything a queue is ever told about, for notes that were lost: the
+ * root's version names, or meta/ and every name and inode of the current
+ * version (a reference to it, taken under the state lock, which no
+ * thread holds while it waits for this queue). */
+static void sweep(struct ggfs *fs, bool meta)
+{
+    if (!fs->se)
+        return;
+    if (!meta) {
+        for (size_t i = 0; i < sizeof version_names / sizeof *version_names; i++)
+            fuse_lowlevel_notify_inval_entry(fs->se, INO_ROOT, version_names[i],
+                                             strlen(version_names[i]));
+        for (unsigned i = 0; i < ggfs_hf_files_n; i++)
+            fuse_lowlevel_notify_inval_entry(fs->se, INO_HF, ggfs_hf_files[i].name,
+                                             strlen(ggfs_hf_files[i].name));
+        fuse_lowlevel_notify_inval_inode(fs->se, INO_ROOT, 0, 0);
+        return;
+    }
+    struct state *st = ggfs_state_current(fs);
+    if (st) {
+        for (uint64_t i = 0; i < st_meta(st)->n_kv; i++) {
+            const char *name = st->meta_names.names[i];
+            fuse_lowlevel_notify_inval_entry(fs->se, INO_META, name, strlen(name));
+            fuse_lowlevel_notify_inval_inode(fs->se, KV_BASE + st->kv_id[i], 0, 0);
+        }
+        ggfs_state_put(st);
+    }
+    fuse_lowlevel_notify_inval_inode(fs->se, INO_META, 0, 0);
+}
+
 static void *queue_main(void *arg)
 {
     struct queue *q = arg;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop)
+        while (!q->head && !q->sweeps && !q->stop)
             pthread_cond_wait(&q->cv, &q->mu);
-        if (!q->head)
+        if (q->head) {
+            struct note *n = q->head;
+            q->head = n->next;
+            if (!q->head)
+                q->tail = &q->head;
+            pthread_mutex_unlock(&q->mu);
+            send_note(q->fs, n);
+            free(n);
+            pthread_mutex_lock(&q->mu);
+            q->done++;
+        } else if (q->sweeps) {
+            /* after every note queued before the loss: the sweep comes
+             * last, so an older note cannot undo it */
+            uint64_t k = q->sweeps;
+            q->sweeps = 0;
+            pthread_mutex_unlock(&q->mu);
+            sweep(q->fs, q->is_meta);
+            pthread_mutex_lock(&q->mu);
+            q->done += k;
+        } else {
             break;
-        struct note *n = q->head;
-        q->head = n->next;
-        if (!q->head)
-            q->tail = &q->head;
-        pthread_mutex_unlock(&q->mu);
-        send_note(q->fs, n);
-        free(n->name);
-        free(n);
-        pthread_mutex_lock(&q->mu);
-        q->done++;
+        }
         pthread_cond_broadcast(&q->done_cv);
     }
     pthread_mutex_unlock(&q->mu);
@@ -123,9 +182,24 @@ static void queue_wait(struct queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-static int queue_start(struct ggfs *fs, struct queue *q)
+/* A note for q could not be made: the caches' timeouts turn down for the
+ * rest of the mount, and q's thread sweeps (it counts for waiters). */
+static void lose(struct ggfs *fs, struct queue *q)
+{
+    atomic_fetch_add(&fs->notes_lost, 1);
+    pthread_mutex_lock(&q->mu);
+    if (q->running && !q->stop) {
+        q->sweeps++;
+        q->queued++;
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+static int queue_start(struct ggfs *fs, struct queue *q, bool is_meta)
 {
     q->fs = fs;
+    q->is_meta = is_meta;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     pthread_cond_init(&q->done_cv, NULL);
@@ -133,6 +207,11 @@ static int queue_start(struct ggfs *fs, struct queue *q)
     q->stop = false;
     int e = ggfs_thread_start(&q->thread, queue_main, q);
     q->running = e == 0;
+    if (e) {
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv);
+        pthread_cond_destroy(&q->done_cv);
+    }
     return e;
 }
 
@@ -152,17 +231,20 @@ static void queue_stop(struct queue *q)
     pthread_cond_destroy(&q->done_cv);
 }
 
-static void note(struct queue *q, bool entry, fuse_ino_t ino, const char *name)
+static void note(struct ggfs *fs, struct queue *q, bool entry, fuse_ino_t ino,
+                 const char *name)
 {
-    struct note *n = calloc(1, sizeof *n);
+    size_t len = name ? strlen(name) + 1 : 0;
+    struct note *n = calloc(1, sizeof *n + len);
     if (!n)
-        return;
+        return lose(fs, q);
     n->entry = entry;
     n->ino = ino;
-    n->name = name ? strdup(name) : NULL;
-    if ((entry && !n->name) || !queue_put(q, n)) {
-        free(n->name);
+    if (len)
+        memcpy(n->name, name, len);
+    if (!queue_put(q, n)) {
         free(n);
+        lose(fs, q);
     }
 }
 
@@ -172,10 +254,14 @@ int ggfs_notify_start(struct ggfs *fs)
     if (!nt)
         return ENOMEM;
     fs->notify = nt;
-    int e = queue_start(fs, &nt->meta);
+    int e = queue_start(fs, &nt->meta, true);
     if (!e)
-        e = queue_start(fs, &nt->root);
-    return e ? e : queue_start(fs, &nt->free);
+        e = queue_start(fs, &nt->root, false);
+    if (!e)
+        e = queue_start(fs, &nt->free, false);
+    if (e)
+        ggfs_notify_stop(fs);       /* the threads that did start */
+    return e;
 }
 
 void ggfs_notify_stop(struct ggfs *fs)
@@ -193,25 +279,23 @@ void ggfs_notify_stop(struct ggfs *fs)
 void ggfs_notify_meta_entry(struct ggfs *fs, const char *name)
 {
     if (fs->notify)
-        note(&fs->notify->meta, true, INO_META, name);
+        note(fs, &fs->notify->meta, true, INO_META, name);
 }
 
 void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino)
 {
     if (fs->notify)
-        note(&fs->notify->meta, false, ino, NULL);
+        note(fs, &fs->notify->meta, false, ino, NULL);
 }
 
-void ggfs_notify_root_entry(struct ggfs *fs, const char *name)
+void ggfs_notify_versions(struct ggfs *fs)
 {
-    if (fs->notify)
-        note(&fs->notify->root, true, INO_ROOT, name);
-}
-
-void ggfs_notify_hf_entry(struct ggfs *fs, const char *name)
-{
-    if (fs->notify)
-        note(&fs->notify->root, true, INO_HF, name);
+    if (!fs->notify)
+        return;
+    for (size_t i = 0; i < sizeof version_names / sizeof *version_names; i++)
+        note(fs, &fs->notify->root, true, INO_ROOT, version_names[i]);
+    for (unsigned i = 0; i < ggfs_hf_files_n; i++)
+        note(fs, &fs->notify->root, true, INO_HF, ggfs_hf_files[i].name);
 }
 
 bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)

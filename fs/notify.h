@@ -10,7 +10,15 @@
  * (closing a replaced model file may take a second).  Promises: what is
  * queued is sent in order; a wait returns once what was queued before it
  * has been sent, or after a second (then a cache may be stale); nobody
- * waits for the free queue.  Without the threads (before they start, or
+ * waits for the free queue.  Nothing is dropped silently: a notification
+ * that cannot be queued (out of memory) is counted in fs->notes_lost,
+ * turns the mount's entry and attribute timeouts to 0 (ggfs_timeout), and
+ * makes its queue's thread invalidate everything that queue covers (every
+ * version name of /, or meta/ and every name and inode of the current
+ * version), which a waiter waits for as for a notification.
+ * ggfs_notify_start starts all three threads or none (then it returns the
+ * errno, and the mount must not go on: edits would leave the kernel's
+ * caches stale for a year).  Without the threads (before they start, or
  * after ggfs_notify_stop) the calls do nothing (ggfs_notify_free_state
  * returns false: the caller frees the state itself).
  *
@@ -19,21 +27,22 @@
  * waits are called under commit_mu (by a commit, or a write handle's
  * close), never with the root directory's lock held by the kernel for
  * the caller (fs.h).  The threads take no lock above their own but the
- * state list's.
+ * state list's, and the state lock (read) for a sweep.
  */
 #ifndef FS_NOTIFY_H
 #define FS_NOTIFY_H
 
 #include "fs.h"
 
+/* 0, or an errno (no thread runs then). */
 int ggfs_notify_start(struct ggfs *fs);
 void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
 void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
 void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
-void ggfs_notify_root_entry(struct ggfs *fs, const char *name);
-/* A name in hf/ (its files are a version's: new inodes after an edit),
- * on the root's queue: the commit waits for it as for the root's. */
-void ggfs_notify_hf_entry(struct ggfs *fs, const char *name);
+/* The names in / that every version has its own inodes for (info,
+ * model.gguf, info.json, model.safetensors, hf: fs.h), and the files of
+ * hf/ (a version's too), on the root's queue: the commit waits for them. */
+void ggfs_notify_versions(struct ggfs *fs);
 /* Queues st to be freed on a notify thread; false if they do not run. */
 bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
 /* Wait (at most a second) until what was queued so far has been sent:

@@ -209,8 +209,8 @@ static void reply_entry(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_
     e.ino = ino;
     e.generation = 1;
     /* log grows with every message: its size is asked for each stat */
-    e.attr_timeout = ino == INO_LOG ? 0 : fs->timeout;
-    e.entry_timeout = fs->timeout;
+    e.attr_timeout = ino == INO_LOG ? 0 : ggfs_timeout(fs);
+    e.entry_timeout = ggfs_timeout(fs);
     fuse_reply_entry(req, &e);
 }
 
@@ -279,7 +279,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
     /* A negative entry: the name appears only by an edit, which says so. */
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
-    e.entry_timeout = fs->timeout;
+    e.entry_timeout = ggfs_timeout(fs);
     fuse_reply_entry(req, &e);
 }
 /* Every size is known from the header (a stats file's and the digests' are
@@ -314,7 +314,7 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     if (err)
         return (void)fuse_reply_err(req, err);
     bool writing = ino >= KV_BASE && ino < VERSION_BASE && ggfs_edit_is_open(fs, ino - KV_BASE);
-    fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : fs->timeout);
+    fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : ggfs_timeout(fs));
 }
 static void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -397,8 +397,8 @@ static size_t add_entry(fuse_req_t req, struct ggfs *fs, struct state *st, bool 
         ggfs_stat(fs, st, child, &e.attr) == 0) {
         e.ino = child;
         e.generation = 1;
-        e.attr_timeout = fs->timeout;
-        e.entry_timeout = fs->timeout;
+        e.attr_timeout = ggfs_timeout(fs);
+        e.entry_timeout = ggfs_timeout(fs);
     } else {
         e.attr.st_ino = child;
         e.attr.st_mode = mode;
@@ -781,11 +781,12 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 ggfs_reply_slice(req, d, len, size, off);
         } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
-            const struct text *j = ggfs_info_json(v);
-            if (j)
-                ggfs_reply_slice(req, j->data, j->len, size, off);
+            const struct text *j;
+            int je = ggfs_info_json(v, &j);
+            if (je)
+                fuse_reply_err(req, je);
             else
-                fuse_reply_err(req, ENOMEM);
+                ggfs_reply_slice(req, j->data, j->len, size, off);
         } else {
             reply_info(req, fs, v, size, off);
         }
@@ -1046,7 +1047,7 @@ static void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     if (e)
         fuse_reply_err(req, e);
     else
-        fuse_reply_attr(req, &out, pend || own ? 0 : fs->timeout);
+        fuse_reply_attr(req, &out, pend || own ? 0 : ggfs_timeout(fs));
 }
 
 const struct fuse_lowlevel_ops ggfs_ops = {

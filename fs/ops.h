@@ -1,5 +1,5 @@
 /*
- * fs/ops.h — the FUSE low-level handlers (ops.c) and what main.c needs of
+ * fs/ops.h — the FUSE low-level handlers (ops.c) and what session.c needs of
  * them.
  *
  * Promises: every handler ends in exactly one fuse_reply_*.  Handlers

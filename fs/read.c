@@ -84,7 +84,9 @@ static void reply_source(fuse_req_t req, const struct state *st, unsigned shard,
     /* A remote source's bytes that its disk cache holds: spliced from the
      * cache's data file, as a local model's are. */
     struct blocksrc_span sp[REPLY_PINS];
-    int ns = size ? blocksrc_hold_disk(src, pos, size, sp, REPLY_PINS) : 0;
+    int ns = 0;
+    if (size)
+        blocksrc_hold_disk(src, pos, size, sp, REPLY_PINS, &ns);   /* EINVAL: not held */
     if (ns > 0) {
         struct fuse_bufvec *bv = malloc(sizeof *bv + (size_t)ns * sizeof bv->buf[0]);
         if (!bv) {
@@ -116,12 +118,13 @@ static void reply_source(fuse_req_t req, const struct state *st, unsigned shard,
      * the block cache (one copy), the blocks pinned meanwhile. */
     struct iovec iov[REPLY_PINS];
     struct cache_block *pins[REPLY_PINS];
-    int n = size ? blocksrc_pin(src, pos, size, iov, pins, REPLY_PINS) : -EINVAL;
-    if (n > 0 || n == -EIO || n == -ENOMEM) {
-        if (n == -EIO)
+    int n = 0;
+    int pe = size ? blocksrc_pin(src, pos, size, iov, pins, REPLY_PINS, &n) : EINVAL;
+    if (n > 0 || pe == EIO || pe == ENOMEM) {
+        if (pe == EIO)
             ggfs_source_failed(req_fs(req), src, pos, size);
-        if (n < 0) {
-            fuse_reply_err(req, -n);
+        if (pe) {
+            fuse_reply_err(req, pe);
             return;
         }
         int r = fuse_reply_iov(req, iov, n);
@@ -174,8 +177,9 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
     if (n_pre)
         iov[0] = (struct iovec){ (void *)pre, pre_len };
     memcpy(iov + n_pre, p.iov, p.n * sizeof *iov);
-    fuse_reply_iov(req, iov, (int)(n_pre + p.n));
-    ggfs_f32_unpin(st->fs, &p, true);
+    /* served only if the reply went out (the chunks then go first) */
+    int r = fuse_reply_iov(req, iov, (int)(n_pre + p.n));
+    ggfs_f32_unpin(st->fs, &p, r == 0);
 }
 
 /* float32 stored little-endian is its own f32 view: served like raw */
@@ -287,10 +291,11 @@ static void piece_source(struct pieces *p, const struct state *st, unsigned shar
     struct held *h = &p->held[p->n_held];
     h->src = src;
     h->disk = true;
-    h->n = blocksrc_hold_disk(src, pos, size, h->sp, REPLY_PINS);
-    if (h->n <= 0) {
+    int pe = 0;
+    blocksrc_hold_disk(src, pos, size, h->sp, REPLY_PINS, &h->n);     /* EINVAL: not held */
+    if (h->n == 0) {
         h->disk = false;
-        h->n = blocksrc_pin(src, pos, size, h->iov, h->pins, REPLY_PINS);
+        pe = blocksrc_pin(src, pos, size, h->iov, h->pins, REPLY_PINS, &h->n);
     }
     if (h->n > 0) {
         /* the piece made above becomes the first of the blocks' */
@@ -318,10 +323,10 @@ static void piece_source(struct pieces *p, const struct state *st, unsigned shar
         }
         return;
     }
-    if (h->n == -EIO || h->n == -ENOMEM) {
-        if (h->n == -EIO)
+    if (pe == EIO || pe == ENOMEM) {
+        if (pe == EIO)
             ggfs_source_failed(st->fs, src, pos, size);
-        p->err = -h->n;
+        p->err = pe;
         return;
     }
     char *buf = malloc(size ? size : 1);

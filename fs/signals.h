@@ -18,8 +18,8 @@
  * Why the window is empty (libfuse's own handlers left one): libfuse's loop
  * is `while (!exited) wait;`, the wait being sem_wait (threaded loop) or
  * read(/dev/fuse) (-s).  A handler that sets `exited` and lands between the
- * check and the wait is missed until another request comes (seen as a hang
- * under load, issue 20).  Here the signal thread sets `exited` and then
+ * check and the wait is missed until another request comes (a hang under
+ * load).  Here the signal thread sets `exited` and then
  * interrupts the loop's thread with SIGNALS_WAKE — again every 10 ms until
  * the loop has returned.  SIGNALS_WAKE is blocked everywhere except in the
  * loop's thread while it runs the loop, and its handler does nothing: each

@@ -130,8 +130,9 @@ void ggfs_key_ids_free(struct ntab *ids)
  *
  * Every live state is on one list, so that an inode of an older version
  * (info or model.gguf held open across an edit) can find its state.  A
- * state leaves the list when its last reference goes, under the same lock
- * that ggfs_state_by_gen takes its reference under.
+ * state leaves the list when its last reference goes, under the lock
+ * that ggfs_state_by_gen searches the list under; references themselves
+ * are an atomic count (see ggfs_state_ref).
  */
 static void states_add(struct state *st)
 {
@@ -141,11 +142,14 @@ static void states_add(struct state *st)
     pthread_mutex_unlock(&fs->states_mu);
 }
 
+/* A reference is counted without a lock: the caller holds one already (or
+ * the state lock, under which fs->st holds the mount's), so the count is
+ * above 0 and the state cannot go meanwhile.  Only ggfs_state_by_gen finds
+ * a state it holds no reference to, on the list, and takes one only while
+ * the count is above 0 (a state at 0 is on its way out). */
 struct state *ggfs_state_ref(struct state *st)
 {
-    pthread_mutex_lock(&st->fs->states_mu);
-    st->refs++;
-    pthread_mutex_unlock(&st->fs->states_mu);
+    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
     return st;
 }
 
@@ -163,10 +167,10 @@ struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
     pthread_mutex_lock(&fs->states_mu);
     for (struct glist *l = fs->states.next; l != &fs->states && !found; l = l->next) {
         struct state *st = GLIST_ENTRY(l, struct state, link);
-        if (st->gen == gen) {
-            st->refs++;
-            found = st;
-        }
+        unsigned r = atomic_load(&st->refs);
+        while (st->gen == gen && r > 0 && !found)
+            if (atomic_compare_exchange_weak(&st->refs, &r, r + 1))
+                found = st;
     }
     pthread_mutex_unlock(&fs->states_mu);
     return found;
@@ -177,12 +181,16 @@ void ggfs_state_put(struct state *st)
     if (!st)
         return;
     struct ggfs *fs = st->fs;
+    /* release: what this holder did with the state happens before its
+     * free; the last holder acquires it */
+    if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* at 0 nobody can take a reference again (ggfs_state_by_gen skips
+     * it), so it leaves the list now */
     pthread_mutex_lock(&fs->states_mu);
-    bool last = --st->refs == 0;
-    if (last)
-        glist_del(&st->link);
+    glist_del(&st->link);
     pthread_mutex_unlock(&fs->states_mu);
-    if (last && !ggfs_notify_free_state(fs, st))
+    if (!ggfs_notify_free_state(fs, st))
         ggfs_state_free(st);
 }
 
@@ -410,9 +418,10 @@ static int render_info(struct state *st, const char *path)
                     "(of raw), hashes (llama-gguf-hash --xxh64 --sha256 of model.gguf%s)\n\n",
                     st->fs->remote ? ": reads the whole model once" : "");
     int e = 0;
-    if (gguf_info_render(shown, path, &b) != GGUF_OK || b.oom) {
+    enum gguf_err ge = gguf_info_render(shown, path, &b);
+    if (ge != GGUF_OK || b.oom) {
         gguf_buf_free(&b);
-        e = ENOMEM;
+        e = ge != GGUF_OK ? gguf_err_errno_made(ge) : ENOMEM;
     } else {
         st->info.data = b.data;
         st->info.len = b.len;
@@ -425,18 +434,23 @@ static int render_info(struct state *st, const char *path)
  * model.gguf shows it), as JSON; rendered on first use (a stat or a read),
  * like meta/'s values: its size follows the header's, so a version nobody
  * asks about costs nothing. */
-const struct text *ggfs_info_json(struct state *st)
+int ggfs_info_json(struct state *st, const struct text **out)
 {
     struct text *t = atomic_load_explicit(&st->info_json, memory_order_acquire);
+    *out = t;
     if (t)
-        return t;
+        return 0;
     struct gguf_file *merged = NULL;
     const struct gguf_file *shown = st_meta(st);
     if (st->model->n > 1) {
         struct gguf_diag d;
-        if (gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
-                       st->model_size, &merged, &d, NULL) != GGUF_OK)
-            return NULL;
+        enum gguf_err pe = gguf_parse((const uint8_t *)st->merged.hdr.data, st->merged.hdr.len,
+                                      st->model_size, &merged, &d, NULL);
+        if (pe != GGUF_OK) {
+            if (pe != GGUF_E_NOMEM)
+                fuse_log(FUSE_LOG_ERR, "gguffs: info.json: the merged header: %s\n", d.msg);
+            return gguf_err_errno_made(pe);
+        }
         shown = merged;
     }
     struct gguf_buf b = { 0 };
@@ -444,7 +458,7 @@ const struct text *ggfs_info_json(struct state *st)
     gguf_close(merged);
     if (e != GGUF_OK || b.oom || !(t = malloc(sizeof *t))) {
         gguf_buf_free(&b);
-        return NULL;
+        return e != GGUF_OK ? gguf_err_errno_made(e) : ENOMEM;
     }
     t->data = b.data;
     t->len = b.len;
@@ -454,7 +468,8 @@ const struct text *ggfs_info_json(struct state *st)
         free(t);
         t = expected;
     }
-    return t;
+    *out = t;
+    return 0;
 }
 
 /* Tensor i of st as model.safetensors' layout wants it. */
@@ -486,10 +501,9 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
     if (e != GGUF_OK) {
         gguf_st_free(l);
         free(l);
-        if (e == GGUF_E_NOMEM)
-            return ENOMEM;
-        fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
-        return EFBIG;
+        if (e != GGUF_E_NOMEM)
+            fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
+        return gguf_err_errno_made(e);
     }
     struct gguf_st_layout *expected = NULL;
     if (!atomic_compare_exchange_strong(&st->safetensors, &expected, l)) {
@@ -580,7 +594,7 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     if (!st)
         return ENOMEM;
     st->fs = fs;
-    st->refs = 1;
+    atomic_init(&st->refs, 1);
     st->gen = gen;
     st->model = model;
     if (model->shards[0].src->fd >= 0) {

@@ -14,7 +14,8 @@
  *
  * Locks: ggfs_state_current takes the state lock (read) and so must not
  * be called with it or anything below it held (commit_mu is fine);
- * ggfs_state_ref, ggfs_state_put and ggfs_state_by_gen take states_mu.
+ * ggfs_state_ref takes no lock (an atomic count); ggfs_state_by_gen takes
+ * states_mu, and so does the ggfs_state_put that drops the last reference.
  * ggfs_state_new and ggfs_key_id run under commit_mu (or before the
  * session).  The rest read a state the caller holds (a reference, the
  * state lock, or commit_mu for fs->st).
@@ -48,10 +49,13 @@ void ggfs_state_free(struct state *st);
  * Under commit_mu, or before the session. */
 int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
 void ggfs_key_ids_free(struct ntab *ids);
-/* info.json of st (rendered on first use, kept); NULL when out of memory. */
-const struct text *ggfs_info_json(struct state *st);
+/* info.json of st (rendered on first use, kept) into *out: 0, or the
+ * errno of the failure as gguf_err_errno_made gives it (ENOMEM; EIO, and
+ * logged, for a merged header that does not parse). */
+int ggfs_info_json(struct state *st, const struct text **out);
 /* model.safetensors' layout of st (laid out on first use, kept; see
- * gguf/safetensors.h) into *out: 0, ENOMEM, or EFBIG for a model whose
+ * gguf/safetensors.h) into *out: 0, or the errno of the failure as
+ * gguf_err_errno_made gives it: ENOMEM, EFBIG for a model whose
  * safetensors file would be too large (logged). */
 int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
 /* hf/model.safetensors' layout of st (gguf/hf.h), laid out on first use

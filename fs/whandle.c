@@ -168,7 +168,7 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     int w = ggfs_write_check(fs, &why);
     if (w)
         return ggfs_edit_refused(fs, fname, w, why);
-    if (wh_is_reserved(gf, idx))
+    if (ggfs_key_is_reserved(gf, idx))
         return ggfs_edit_refused(fs, fname, EPERM, "this key decides the file's layout");
     if (!gguf_kv_uniform(gf, &gf->kv[idx]))
         return ggfs_edit_refused(fs, fname, EPERM, "an array whose elements differ in type "
@@ -232,7 +232,7 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
     /* A tool's temporary file, or a new key whose name must follow the
      * GGUF rule (scratch names first: sed's may look like a key). */
     bool scratch = gguf_name_is_scratch(name, strlen(name));
-    if (!scratch && !wh_new_key_name(name, strlen(name)))
+    if (!scratch && !ggfs_key_name_new(name, strlen(name)))
         return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EINVAL, "not a valid new "
                                                            "key name ('.'-separated "
                                                            "lower_snake_case segments)"));
@@ -416,7 +416,7 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
         h->bad = false;
         h->written = true;
         if (temp)
-            e = wh_apply(h);
+            e = ggfs_edit_apply(h);
     }
     pthread_mutex_unlock(&h->mu);
     if (temp)
@@ -473,7 +473,7 @@ int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid)
     bool was_dirty = h->dirty;
     int e = 0;
     if (h->written || (h->dirty && !open_elsewhere(fs, pid, KV_BASE + h->id)))
-        e = wh_apply(h);
+        e = ggfs_edit_apply(h);
     if (e)
         h->dirty = false;     /* reported by this close; release adds nothing */
     pthread_mutex_unlock(&h->mu);
@@ -492,7 +492,7 @@ void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi)
         return;       /* a scratch stays (pending) until renamed or removed */
     pthread_mutex_lock(&h->mu);
     if (h->kind != WH_DROPPED)
-        wh_apply(h);  /* close() already reported a flush error; what still fails is lost */
+        ggfs_edit_apply(h);  /* close() already reported a flush error; what still fails is lost */
     pthread_mutex_unlock(&h->mu);
     wh_pending_remove(h);
     wh_free(h);

@@ -92,3 +92,24 @@ bool gguf_buf_printf(struct gguf_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
     return true;
 }
+
+char *gguf_str_dup_n(const char *s, size_t n)
+{
+    char *p = n < SIZE_MAX ? malloc(n + 1) : NULL;
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+char *gguf_str_concat(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+    }
+    return s;
+}

@@ -46,4 +46,11 @@ bool gguf_buf_putc(struct gguf_buf *b, char c);
 bool gguf_buf_printf(struct gguf_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Small strings, malloc'd (NULL when out of memory; malloc rather than
+ * strdup, so that tests that wrap malloc and free see them): the n bytes at s,
+ * NUL bytes among them copied as they are, and a NUL after them; a and b
+ * one after the other. */
+char *gguf_str_dup_n(const char *s, size_t n);
+char *gguf_str_concat(const char *a, const char *b);
+
 #endif

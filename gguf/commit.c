@@ -218,8 +218,8 @@ static uint64_t clone_block_for(struct gguf_source *src, uint64_t old_off, uint6
 uint64_t gguf_clone_block(const char *path)
 {
     /* File systems that never clone are not asked: on ext4 the probe's
-     * unnamed file is an inode created and freed in its journal, 0.5 ms of
-     * each growing edit. */
+     * unnamed file is an inode created and freed in its journal, a cost
+     * every growing edit would pay for nothing. */
     struct statfs sf;
     if (statfs(path, &sf) == 0 && (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == TMPFS_MAGIC))
         return 0;

@@ -24,6 +24,7 @@ const char *gguf_strerror(enum gguf_err e)
     case GGUF_E_NOENT: return "no such key or file";
     case GGUF_E_EXIST: return "already exists";
     case GGUF_E_INTERRUPTED: return "an interrupted edit must be rolled back";
+    case GGUF_E_TOOBIG: return "too large";
     }
     return "unknown error";
 }
@@ -77,6 +78,15 @@ int gguf_err_errno(enum gguf_err e)
     case GGUF_E_PERM: return EPERM;
     case GGUF_E_NOENT: return ENOENT;
     case GGUF_E_EXIST: return EEXIST;
+    case GGUF_E_TOOBIG: return EFBIG;
     default: return EINVAL;
+    }
+}
+
+int gguf_err_errno_made(enum gguf_err e)
+{
+    switch (e) {
+    case GGUF_OK: case GGUF_E_NOMEM: case GGUF_E_TOOBIG: return gguf_err_errno(e);
+    default: return EIO;
     }
 }

@@ -42,6 +42,8 @@ enum gguf_err {
     GGUF_E_EXIST = 13,      /* a key of that name exists                EEXIST */
     GGUF_E_INTERRUPTED = 14,/* an interrupted edit must be rolled back
                                (gguf_recover) before the model is read  EIO    */
+    GGUF_E_TOOBIG = 15,     /* what would be made is too large (a file
+                               past 2^63 bytes: model.safetensors)      EFBIG  */
 };
 
 /* What went wrong, filled by the call that returned the error. */
@@ -55,8 +57,17 @@ struct gguf_diag {
 const char *gguf_strerror(enum gguf_err e);
 
 /* The errno of e, as the table above gives it (0 for GGUF_OK): the one
- * place the codes become errno, for fs/ and the tools. */
+ * place the codes become errno, for fs/ and the tools.  Every errno is
+ * positive, in gguf/, cache/ and fs/ alike; only the byte source's read
+ * (gguf/source.h: a count, or a negative errno, as read(2) and the kernel
+ * have it) carries a sign. */
 int gguf_err_errno(enum gguf_err e);
+
+/* The errno of e where gguffs makes a file's bytes from what it has read
+ * (info.json of a merged header, info): not the caller's argument being
+ * wrong but the data, so every code is EIO but for GGUF_OK (0),
+ * GGUF_E_NOMEM (ENOMEM) and GGUF_E_TOOBIG (EFBIG). */
+int gguf_err_errno_made(enum gguf_err e);
 
 /*
  * Writes the one-line form of d into out (cap bytes, NUL-terminated,

@@ -1,6 +1,8 @@
 /* gguf/journal.c — files beside the model, the journal, steps (journal.h). */
 #include "journal.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,17 +35,6 @@ void gguf_jpaths_free(struct gguf_jpaths *p)
     free(p->newf);
 }
 
-static char *concat(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 1);
-    if (s) {
-        memcpy(s, a, la);
-        memcpy(s + la, b, lb + 1);
-    }
-    return s;
-}
-
 enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
                                struct gguf_diag *d)
 {
@@ -62,8 +53,8 @@ enum gguf_err gguf_jpaths_init(const char *path, struct gguf_jpaths *p,
         memcpy(p->dir, p->model, dl);
         p->dir[dl] = '\0';
     }
-    p->journal = concat(p->model, GGUF_JOURNAL_SUFFIX);
-    p->newf = concat(p->model, GGUF_NEW_SUFFIX);
+    p->journal = gguf_str_concat(p->model, GGUF_JOURNAL_SUFFIX);
+    p->newf = gguf_str_concat(p->model, GGUF_NEW_SUFFIX);
     if (!p->dir || !p->journal || !p->newf) {
         gguf_jpaths_free(p);
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");

@@ -3,6 +3,8 @@
 
 #include "journal.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,17 +15,6 @@
 
 static const char omagic[8] = { 'G', 'G', 'U', 'F', 'F', 'S', 'O', 'V' };
 static const struct gguf_enc oenc = { .big_endian = false, .v1 = false };
-
-/* malloc + memcpy rather than strdup: tests wrap malloc and free. */
-static char *dup_n(const char *s, size_t n)
-{
-    char *p = malloc(n + 1);
-    if (p) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
 
 /* ---- the spliced source ------------------------------------------------------ */
 
@@ -88,10 +79,10 @@ enum gguf_err gguf_splice_source(const uint8_t *hdr, size_t hdr_len,
     sp->base = base;
     sp->hdr_len = hdr_len;
     sp->base_off = base_off;
-    sp->s.name = dup_n(base->name, strlen(base->name));
+    sp->s.name = gguf_str_dup_n(base->name, strlen(base->name));
     bool same = hdr_len == 0 && base_off == 0;
     if (same) {
-        sp->s.identity = dup_n(base->identity, strlen(base->identity));
+        sp->s.identity = gguf_str_dup_n(base->identity, strlen(base->identity));
     } else {
         char pre[64];
         int n = snprintf(pre, sizeof pre, "overlay:%016llx:",
@@ -184,8 +175,8 @@ enum gguf_err gguf_overlay_parse(const uint8_t *data, uint64_t size, struct gguf
         if (pl[i] < 0x20 || pl[i] > 0x7e)
             return gguf_diag_set(d, GGUF_E_INVAL, GGUF_OVERLAY_REC + i, "%s is not printable "
                                  "ASCII", i < id_len ? "identity" : "name");
-    ov->identity = dup_n((const char *)pl, id_len);
-    ov->name = dup_n((const char *)pl + id_len, name_len);
+    ov->identity = gguf_str_dup_n((const char *)pl, id_len);
+    ov->name = gguf_str_dup_n((const char *)pl + id_len, name_len);
     if (hdr_len && (ov->hdr = malloc((size_t)hdr_len)))
         memcpy(ov->hdr, pl + id_len + name_len, (size_t)hdr_len);
     if (!ov->identity || !ov->name || (hdr_len && !ov->hdr)) {
@@ -291,24 +282,13 @@ enum gguf_err gguf_overlay_match(const struct gguf_overlay *ov, const struct ggu
     return GGUF_OK;
 }
 
-static char *concat(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 1);
-    if (s) {
-        memcpy(s, a, la);
-        memcpy(s + la, b, lb + 1);
-    }
-    return s;
-}
-
 /* The directory of path, for its fsync. */
 static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return dup_n(".", 1);
-    return dup_n(path, slash == path ? 1 : (size_t)(slash - path));
+        return gguf_str_dup_n(".", 1);
+    return gguf_str_dup_n(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
 enum gguf_err gguf_overlay_write(const char *path, struct gguf_overlay *ov, bool *renamed,
@@ -333,7 +313,7 @@ enum gguf_err gguf_overlay_write_locked(const char *path, struct gguf_overlay *o
         return bad(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     size_t total = GGUF_OVERLAY_REC + id_len + name_len + (size_t)ov->hdr_len;
     uint8_t *buf = calloc(1, total);
-    char *tmp = concat(path, GGUF_NEW_SUFFIX);
+    char *tmp = gguf_str_concat(path, GGUF_NEW_SUFFIX);
     char *dir = dir_of(path);
     enum gguf_err err = GGUF_OK;
     int fd = -1;
@@ -454,7 +434,7 @@ int gguf_overlay_sum(const char *path, uint64_t *sum)
 
 int gguf_overlay_clean(const char *path)
 {
-    char *tmp = concat(path, GGUF_NEW_SUFFIX);
+    char *tmp = gguf_str_concat(path, GGUF_NEW_SUFFIX);
     if (!tmp) {
         errno = ENOMEM;
         return -1;

@@ -72,8 +72,8 @@ static uint64_t read_cached(int fd, uint8_t *buf, uint64_t len, uint64_t off)
  * is filled, but past the first MiB the reads wait for the disk only up to
  * LOCAL_AHEAD past upto, and take the rest only where the page cache holds
  * it: what follows a header is tensor data, and reading up to twice a
- * header's size from a cold disk cost a growing edit's re-open 3.5 ms of
- * its 17 (a 1.7 MB header read as 1 + 1 MiB; 2026-11-27).  From a remote
+ * header's size from a cold disk would make every re-open after an edit
+ * that grew the header wait for tensor bytes it never uses.  From a remote
  * source each byte is a byte transferred, so only up to 1 MiB past upto is
  * read: a header of H bytes costs at most H + 1 MiB past the source's
  * first 2 MiB, not 2H; and a short read past upto ends the read-ahead (a
@@ -767,51 +767,4 @@ enum gguf_err gguf_open(const char *path, struct gguf_file **out,
     e = gguf_open_source(src, out, diag);
     gguf_source_close(src);
     return e;
-}
-
-int64_t gguf_find_key(const struct gguf_file *f, const char *key, size_t len)
-{
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        if (f->kv[i].key_len == len && memcmp(f->hdr + f->kv[i].key_off, key, len) == 0)
-            return (int64_t)i;
-    return -1;
-}
-
-bool gguf_key_int(const struct gguf_file *f, const char *key, int64_t *out)
-{
-    int64_t i = gguf_find_key(f, key, strlen(key));
-    if (i < 0)
-        return false;
-    const struct gguf_kv *kv = &f->kv[i];
-    const uint8_t *p = f->hdr + kv->val_off;
-    switch (kv->type) {
-    case GGUF_U8: *out = p[0]; return true;
-    case GGUF_I8: *out = (int8_t)p[0]; return true;
-    case GGUF_U16: *out = gguf_rd16(&f->enc, p); return true;
-    case GGUF_I16: *out = (int16_t)gguf_rd16(&f->enc, p); return true;
-    case GGUF_U32: *out = gguf_rd32(&f->enc, p); return true;
-    case GGUF_I32: *out = (int32_t)gguf_rd32(&f->enc, p); return true;
-    case GGUF_I64: *out = (int64_t)gguf_rd64(&f->enc, p); return true;
-    case GGUF_U64: {
-        uint64_t v = gguf_rd64(&f->enc, p);
-        if (v > INT64_MAX)
-            return false;
-        *out = (int64_t)v;
-        return true;
-    }
-    default: return false;
-    }
-}
-
-bool gguf_key_is_alignment(const void *key, size_t len)
-{
-    return len == 17 && memcmp(key, GGUF_KEY_ALIGNMENT, 17) == 0;
-}
-
-bool gguf_has_tensor_data(const struct gguf_file *f)
-{
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        if (f->tensors[i].nbytes)
-            return true;
-    return false;
 }

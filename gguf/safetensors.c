@@ -164,9 +164,17 @@ enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
             s->len = n_elems * 4;
         } else {
             /* nbytes of a plain type is n_elems * esize (the parser) */
-            if (n_elems > INT64_MAX / s->esize || t->n_elems > INT64_MAX / s->esize ||
-                t->nbytes != t->n_elems * s->esize)
+            if (n_elems > INT64_MAX / s->esize || t->n_elems > INT64_MAX / s->esize)
                 goto too_large;
+            if (t->nbytes != t->n_elems * s->esize) {
+                char nb[GGUF_DIAG_NAME_MAX];
+                gguf_buf_free(&omitted);
+                return gguf_diag_set(diag, GGUF_E_RANGE, UINT64_MAX,
+                                     "tensor '%s': %llu bytes for %llu elements",
+                                     gguf_diag_name(in.name, in.name_len, nb),
+                                     (unsigned long long)t->nbytes,
+                                     (unsigned long long)t->n_elems);
+            }
             s->len = n_elems * s->esize;
         }
         k++;
@@ -174,7 +182,7 @@ enum gguf_err gguf_safetensors_aligned(const struct gguf_file *meta, uint64_t n,
 too_large: {
             char nb[GGUF_DIAG_NAME_MAX];
             gguf_buf_free(&omitted);
-            return gguf_diag_set(diag, GGUF_E_RANGE, UINT64_MAX,
+            return gguf_diag_set(diag, GGUF_E_TOOBIG, UINT64_MAX,
                                  "tensor '%s': too large for model.safetensors",
                                  gguf_diag_name(in.name, in.name_len, nb));
         }
@@ -194,7 +202,7 @@ too_large: {
         uint8_t es;
         if (s->len > (uint64_t)INT64_MAX - at) {
             char nb[GGUF_DIAG_NAME_MAX];
-            return gguf_diag_set(diag, GGUF_E_RANGE, UINT64_MAX,
+            return gguf_diag_set(diag, GGUF_E_TOOBIG, UINT64_MAX,
                                  "tensor '%s': model.safetensors would be too large",
                                  gguf_diag_name(s->name, s->name_len, nb));
         }
@@ -217,7 +225,7 @@ too_large: {
     if (h->oom)
         return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     if (at > (uint64_t)INT64_MAX - h->len)
-        return gguf_diag_set(diag, GGUF_E_RANGE, UINT64_MAX,
+        return gguf_diag_set(diag, GGUF_E_TOOBIG, UINT64_MAX,
                              "model.safetensors would be too large");
     uint64_t len = h->len - 8;
     for (unsigned b = 0; b < 8; b++)

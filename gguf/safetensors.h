@@ -31,7 +31,7 @@
  * Bounds: memory is the header (proportional to the names and the string
  * values, each escaped at most 6 bytes a byte) plus a span (56 bytes) per tensor;
  * the caller's index bounds the count.  Sizes are checked: a layout whose
- * size would not fit in an off_t is refused (GGUF_E_RANGE), never wrapped.
+ * size would not fit in an off_t is refused (GGUF_E_TOOBIG), never wrapped.
  *
  * This library includes no FUSE header and performs no printing.
  */
@@ -87,8 +87,9 @@ struct gguf_st_layout {
 /*
  * Lays n tensors out (get gives each; meta, when not NULL, gives the
  * scalar string keys for __metadata__) into *out (zeroed first; free with
- * gguf_st_free, also after a failure).  GGUF_OK, GGUF_E_NOMEM, or
- * GGUF_E_RANGE (diag says which tensor) when a size overflows.
+ * gguf_st_free, also after a failure).  GGUF_OK, GGUF_E_NOMEM,
+ * GGUF_E_TOOBIG (diag says which tensor) when a size overflows, or
+ * GGUF_E_RANGE when a plain tensor's byte count is not its elements'.
  */
 enum gguf_err gguf_safetensors(const struct gguf_file *meta, uint64_t n, gguf_st_get get,
                                void *ctx, struct gguf_st_layout *out, struct gguf_diag *diag);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,15 @@ void gguf_source_close(struct gguf_source *s)
 {
     if (s)
         s->ops->close(s);
+}
+
+size_t gguf_read_len(uint64_t size, size_t len, uint64_t off)
+{
+    if (off >= size || len == 0)
+        return 0;
+    if (len > size - off)
+        len = (size_t)(size - off);
+    if (len > (size_t)SSIZE_MAX)
+        len = (size_t)SSIZE_MAX & ~(size_t)4095;
+    return len;
 }

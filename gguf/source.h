@@ -69,6 +69,12 @@ enum gguf_err gguf_source_fd(int fd, const char *name, struct gguf_source **out,
  * errno (EIO when the source ends before off + len). */
 int gguf_source_read_all(struct gguf_source *s, void *buf, size_t len, uint64_t off);
 
+/* For a read op: how much of len bytes at off of an object of size bytes
+ * it may return: 0 at or past the end (or for len 0), at most the bytes
+ * left, and at most SSIZE_MAX rounded down to whole pages (the count must
+ * fit its ssize_t). */
+size_t gguf_read_len(uint64_t size, size_t len, uint64_t off);
+
 void gguf_source_close(struct gguf_source *s);
 
 /* Opens and indexes the GGUF file held by src (see gguf_open in gguf.h);

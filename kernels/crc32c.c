@@ -55,15 +55,6 @@ uint32_t ggfs_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-
-/* SSE4.2 (CPUID leaf 1, ECX bit 20): the crc32 instruction.  No OS
- * support is needed beyond what any x86-64 OS gives (no new registers). */
-static bool has_sse42(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 20));
-}
 #define HAVE_HW 1
 #else
 #define HAVE_HW 0
@@ -78,7 +69,7 @@ static int pick(void)
     int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
     if (l < 0) {
 #if HAVE_HW
-        l = !ggfs_cpu_disabled("sse4.2") && has_sse42();
+        l = ggfs_cpu_has("sse4.2");
 #else
         l = 0;
 #endif

@@ -23,62 +23,18 @@
 
 /* One ISA level above the scalar reference. */
 struct level {
-    const char *name;
-    bool (*cpu_has)(void);
+    const char *name;               /* the CPU feature it needs (cpu.h) */
     void (*fill)(ggfs_dequant_fn fn[GGML_T_COUNT]);
 };
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-
-/* XCR0: which register states the OS saves across context switches. */
-static unsigned xcr0(void)
-{
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    return lo;
-}
-
-/* EBX of CPUID leaf 7 (sub-leaf 0): AVX2 and the AVX-512 subsets. */
-static unsigned cpuid7_ebx(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) ? b : 0;
-}
-
-/* AVX2 kernels need AVX2 and F16C from the CPU, and the OS must save the
- * YMM registers (OSXSAVE, and XCR0 bits 1-2).  Asked of CPUID directly:
- * not every compiler's __builtin_cpu_supports knows "f16c". */
-static bool has_avx2(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return false;
-    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29); /* OSXSAVE AVX F16C */
-    if ((c & need) != need || (xcr0() & 0x6) != 0x6)
-        return false;
-    return cpuid7_ebx() & (1u << 5); /* AVX2 */
-}
-
-/* AVX-512 kernels use F, BW, VL and DQ (plus the AVX2 level's needs), and
- * the OS must also save the opmask registers and all 512 bits of the 32
- * vector registers: XCR0 bits 5 (opmask), 6 (upper halves of ZMM0-15) and
- * 7 (ZMM16-31), besides 1-2. */
-static bool has_avx512(void)
-{
-    const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31); /* F DQ BW VL */
-    return has_avx2() && (xcr0() & 0xe6) == 0xe6 && (cpuid7_ebx() & need) == need;
-}
-#endif
 
 /* In increasing order; each level is assumed to imply the ones before. */
 static const struct level levels[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx2", has_avx2, ggfs_avx2_fill},
-    {"avx512", has_avx512, ggfs_avx512_fill},
+    {"avx2", ggfs_avx2_fill},
+    {"avx512", ggfs_avx512_fill},
 #endif
-    {NULL, NULL, NULL} /* sentinel: keeps the array non-empty everywhere */
+    {NULL, NULL} /* sentinel: keeps the array non-empty everywhere */
 };
 enum { N_LEVELS = sizeof levels / sizeof levels[0] - 1 };
 
@@ -91,16 +47,11 @@ static const char *table_level = "scalar";
 static int usable[N_LEVELS + 1];
 static int n_usable = -1;
 
-static bool disabled(const char *name)
-{
-    return ggfs_cpu_disabled(name);
-}
-
 static void find_levels(void)
 {
     int n = 0;
     for (int i = 0; i < (int)N_LEVELS; i++)
-        if (!disabled(levels[i].name) && levels[i].cpu_has())
+        if (ggfs_cpu_has(levels[i].name))
             usable[n++] = i;
     n_usable = n;
 }

@@ -6,6 +6,7 @@
  * handing bytes straight into the reader's buffers), and the accessors.
  */
 #include "http_int.h"
+#include "gguf/source.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -54,12 +55,8 @@ bool remote_last_error(struct remote *r, struct gguf_diag *out)
 ssize_t remote_read_diag(struct remote *r, void *buf, size_t len, uint64_t off,
                          struct gguf_diag *diag)
 {
-    if (off >= r->size || len == 0)
+    if (!(len = gguf_read_len(r->size, len, off)))
         return 0;
-    if (len > r->size - off)
-        len = (size_t)(r->size - off);
-    if (len > (size_t)SSIZE_MAX)
-        len = (size_t)SSIZE_MAX & ~(size_t)4095;
     struct gguf_diag d;
     char shown[100];
     remote_url_redact_to(r->display, shown, sizeof shown);

@@ -24,7 +24,14 @@ struct remote_source {
     struct gguf_source s;
     struct remote *r;
     atomic_bool opening;        /* the stream may be used */
-    pthread_mutex_t mu;         /* the fields below */
+    /* mu guards busy, head and head_len, held briefly and never across a
+     * network wait.  The stream's fields (st .. no_stream) belong to the
+     * one read that set busy (from_stream), which uses them without mu: a
+     * read that finds the stream busy reads plain ranges instead of
+     * waiting, and remote_source_opened waits (on cv) for it to finish. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* busy went false */
+    bool busy;
     struct remote_stream *st;   /* the current range, or NULL */
     uint64_t st_first, st_last; /* its first and last byte */
     struct remote_stream *ahead;/* the range after it, asked for early */
@@ -38,6 +45,9 @@ struct remote_source {
      * sees and a stale pointer is never used */
     const uint8_t *head;
     size_t head_len;
+    /* the owner's copy of them for this read (est_end), without mu */
+    const uint8_t *cur_head;
+    size_t cur_head_len;
 };
 
 static char *dup_str(const char *s)
@@ -53,9 +63,9 @@ static bool est_end(struct remote_source *rs, uint64_t off, uint64_t *end)
 {
     size_t plen;
     const uint8_t *prefix = remote_prefix(rs->r, &plen);
-    const uint8_t *b = rs->head;
-    uint64_t n = rs->head_len;
-    if (!rs->head || rs->head_len != off) {
+    const uint8_t *b = rs->cur_head;
+    uint64_t n = rs->cur_head_len;
+    if (!rs->cur_head || rs->cur_head_len != off) {
         b = prefix;             /* without the parser's bytes: the prefix's */
         n = plen;
     }
@@ -124,7 +134,20 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
 {
     size_t n = 0;
     pthread_mutex_lock(&rs->mu);
-    if (!atomic_load(&rs->opening) || rs->no_stream)
+    bool mine = atomic_load(&rs->opening) && !rs->busy;
+    if (mine)
+        rs->busy = true;
+    /* est_end reads the parser's bytes: copied for the stream's owner, and
+     * the pointer cleared for everyone (see head above) */
+    const uint8_t *head = rs->head;
+    size_t head_len = rs->head_len;
+    rs->head = NULL;
+    pthread_mutex_unlock(&rs->mu);
+    if (!mine)
+        return 0;
+    rs->cur_head = head;
+    rs->cur_head_len = head_len;
+    if (rs->no_stream)
         goto out;
     if ((rs->st && remote_stream_pos(rs->st) != off) || (!rs->st && rs->next && rs->next != off)) {
         streams_off(rs);        /* not followed: plain ranges from now on */
@@ -162,7 +185,10 @@ static size_t from_stream(struct remote_source *rs, uint8_t *buf, size_t len, ui
         }
     }
 out:
-    rs->head = NULL;
+    rs->cur_head = NULL;
+    pthread_mutex_lock(&rs->mu);
+    rs->busy = false;
+    pthread_cond_broadcast(&rs->cv);
     pthread_mutex_unlock(&rs->mu);
     return n;
 }
@@ -171,12 +197,8 @@ static ssize_t rsrc_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t
 {
     struct remote_source *rs = (struct remote_source *)s;
     uint8_t *buf = vbuf;
-    if (off >= s->size || len == 0)
+    if (!(len = gguf_read_len(s->size, len, off)))
         return 0;
-    if (len > s->size - off)
-        len = (size_t)(s->size - off);
-    if (len > (size_t)SSIZE_MAX)
-        len = (size_t)SSIZE_MAX & ~(size_t)4095;
     size_t done = 0;
     size_t plen;
     const uint8_t *prefix = remote_prefix(rs->r, &plen);
@@ -218,6 +240,7 @@ static void rsrc_close(struct gguf_source *s)
     remote_source_opened(s);
     remote_close(rs->r);
     pthread_mutex_destroy(&rs->mu);
+    pthread_cond_destroy(&rs->cv);
     free(s->name);
     free(s->identity);
     free(rs);
@@ -254,6 +277,7 @@ enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_sou
     rs->r = r;
     atomic_init(&rs->opening, true);
     pthread_mutex_init(&rs->mu, NULL);
+    pthread_cond_init(&rs->cv, NULL);
     *out = &rs->s;
     return GGUF_OK;
 }
@@ -265,9 +289,13 @@ void remote_source_opened(struct gguf_source *s)
     struct remote_source *rs = (struct remote_source *)s;
     pthread_mutex_lock(&rs->mu);
     atomic_store(&rs->opening, false);
-    streams_off(rs);
+    /* a read that streams still owns the stream: it ends first (no new
+     * one takes it: opening is false) */
+    while (rs->busy)
+        pthread_cond_wait(&rs->cv, &rs->mu);
     rs->head = NULL;
     pthread_mutex_unlock(&rs->mu);
+    streams_off(rs);
 }
 
 struct remote *remote_source_remote(struct gguf_source *s)

@@ -1,6 +1,7 @@
 /* remote/url.c — URLs of remote models (see url.h). */
 #include "url.h"
 #include "s3.h"
+#include "gguf/buf.h"
 
 #include <curl/curl.h>
 #include <stdint.h>
@@ -9,16 +10,6 @@
 #include <string.h>
 
 #define HF_DEFAULT_ENDPOINT "https://huggingface.co"
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *p = malloc(n + 1);
-    if (p) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
 
 static char lower(char c)
 {
@@ -173,7 +164,7 @@ static char *part(CURLU *h, CURLUPart what, unsigned flags)
     if (curl_url_get(h, what, &v, flags) != CURLUE_OK)
         return NULL;
     size_t n = strlen(v);
-    char *copy = dup_n(v, n);
+    char *copy = gguf_str_dup_n(v, n);
     curl_free(v);
     if (copy)
         for (size_t i = 0; i < n; i++)
@@ -259,7 +250,7 @@ char *remote_url_resolve(const char *base, const char *location)
         char *v = NULL;
         if (is_http_scheme(scheme) && host && *host &&
             curl_url_get(h, CURLUPART_URL, &v, 0) == CURLUE_OK) {
-            out = dup_n(v, strlen(v));
+            out = gguf_str_dup_n(v, strlen(v));
             curl_free(v);
         }
         free(scheme);
@@ -398,7 +389,7 @@ static enum gguf_err expand_hf(const char *arg, char **url, struct gguf_diag *d)
     size_t ep_n = strlen(endpoint);
     while (ep_n && endpoint[ep_n - 1] == '/')
         ep_n--;
-    char *ep = dup_n(endpoint, ep_n);
+    char *ep = gguf_str_dup_n(endpoint, ep_n);
     if (!ep)
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     if (check_http(ep, NULL) != GGUF_OK) {
@@ -448,7 +439,7 @@ enum gguf_err remote_url_expand(const char *arg, char **url, struct gguf_diag *d
         enum gguf_err e = remote_store_check_name(arg, d);
         if (e)
             return e;
-        *url = dup_n(arg, strlen(arg));
+        *url = gguf_str_dup_n(arg, strlen(arg));
         return *url ? GGUF_OK : gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     }
     if (!prefix_ci(arg, "http://") && !prefix_ci(arg, "https://")) {
@@ -461,7 +452,7 @@ enum gguf_err remote_url_expand(const char *arg, char **url, struct gguf_diag *d
     enum gguf_err e = check_http(arg, d);
     if (e)
         return e;
-    *url = dup_n(arg, strlen(arg));
+    *url = gguf_str_dup_n(arg, strlen(arg));
     return *url ? GGUF_OK : gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
 }
 
@@ -513,7 +504,7 @@ char *remote_url_shard(const char *url, unsigned k)
     long at = split_at(url, &n, &cur);
     if (at < 0 || k < 1 || k > n)
         return NULL;
-    char *out = dup_n(url, strlen(url));
+    char *out = gguf_str_dup_n(url, strlen(url));
     if (!out)
         return NULL;
     char digits[16];

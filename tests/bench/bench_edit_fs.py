@@ -23,7 +23,7 @@ Each row is the median of --reps runs (default 5; --quick: 3 and a
 1024 MiB model), every run after a sync and a read of the model (the page
 cache holds it: warm).  The table gives edit / cp and edit / durable, and
 how each edit was written (stats: cloned, copied, in place) with the bytes
-gguffs wrote for it (write_bytes of /proc/PID/io).  Targets (issue 12):
+gguffs wrote for it (write_bytes of /proc/PID/io).  Targets:
 on XFS edit <= 0.01 x cp; on the local ext4 edit <= 1.2 x durable.
 """
 import argparse
@@ -38,34 +38,13 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, os.path.join(TOP, "tests", "bench", "parts"))
 os.environ.setdefault("GGUFFS_SRC", TOP)
 import harness  # noqa: E402
 import loopfs  # noqa: E402
-from gguf_write import GGUFWriter  # noqa: E402
+from edit import make_edit_file  # noqa: E402  (part 3's model)
 
 MiB = 1 << 20
-
-
-def make_model(path, size_mb):
-    """A llama-like header (32k-token vocabulary) and one f16 tensor."""
-    n = size_mb * MiB // 2
-    w = GGUFWriter()
-    w.add("general.architecture", "string", "llama")
-    w.add("general.name", "string", "bench-edit-fs")
-    w.add("llama.context_length", "u32", 4096)
-    w.add("tokenizer.chat_template", "string", "{{ messages }}")
-    w.add("tokenizer.ggml.tokens", "array[string]", ["tok%d" % i for i in range(32000)])
-    w.add_tensor("big.weight", "f16", [4096, n // 4096], data=b"", check=False)
-    hdr, _ = w.layout()
-    block = bytes(range(256)) * (8 * MiB // 256)
-    with open(path, "wb") as f:
-        f.write(hdr)
-        left = n * 2
-        while left:
-            k = min(left, len(block))
-            f.write(block[:k])
-            left -= k
-        os.fsync(f.fileno())
 
 
 def warm(path):
@@ -177,7 +156,7 @@ def main():
             try:
                 model = os.path.join(d, "model.gguf")
                 t0 = time.perf_counter()
-                make_model(model, size)
+                make_edit_file(model, size, "bench-edit-fs")
                 print("# %s (%s): %d MiB model written in %.1f s" % (kind, fstype(d), size,
                                                                     time.perf_counter() - t0),
                       flush=True)

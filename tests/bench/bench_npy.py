@@ -14,7 +14,7 @@ mount's files), alternating which goes first:
 
 both read with 1 MiB reads; the model's own file is in the page cache
 (read once before).  The table gives the median seconds of --reps runs
-(default 5), the bytes, and the rate of f32.npy over f32's (issue 23's
+(default 5), the bytes, and the rate of f32.npy over f32's (the
 target: >= 0.9).  Not a test: timings, printed, nothing asserted.
 """
 import argparse

@@ -10,7 +10,7 @@
  * our side, no allocation, no lock).  It counts the reads it answers and
  * their sizes: the file `stats` at the root (read with direct_io, so always
  * current) shows them, and what the kernel asked of it is known.  The session is set up as gguffs sets
- * up its own (fs/main.c run_session, fs/ops.c ggfs_op_init): same libfuse,
+ * up its own (fs/session.c ggfs_session_run, fs/ops.c ggfs_op_init): same libfuse,
  * FUSE_USE_VERSION 312, multi-threaded loop with the same command-line
  * options, splice capabilities, max_write 1 MiB (libfuse then lets the
  * kernel send 1 MiB requests), no AUTO_INVAL_DATA, keep_cache on open,
@@ -32,6 +32,8 @@
  */
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+
+#include "fs/mountinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -461,42 +463,10 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* The device ("0:NN", its bdi's name) of the newest nullfs mount on
  * mountpoint; false if not found.  (A stat of the mount point would wait for
- * a loop that is not running yet.) */
+ * a loop that is not running yet.)  gguffs's own parser (fs/mountinfo.c). */
 static int find_dev(const char *mountpoint, char dev[32])
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return 0;
-    int found = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        char mp[4096], fstype[64], mm[32];
-        if (sscanf(line, "%*d %*d %31s %*s %4095s", mm, mp) != 2)
-            continue;
-        const char *sep = strstr(line, " - ");
-        if (!sep || sscanf(sep + 3, "%63s", fstype) != 1 || strcmp(fstype, "fuse.nullfs") != 0)
-            continue;
-        char un[4096];
-        size_t k = 0;
-        for (const char *p = mp; *p && k + 1 < sizeof un; k++) {
-            if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-                p[3] >= '0' && p[3] <= '7') {
-                un[k] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-                p += 4;
-            } else {
-                un[k] = *p++;
-            }
-        }
-        un[k] = '\0';
-        if (strcmp(un, mountpoint) == 0) {
-            memcpy(dev, mm, sizeof mm);
-            found = 1;
-        }
-    }
-    free(line);
-    fclose(f);
-    return found;
+    return ggfs_mountinfo_self("fuse.nullfs", mountpoint, dev) >= 0;
 }
 
 /* The kernel takes the smaller of the bdi's readahead and the INIT reply's

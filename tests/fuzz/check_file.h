@@ -232,7 +232,7 @@ static inline void cf_check_index(const uint8_t *buf, uint64_t len,
 /* Whether a nested array's text may legitimately not give back its bytes:
  * the type of a nested array is taken from its first elements (value.h), so
  * an inner array of another element type, or an empty one, cannot be
- * written back as it was (reported with issue 5).  For those the text must
+ * written back as it was.  For those the text must
  * still be a fixpoint: parse(text) renders to text again. */
 static inline bool cf_is_nested(const struct gguf_typedesc *td)
 {

@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (e != GGUF_OK)
         goto done;
     /* padded where tensor bytes follow; a file without them ends with its
-     * header (2026-11-23, see test_known_alignment_padding) */
+     * header (see test_known_alignment_padding) */
     bool has_data = false;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         has_data |= f->tensors[i].nbytes != 0;

@@ -9,7 +9,7 @@ their expected bytes computed before anything is mounted:
 
   P  16 q4_K tensors of 8 Mi elements (32 MiB of f32 each, 512 MiB in
      all: 8x a 64M cache), 256 blocks quantized by ggml and repeated: the
-     shape of the hang issue 32 reports (16 readers, threads=14,
+     shape of a hang seen under load (16 readers, threads=14,
      cache_size=64M)
   M  12 tensors of mixed types (f32, f16, bf16, i32, f64, q4_0 ... q6_K,
      iq4_nl, iq4_xs), 1-5 MB of f32 each, rows of odd lengths

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Issue 21: a shell edit either lands durably or the shell sees it fail: read-only bind mount, unwritable folder (chattr +i), two rw mounts (OFD lock), -o ro beside a rw mount, -o log_file.
+# A shell edit either lands durably or the shell sees it fail: read-only bind mount, unwritable folder (chattr +i), two rw mounts (OFD lock), -o ro beside a rw mount, -o log_file.
 """
 The rule checked after every edit made through a shell (`sh -c 'echo V >
 MNT/meta/KEY'`, and `sed -i` where it applies): exit status 0 => the new

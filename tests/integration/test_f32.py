@@ -28,7 +28,7 @@ from harness import mount  # noqa: E402
 
 QUICK = harness.QUICK
 # Bytes of f32 per cache chunk: gguffs makes it its request size, at most
-# 1 MiB (fs/main.c request_size); set from the stats file once mounted
+# 1 MiB (fs/session.c ggfs_request_size); set from the stats file once mounted
 # (set_chunk), for the ranges that straddle chunk borders.  The shapes are
 # made before, for chunks of at most 1 MiB.
 CHUNK = 1 << 20

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Issue 23's digests: tensors/NAME/stats (numpy over the same f32 floats), xxh64 and sha256 (python's xxhash and hashlib over raw), /hashes (llama-gguf-hash --xxh64 --sha256 reimplemented), kept for the mount (counted: no fill the second time), on every corpus file and on generated files of many types, big-endian, split and remote included.
+# The digests: tensors/NAME/stats (numpy over the same f32 floats), xxh64 and sha256 (python's xxhash and hashlib over raw), /hashes (llama-gguf-hash --xxh64 --sha256 reimplemented), kept for the mount (counted: no fill the second time), on every corpus file and on generated files of many types, big-endian, split and remote included.
 """
 For every mounted file, every tensor:
 

@@ -544,6 +544,37 @@ def check_mount8(h, tmp, model):
     return None
 
 
+def check_notify_threads(h, tmp, model):
+    """A mount whose notify threads cannot start ends (status 1, one line
+    saying why, nothing left mounted) instead of serving: its edits would
+    leave the kernel's names and attributes stale for a year.  The shim
+    (tests/tools/thread_fail_shim.c) fails the second notify thread."""
+    label = "notify threads that cannot start end the mount"
+    shim = os.environ.get("GGUFFS_THREAD_FAIL_SHIM")
+    if harness.sanitized():
+        print("  %s: not run in a sanitizer build (LD_PRELOAD would put the shim before "
+              "the sanitizer's runtime)" % label, flush=True)
+        return
+    if not shim or not os.path.exists(shim):
+        harness.skip_or_fail("GGUFFS_THREAD_FAIL_SHIM (tests/tools/thread_fail_shim.c) is not built")
+    with h.case(label):
+        mnt = tempfile.mkdtemp(prefix="gguffs-notify-", dir=tmp)
+        env = dict(os.environ, LD_PRELOAD=shim, GGUFFS_TEST_FAIL_REPEATED_THREAD="1")
+        try:
+            rc, _, err = harness.run_gguffs(["-f", "-s", "-o", "threads=0", model, mnt],
+                                            timeout=30, env=env)
+        except subprocess.TimeoutExpired:
+            rc, err = None, b""
+        finally:
+            mounted = harness.is_mounted(mnt)
+            harness.unmount(mnt)
+        h.check(rc == 1, "gguffs served (or exited %r) although its notify threads could "
+                "not start" % rc)
+        h.check(b"cannot start the notify threads" in err,
+                "no line says why: %r" % err[-500:])
+        h.check(not mounted, "still mounted after gguffs ended")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == IN_NAMESPACE:
         sys.exit(in_namespace())
@@ -558,6 +589,7 @@ def main():
             model = os.path.join(tmp, "m.gguf")
             write_model(model)
             check_options(h, tmp, model)
+            check_notify_threads(h, tmp, model)
             skipped = check_modes(h, tmp, model)
             skipped8 = check_mount8(h, tmp, model)
             skipped = "; ".join(x for x in (skipped, skipped8) if x) or None

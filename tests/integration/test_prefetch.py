@@ -4,7 +4,7 @@
 Each worker fills the chunks ahead of a sequential reader; when many
 readers read at once, what all of them queue ahead together must fit in
 the cache, or chunks filled ahead are evicted before their reader comes and
-are filled again (issue 22: 16 readers, threads=14, cache_size=64M filled
+are filled again (16 readers, threads=14, cache_size=64M filled
 1218 chunks for 528 on 2 CPUs, and 6125 fills for 2096 chunks on 16 CPUs).
 The model: 16 q4_K tensors of 8 Mi elements (32 MiB of f32 each), made of
 256 blocks quantized by ggml and repeated.  The readers start together (a

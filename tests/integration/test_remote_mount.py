@@ -29,7 +29,7 @@ TYPES = ["f32", "f16", "bf16", "q4_0", "q8_0", "q4_K", "q6_K", "iq4_xs"]
 
 
 # a header longer than the first 2 MiB a mount fetches: what mount-to-ready
-# costs (issue 11: 2 requests, 3 with the hub's redirect; at most H + 2 MiB
+# costs (2 requests, 3 with the hub's redirect; at most H + 2 MiB
 # written by the server, counted in nginx's log, $bytes_sent)
 MiB = 1 << 20
 

@@ -299,7 +299,7 @@ def remount(h, ng, single, ov, fixed):
 
 
 def two_mounts(h, ng, single, tmp):
-    """Two read-write mounts of one overlay (issue 21: one writer per
+    """Two read-write mounts of one overlay (one writer per
     file).  The overlay does not exist when both mount; the first edit
     creates it locked (an OFD write lock of the mount that wrote it), so
     the other mount's edits fail at open with EBUSY and change nothing, and

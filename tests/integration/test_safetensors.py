@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Issue 23's model.safetensors: read with a safetensors reader written here from the format's spec (8-byte LE length, JSON, dtypes, shapes, data_offsets contiguous, no holes, aligned), every tensor's span equal to its raw or f32 file, numpy.memmap, reads across tensor boundaries; corpus files, generated files of every type (big-endian, a split model, thousands of tensors) and an edit.
+# model.safetensors: read with a safetensors reader written here from the format's spec (8-byte LE length, JSON, dtypes, shapes, data_offsets contiguous, no holes, aligned), every tensor's span equal to its raw or f32 file, numpy.memmap, reads across tensor boundaries; corpus files, generated files of every type (big-endian, a split model, thousands of tensors) and an edit.
 """
 For every mounted file:
 

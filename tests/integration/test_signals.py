@@ -54,7 +54,7 @@ with poll() on /proc/self/mountinfo.
                             processes burn CPU (GGUFFS_SIGNAL_BURNERS):
                             gguffs exits with status 0 within 10 s of the
                             signal (30 s for a sanitizer build; a hang
-                            guard: the race of issue 20 hung until the next
+                            guard: the race fs/signals.h describes hung until the next
                             request, forever without readers), the mount is
                             gone, stderr is empty, no read returned wrong
                             bytes.  A hang prints the threads' kernel
@@ -67,7 +67,7 @@ with poll() on /proc/self/mountinfo.
                             SIGINT and SIGHUP exactly there, with no
                             reader (nothing else would wake the loop):
                             gguffs exits 0 (before the signal thread it
-                            waited forever: the race of issue 20, made
+                            waited forever: the race fs/signals.h describes, made
                             certain).  Plain builds only: a sanitizer's
                             runtime must come first among the libraries
   daemon trials             20 daemonized mounts (10 quick), each sent
@@ -151,7 +151,7 @@ def _reader(idx, mnt, deadline, out, wfd):
         # No meta/ files here: under ASan, a meta/ read racing with the
         # release of the same file trips a false heap-use-after-free (ASan's
         # writev interceptor checks the reply buffer after the kernel took
-        # it; reported with issue 5).
+        # it).
         try:
             got, want = read_random(mnt, rng, names, r, 300000)
             if got == want:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# One slow server does not stall the mount (issue 22): while a read of a remote tensor's raw (then f32, model.gguf, model.safetensors) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes (model.gguf: the version it opened) and the edit is in the overlay.
+# One slow server does not stall the mount: while a read of a remote tensor's raw (then f32, model.gguf, model.safetensors) waits for a response the test's proxy holds, cat meta/KEY, an overlay edit (close() returns 0) and ls tensors/ complete; released, the read returns the right bytes (model.gguf: the version it opened) and the edit is in the overlay.
 """
     test_slow_server.py [--verbose]
 

@@ -54,7 +54,7 @@ def main():
             info = open(os.path.join(mnt, "info")).read()
             h.check("split model of 3 shards" in info, "info names the shards")
 
-    # one writer per model (issue 21): the lock is on the first shard, the
+    # one writer per model: the lock is on the first shard, the
     # file edits go to, whichever shard a mount names
     with h.case("one rw mount per split model"), harness.mounted(paths[1]) as g:
         for other in (paths[0], paths[2]):

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# A local model changed underneath a mount by another program (issue 21 item 4): cp over it, dd conv=notrunc into its data, a rename over it, and gguffs' own edits (which must not count).
+# A local model changed underneath a mount by another program: cp over it, dd conv=notrunc into its data, a rename over it, and gguffs' own edits (which must not count).
 """
 Each case mounts a fresh copy of a generated model (read-write, -f), reads
 one tensor (raw and f32) so that gguffs and the kernel have cached it, then:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Issue 23's views: tensors/NAME/f32.npy and raw.npy (numpy.load, numpy's own header bytes, reads straddling the header) and info.json (json.load, equal to what tests/oracle/pyreader.py reads; 100k tensors; each version its own), on every corpus file and on generated files of many types, big-endian included.
+# The views: tensors/NAME/f32.npy and raw.npy (numpy.load, numpy's own header bytes, reads straddling the header) and info.json (json.load, equal to what tests/oracle/pyreader.py reads; 100k tensors; each version its own), on every corpus file and on generated files of many types, big-endian included.
 """
 For every mounted file, every tensor:
 

@@ -3,8 +3,8 @@
  * sem_wait of a process at the door, for tests/integration/test_signals.py.
  *
  * libfuse's threaded loop is `while (!exited) sem_wait(&finish);`.  A signal
- * that ends the session between the check and the wait is the race of
- * issue 20: with libfuse's own handler the loop then waits for a request
+ * that ends the session between the check and the wait is the race
+ * fs/signals.h describes: with libfuse's own handler the loop then waits for a request
  * that may never come.  With GGUFFS_TEST_SEMWAIT_DIR set, the first
  * sem_wait of the process (the loop's, in gguffs) writes one byte to the
  * FIFO DIR/in, then waits for one byte from the FIFO DIR/go, then waits

@@ -3,6 +3,7 @@
  * buffers (buf.h), byte order (bytes.h), errors (diag.h) and the name
  * table (ntab.h).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -281,6 +282,28 @@ static void test_ntab_many(void **state)
     names_free(&nm);
 }
 
+/* The one errno edge (gguf/diag.h): every code as the table says, for
+ * what a caller asked and for a file gguffs makes from what it read (EIO
+ * but for ENOMEM and EFBIG); every errno positive. */
+static void test_errno_edge(void **state)
+{
+    (void)state;
+    static const struct { enum gguf_err e; int asked, made; } t[] = {
+        { GGUF_OK, 0, 0 }, { GGUF_E_IO, EIO, EIO }, { GGUF_E_MAGIC, EINVAL, EIO },
+        { GGUF_E_VERSION, EINVAL, EIO }, { GGUF_E_TRUNCATED, EINVAL, EIO },
+        { GGUF_E_RANGE, EINVAL, EIO }, { GGUF_E_TYPE, EINVAL, EIO }, { GGUF_E_DUP, EINVAL, EIO },
+        { GGUF_E_NOMEM, ENOMEM, ENOMEM }, { GGUF_E_SYNTAX, EINVAL, EIO },
+        { GGUF_E_INVAL, EINVAL, EIO }, { GGUF_E_PERM, EPERM, EIO }, { GGUF_E_NOENT, ENOENT, EIO },
+        { GGUF_E_EXIST, EEXIST, EIO }, { GGUF_E_INTERRUPTED, EIO, EIO },
+        { GGUF_E_TOOBIG, EFBIG, EFBIG },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        assert_int_equal(gguf_err_errno(t[i].e), t[i].asked);
+        assert_int_equal(gguf_err_errno_made(t[i].e), t[i].made);
+        assert_string_not_equal(gguf_strerror(t[i].e), "unknown error");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_diag_format),
         cmocka_unit_test(test_diag_names),
+        cmocka_unit_test(test_errno_edge),
         cmocka_unit_test(test_ntab_basic),
         cmocka_unit_test(test_ntab_many),
     };

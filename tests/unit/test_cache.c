@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "cache/cache.h"
+#include "cache/slab.h"
 
 /* ---- the fill callback and its gate --------------------------------------- */
 
@@ -1082,9 +1083,54 @@ static void test_threads(void **state)
     cache_free(c);
 }
 
+/* The buffers (cache/slab.c): buffers of under half a huge page share
+ * one, two to a page for f32 chunks, each writable and apart; larger ones
+ * get mappings of their own; everything put back leaves no slab. */
+static void test_slab(void **state)
+{
+    (void)state;
+    struct slab_alloc a;
+    slab_init(&a, (1u << 20) - (16u << 10));        /* an f32 chunk */
+    assert_int_equal(a.per_slab, 2);
+    assert_int_equal(slab_buf_bytes(&a), SLAB_HUGE_BYTES / 2);
+    struct slab *s[3];
+    unsigned char *p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = slab_get(&a, &s[i]);
+        assert_non_null(p[i]);
+        memset(p[i], i + 1, a.map_bytes);
+    }
+    /* the first two share a slab when huge pages can be had at all */
+    if (s[0]) {
+        assert_ptr_equal(s[0], s[1]);
+        assert_true(p[0] != p[1]);
+        uintptr_t base = (uintptr_t)(p[0] < p[1] ? p[0] : p[1]);
+        assert_int_equal(base % SLAB_HUGE_BYTES, 0);
+        assert_true(s[2] != s[0]);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(p[i][a.map_bytes - 1], i + 1);
+    for (int i = 0; i < 3; i++)
+        slab_put(&a, p[i], s[i]);
+    assert_null(a.slabs);
+    slab_fini(&a);
+
+    slab_init(&a, 4u << 20);                        /* a remote block */
+    assert_int_equal(a.per_slab, 0);
+    assert_int_equal(slab_buf_bytes(&a), 4u << 20);
+    struct slab *own;
+    unsigned char *q = slab_get(&a, &own);
+    assert_non_null(q);
+    assert_null(own);
+    q[(4u << 20) - 1] = 7;
+    slab_put(&a, q, own);
+    slab_fini(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slab),
         cmocka_unit_test_setup_teardown(test_clock_second_chance, reset_fill, reset_fill),
         cmocka_unit_test_setup_teardown(test_bytes_bounded, reset_fill, reset_fill),
         cmocka_unit_test_setup_teardown(test_tiny_capacity, reset_fill, reset_fill),

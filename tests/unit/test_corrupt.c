@@ -694,7 +694,7 @@ static void test_linear_work(void **state)
 /* ---- known bugs (run with --known-bugs; meson: should_fail) ------------------ */
 
 /*
- * 2026-11-23, found while writing the linear-time check (issue 5): the
+ * Found while writing the linear-time check: the
  * duplicate-name hash of parse.c (struct nameset) is sized for at most
  * 2^20 names (2^21 slots) and never grows.  With more distinct keys (or
  * tensor names) linear probing slows down quadratically as the table
@@ -732,7 +732,7 @@ static void test_known_many_distinct_keys(void **state)
 }
 
 /*
- * 2026-11-23, found while sizing the memory test (issue 5): the tensor
+ * Found while sizing the memory test: the tensor
  * count is checked against the file size assuming each tensor info takes
  * at least 28 bytes (24 in v1), but a 0-dimensional tensor (accepted: one
  * element) with a 2-byte name takes 8 + 2 + 4 + 4 + 8 = 26 (v1: 22), so a
@@ -778,8 +778,8 @@ static void test_known_small_tensor_infos(void **state)
 }
 
 /*
- * 2026-11-23, found by tests/fuzz/roundtrip.c (an out-of-memory after 2.5
- * million runs; issue 5): gguf_header_build pads the new header to
+ * Found by tests/fuzz/roundtrip.c (an out-of-memory after millions of
+ * runs): gguf_header_build pads the new header to
  * general.alignment even when the file has no tensor data, and the parser
  * accepts any power-of-two alignment up to 2^31 in a file of any size.  So
  * an edit of meta/ in a 60-byte file with general.alignment = 2^31 makes

@@ -34,6 +34,7 @@
 
 #include <cmocka.h>
 
+#include "cache/blocksrc.h"
 #include "cache/diskcache.h"
 
 #define BS (64u << 10)               /* block size of the tests */
@@ -985,10 +986,52 @@ static void test_threads(void **state)
     dcache_close(dc);
 }
 
+/* The hooks a block cache of remote bytes gets (dcache_blocksrc_hooks):
+ * each reaches the disk cache beneath; and the name of an object's cache
+ * (dcache_key), refused for an identity that is only a size. */
+static void test_hooks(void **state)
+{
+    (void)state;
+    struct dcache *dc = open_ok("etag:\"K\"", SIZE, BIG);
+    struct blocksrc_disk h;
+    dcache_blocksrc_hooks(dc, &h);
+    assert_ptr_equal(h.ctx, dc);
+    static uint8_t buf[BS];
+    assert_false(h.read(h.ctx, 3, buf, blen(3)));
+    assert_false(h.has(h.ctx, 3));
+    fill(9, 3, buf, blen(3));
+    h.write(h.ctx, 3, buf, blen(3));
+    dcache_flush(dc);
+    assert_true(h.has(h.ctx, 3));
+    h.check_ahead(h.ctx, 3);
+    dcache_checks_wait(dc);
+    memset(buf, 0, sizeof buf);
+    assert_true(h.read(h.ctx, 3, buf, blen(3)));
+    assert_true(check(9, 3, buf, blen(3)));
+    int fd;
+    uint64_t pos;
+    assert_true(h.hold(h.ctx, 3, blen(3), &fd, &pos));
+    assert_int_equal(pos, 3 * (uint64_t)BS);
+    assert_int_equal(pread(fd, buf, blen(3), (off_t)pos), (ssize_t)blen(3));
+    assert_true(check(9, 3, buf, blen(3)));
+    h.release(h.ctx, 3);
+    dcache_close(dc);
+
+    char *key;
+    struct gguf_diag d;
+    assert_int_equal(dcache_key("etag:\"K\"", "https://h/m.gguf", &key, &d), GGUF_OK);
+    assert_string_equal(key, "etag:\"K\" https://h/m.gguf");
+    free(key);
+    assert_int_equal(dcache_key("size:123", "https://h/m.gguf", &key, &d), GGUF_E_INVAL);
+    assert_null(key);
+    assert_non_null(strstr(d.msg, "neither ETag nor Last-Modified"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc),
+        cmocka_unit_test_teardown(test_hooks, clean),
         cmocka_unit_test_setup(test_hold, clean),
         cmocka_unit_test_setup(test_check_ahead, clean),
         cmocka_unit_test_teardown(test_round_trip, clean),

@@ -1240,7 +1240,7 @@ static bool write_locked(const char *path)
     return l.l_type == F_WRLCK;
 }
 
-/* gguf_commit_edit_locked (issue 21): a rewrite hands back the new file,
+/* gguf_commit_edit_locked (one writer per model): a rewrite hands back the new file,
  * which is the model at path and already holds a write lock; an edit in
  * place hands back nothing (the caller's lock is on the same inode). */
 static void test_commit_edit_locked(void **state)

@@ -81,7 +81,9 @@ int __wrap_bcmp(const void *a, const void *b, size_t n)
 }
 
 /* Every block carries a 16-byte header holding its size, so that free can
- * subtract it.  live/peak count the bytes the program asked for. */
+ * subtract it.  live/peak count the bytes the program asked for.  The
+ * counts are updated atomically: a test's threads (a queue's, freeing
+ * what the test allocated) may allocate and free beside it. */
 static size_t mem_live, mem_peak;
 /* Requests above mem_cap fail (return NULL) and are remembered in
  * mem_refused: a test can see a huge request without making it. */
@@ -93,20 +95,24 @@ static void *mem_note(void *h, size_t n)
     if (!h)
         return NULL;
     memcpy(h, &n, sizeof n);
-    work.allocs++;
-    work.alloc_bytes += n;
-    mem_live += n;
-    if (mem_live > mem_peak)
-        mem_peak = mem_live;
+    __atomic_add_fetch(&work.allocs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&work.alloc_bytes, n, __ATOMIC_RELAXED);
+    size_t live = __atomic_add_fetch(&mem_live, n, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&mem_peak, __ATOMIC_RELAXED);
+    while (live > peak && !__atomic_compare_exchange_n(&mem_peak, &peak, live, true,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     return (char *)h + MEM_HDR;
 }
 
 static bool mem_over(size_t n)
 {
-    if (n <= mem_cap)
+    if (n <= __atomic_load_n(&mem_cap, __ATOMIC_RELAXED))
         return false;
-    if (n > mem_refused)
-        mem_refused = n;
+    size_t r = __atomic_load_n(&mem_refused, __ATOMIC_RELAXED);
+    while (n > r && !__atomic_compare_exchange_n(&mem_refused, &r, n, true, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+        ;
     return true;
 }
 
@@ -131,7 +137,7 @@ void __wrap_free(void *p)
     char *h = (char *)p - MEM_HDR;
     size_t n;
     memcpy(&n, h, sizeof n);
-    mem_live -= n;
+    __atomic_sub_fetch(&mem_live, n, __ATOMIC_RELAXED);
     __real_free(h);
 }
 
@@ -147,8 +153,8 @@ void *__wrap_realloc(void *p, size_t n)
     char *nh = __real_realloc(h, n + MEM_HDR);
     if (!nh)
         return NULL;
-    mem_live -= old;
-    work.moved_bytes += old < n ? old : n;
+    __atomic_sub_fetch(&mem_live, old, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&work.moved_bytes, old < n ? old : n, __ATOMIC_RELAXED);
     return mem_note(nh, n);
 }
 

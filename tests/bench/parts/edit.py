@@ -1,6 +1,6 @@
 # scripts/bench --part 3: metadata edits through a mount (in place, growing past the padding: a rewrite, growing into the padding) against cp of the model.
 """
-Part 3 (metadata edits, issue 4), on a generated model of --edit-mb MiB
+Part 3 (metadata edits), on a generated model of --edit-mb MiB
 (default 4096) mounted with gguffs -f:
   in place   echo N > meta/llama.context_length (open, write, close() through
              the mount, done in-process: what the shell does), median of 9
@@ -43,12 +43,13 @@ ALIASES = ("edit",)
 FREE_WAIT_S = 60
 FREE_SLACK = 64 << 20
 
-def make_edit_file(path, size_mb):
-    """A llama-like header and one f16 tensor of size_mb MiB (patterned)."""
+def make_edit_file(path, size_mb, name="bench-edit"):
+    """A llama-like header (32k-token vocabulary) and one f16 tensor of
+    size_mb MiB (patterned), synced; also bench_edit_fs.py's model."""
     n = size_mb * (1 << 20) // 2
     w = GGUFWriter()
     w.add("general.architecture", "string", "llama")
-    w.add("general.name", "string", "bench-edit")
+    w.add("general.name", "string", name)
     w.add("llama.context_length", "u32", 4096)
     w.add("llama.embedding_length", "u32", 4096)
     w.add("tokenizer.chat_template", "string", "{{ messages }}")

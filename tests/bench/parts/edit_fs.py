@@ -1,6 +1,6 @@
 # scripts/bench --part edit-fs: a growing edit by file system (the local one: copied; loop-mounted XFS and btrfs: cloned) against cp, run by tests/bench/bench_edit_fs.py.
 """
-Part edit-fs (issue 12; root for the XFS and btrfs images): runs
+Part edit-fs (root for the XFS and btrfs images): runs
 tests/bench/bench_edit_fs.py --fs LIST (--fs, default local,xfs,btrfs)
 with --edit-mb (default 4096) and --reps (default 5) and prints its table:
 a growing edit through a mount on each file system against

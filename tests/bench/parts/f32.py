@@ -1,6 +1,6 @@
 # scripts/bench --part 2: the dequantization kernels against ggml's to_float, and f32 read through a mount (cold, warm) against raw.
 """
-Part 2 (f32, issue 3), per type, GB/s of float32 output:
+Part 2 (f32), per type, GB/s of float32 output:
   ggml    ggml's to_float over ~64 MiB of output, blocks made by ggml's
           quantizer (tests/bench/bench_dequant.c; median of runs, same data,
           same process)
@@ -28,7 +28,7 @@ NAME = "2"
 ALIASES = ("f32",)
 QUICK_TYPES = ["f16", "q4_K"]
 
-# Types with SIMD kernels (issue 3): one big tensor each in the mount benchmark.
+# Types with SIMD kernels: one big tensor each in the mount benchmark.
 MAIN_TYPES = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K",
               "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs", "mxfp4"]
 

@@ -1,6 +1,6 @@
 # scripts/bench --part fuse: every read through the mount against the ceiling of FUSE itself, the null FUSE server (tests/bench/nullfs) mounted in the same run.
 """
-Part fuse (issue 12): every read through the mount against the ceiling,
+Part fuse: every read through the mount against the ceiling,
 a null FUSE server (tests/bench/nullfs: same libfuse and session setup as
 gguffs, every read answered from a static buffer) mounted the same way, in
 the same run.  A generated model with one tensor of --f32-mb MiB of float32
@@ -49,7 +49,7 @@ NAME = "fuse"
 ALIASES = ()
 QUICK_MIB = 1
 
-# ------------------------------------------- part fuse: the FUSE ceiling (issue 12)
+# ------------------------------------------- part fuse: the FUSE ceiling ----------
 
 DEFAULT_CACHE = 256 << 20    # gguffs' default cache_size (fs/options.h)
 # The types of part fuse (--types or --all-types to change), and the type of
@@ -702,7 +702,7 @@ def report_fuse(b, reps, f32_mib, big_mib, notes):
         for pc in ("cached", "not cached") if uncached else ("cached",):
             table(pat, pc)
     print()
-    print("Issue 12's targets (read() 4 MiB, model cached, best over readahead vs the null "
+    print("The targets (read() 4 MiB, model cached, best over readahead vs the null "
           "server's best: raw >= 0.9, f32 >= 0.8; f32/raw >= 0.8), missed: %s"
           % ("; ".join(misses) or "none"))
 
@@ -813,7 +813,7 @@ def report_fuse(b, reps, f32_mib, big_mib, notes):
         print()
         print("**%d readers at once**, each a different tensor's f32 (%s), read() 4 MiB from a "
               "fresh mount, model cached, aggregate GB/s; gguffs with its default cache_size "
-              "(%d MiB); peak RSS of gguffs: VmRSS sampled every 5 ms, or VmHWM (issue 12: "
+              "(%d MiB); peak RSS of gguffs: VmRSS sampled every 5 ms, or VmHWM (target: "
               "aggregate >= 0.8 of the null server's, RSS within cache_size + 32 MiB)"
               % (N_READERS, ", ".join(b.types[:N_READERS]), DEFAULT_CACHE >> 20))
         print()

@@ -1,6 +1,6 @@
 # scripts/bench --part remote: reads of a remote model through the block cache against curl of the same bytes, and against the null FUSE server; the disk cache; peak RSS.
 """
-Part remote (issue 11, the block cache of remote bytes; root: nginx, and
+Part remote (the block cache of remote bytes; root: nginx, and
 tc netem on a veth pair into a network namespace made for the run): a
 generated model with one f16 tensor of --remote-mb MiB (default 1024),
 served by nginx (1 worker, sendfile) and read sequentially in

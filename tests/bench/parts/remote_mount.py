@@ -1,6 +1,6 @@
 # scripts/bench --part remote-mount: mount-to-ready of a remote model (nginx on 127.0.0.1, by URL and by hf://, with and without added round-trip time) against a local mount, and what two other clients would need.
 """
-Part remote-mount (issue 11): mount-to-ready of a remote model whose header
+Part remote-mount: mount-to-ready of a remote model whose header
 has a 150k-token vocabulary (tokens, scores, token types, 150k merges) and
 291 tensor infos (H = 8.6 MiB), served by nginx on 127.0.0.1
 (tests/integration/remote.py): `gguffs URL MNT` until `cat MNT/info`

@@ -1,6 +1,6 @@
 # scripts/bench --part s3: reads of a model in an object store (s3://, OpenStack Swift with s3api on 127.0.0.1) against awscli's get-object of the same object, and the http:// mount against curl in the same run; mount to ready in requests.
 """
-Part s3 (issue 30): a generated model with one f16 tensor of --remote-mb
+Part s3: a generated model with one f16 tensor of --remote-mb
 MiB (default 1024), put (one PutObject) into a one-node OpenStack Swift
 with s3api on 127.0.0.1 (tests/integration/s3store.py) and served by nginx
 (tests/integration/remote.py) from the same file.  Timed, best of --reps
