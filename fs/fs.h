@@ -18,15 +18,17 @@
  *   7                 /hf (the model as a Hugging Face folder: gguf/hf.h;
  *                     absent for an architecture it cannot show)
  *   KV_BASE + id      /meta/<key>, id stable per file name (see state.c)
- *   VERSION_BASE + 8g     /info of version g of the model
- *   VERSION_BASE + 8g + 1 /model.gguf of version g
- *   VERSION_BASE + 8g + 2 /info.json of version g
- *   VERSION_BASE + 8g + 3 /hashes (the same bytes in every version:
+ *   VERSION_BASE + 10g     /info of version g of the model
+ *   VERSION_BASE + 10g + 1 /model.gguf of version g
+ *   VERSION_BASE + 10g + 2 /info.json of version g
+ *   VERSION_BASE + 10g + 3 /hashes (the same bytes in every version:
  *                         tensor names and data never change)
- *   VERSION_BASE + 8g + 4 /model.safetensors of version g
- *   VERSION_BASE + 8g + 5 /hf/config.json of version g
- *   VERSION_BASE + 8g + 6 /hf/generation_config.json of version g
- *   VERSION_BASE + 8g + 7 /hf/model.safetensors of version g
+ *   VERSION_BASE + 10g + 4 /model.safetensors of version g
+ *   VERSION_BASE + 10g + 5 /hf/config.json of version g
+ *   VERSION_BASE + 10g + 6 /hf/generation_config.json of version g
+ *   VERSION_BASE + 10g + 7 /hf/model.safetensors of version g
+ *   VERSION_BASE + 10g + 8 /hf/tokenizer.json of version g
+ *   VERSION_BASE + 10g + 9 /hf/tokenizer_config.json of version g
  *   tensor j:         TENSOR_BASE + j*TENSOR_STRIDE + {0 dir, 1 raw, 2 f32,
  *                                                       3 type, 4 shape,
  *                                                       5 raw.npy, 6 f32.npy,
@@ -89,11 +91,11 @@ enum {
 #define VERSION_BASE (1ull << 39)
 #define TENSOR_BASE (1ull << 40)
 /* a version's files: slot s of version g is VERSION_BASE + VERSION_STRIDE*g + s */
-/* hf/'s files are a version's too (generated from its metadata); the
- * tokenizer's two files (gguf/hf_tokenizer.h) take two more slots, before
- * VERSION_STRIDE, with their rows in nodes.c's ggfs_hf_files */
+/* hf/'s files are a version's too (generated from its metadata), each
+ * with its row in nodes.c's ggfs_hf_files */
 enum version_slot { VS_INFO = 0, VS_MODEL, VS_INFO_JSON, VS_HASHES, VS_SAFETENSORS,
-                    VS_HF_CONFIG, VS_HF_GENERATION, VS_HF_SAFETENSORS, VERSION_STRIDE };
+                    VS_HF_CONFIG, VS_HF_GENERATION, VS_HF_SAFETENSORS,
+                    VS_HF_TOKENIZER, VS_HF_TOKENIZER_CONFIG, VERSION_STRIDE };
 #define INO_VERSION(gen, slot) ((fuse_ino_t)(VERSION_BASE + VERSION_STRIDE * (gen) + (slot)))
 #define INO_INFO(gen) INO_VERSION(gen, VS_INFO)
 #define INO_MODEL(gen) INO_VERSION(gen, VS_MODEL)
@@ -178,6 +180,10 @@ struct state {
     struct gguf_hf *hf;
     char hf_why[256];            /* as long as a gguf_diag message */
     _Atomic(struct gguf_st_layout *) hf_st;
+    /* hf/tokenizer.json and hf/tokenizer_config.json (gguf/hf_tokenizer.h),
+     * made on first use (a lookup, listing, stat or read of them): data
+     * NULL when the tokenizer cannot be expressed (the files are absent) */
+    _Atomic(struct text *) hf_tok[2];
     uint64_t *kv_id;             /* key index -> id (inode KV_BASE + id) */
     int64_t *id_kv;              /* id -> key index, -1: no such key now */
     uint64_t n_ids;

@@ -40,10 +40,10 @@ const struct hf_file ggfs_hf_files[] = {
     { "config.json", VS_HF_CONFIG },
     { "generation_config.json", VS_HF_GENERATION },
     { "model.safetensors", VS_HF_SAFETENSORS },
-    /* tokenizer.json and tokenizer_config.json (gguf/hf_tokenizer.h) go
-     * here, each with a slot of its own (fs.h), its text made in
-     * state.c's ggfs_hf_text and its presence said by ggfs_hf_has (absent
-     * when gguf_hf_tokenizer_* says the tokenizer cannot be expressed) */
+    /* made on first use by state.c's ggfs_hf_text; absent when
+     * gguf_hf_tokenizer_* says the tokenizer cannot be expressed */
+    { "tokenizer.json", VS_HF_TOKENIZER },
+    { "tokenizer_config.json", VS_HF_TOKENIZER_CONFIG },
 };
 const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
 

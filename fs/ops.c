@@ -770,7 +770,8 @@ static void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         } else if (slot == VS_HF_SAFETENSORS) {
             ggfs_count_read(fs, RK_HF, size);
             ggfs_read_hf_safetensors(req, v, size, off, so->s);
-        } else if (slot == VS_HF_CONFIG || slot == VS_HF_GENERATION) {
+        } else if (slot == VS_HF_CONFIG || slot == VS_HF_GENERATION ||
+                   slot == VS_HF_TOKENIZER || slot == VS_HF_TOKENIZER_CONFIG) {
             ggfs_count_read(fs, RK_HF, size);
             const char *d = NULL;
             size_t len = 0;

@@ -9,6 +9,7 @@
 
 #include "remote/source.h"
 
+#include "gguf/hf_tokenizer.h"
 #include "gguf/info.h"
 #include "gguf/names.h"
 
@@ -278,6 +279,13 @@ void ggfs_state_free(struct state *st)
         gguf_st_free(sl);
         free(sl);
     }
+    for (int i = 0; i < 2; i++) {
+        struct text *t = atomic_load(&st->hf_tok[i]);
+        if (t) {
+            free(t->data);
+            free(t);
+        }
+    }
     if (st->hf) {
         gguf_hf_free(st->hf);
         free(st->hf);
@@ -546,20 +554,77 @@ int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
     return 0;
 }
 
-bool ggfs_hf_has(const struct state *st, enum version_slot slot)
+/* The tokenizer's file of slot (VS_HF_TOKENIZER or _CONFIG), made on
+ * first use from the model's first metadata (a split model's tokenizer is
+ * in its first shard) and kept in the state, as info.json is; data NULL
+ * when it cannot be expressed (why: logged once per version).  0 or
+ * ENOMEM. */
+static int hf_tok(struct state *st, enum version_slot slot, const struct text **out)
 {
-    /* the tokenizer's files: present when their text could be made */
-    return st->hf && slot >= VS_HF_CONFIG && slot < VERSION_STRIDE;
+    _Atomic(struct text *) *p = &st->hf_tok[slot == VS_HF_TOKENIZER_CONFIG];
+    struct text *t = atomic_load_explicit(p, memory_order_acquire);
+    *out = t;
+    if (t)
+        return 0;
+    struct gguf_buf b = { 0 };
+    char why[256];
+    int r = slot == VS_HF_TOKENIZER
+                ? gguf_hf_tokenizer_json(st_meta(st), &b, why, sizeof why)
+                : gguf_hf_tokenizer_config_json(st_meta(st), &b, why, sizeof why);
+    if (r < 0 || b.oom || !(t = malloc(sizeof *t))) {
+        gguf_buf_free(&b);
+        return ENOMEM;
+    }
+    if (r > 0) {
+        gguf_buf_free(&b);
+        t->data = NULL;
+        t->len = 0;
+    } else {
+        t->data = b.data;
+        t->len = b.len;
+    }
+    struct text *expected = NULL;
+    if (!atomic_compare_exchange_strong(p, &expected, t)) {
+        free(t->data);       /* another thread won the race: use its copy */
+        free(t);
+        t = expected;
+    } else if (r > 0 && slot == VS_HF_TOKENIZER) {
+        fuse_log(FUSE_LOG_INFO, "gguffs: hf/: no tokenizer.json: %s\n", why);
+    }
+    *out = t;
+    return 0;
 }
 
-/* hf/'s texts (config.json, generation_config.json: made with the state;
- * the tokenizer's files would be made here on first use, as info.json is,
- * and kept in the state) */
+bool ggfs_hf_has(const struct state *st, enum version_slot slot)
+{
+    if (!st->hf || slot < VS_HF_CONFIG || slot >= VERSION_STRIDE)
+        return false;
+    if (slot != VS_HF_TOKENIZER && slot != VS_HF_TOKENIZER_CONFIG)
+        return true;
+    /* the tokenizer's files: present when their text could be made (the
+     * state's cache of them is not its meaning: made once, kept) */
+    const struct text *t;
+    return hf_tok((struct state *)st, slot, &t) == 0 && t->data;
+}
+
+/* hf/'s texts: config.json, generation_config.json (made with the
+ * state), the tokenizer's files (made on first use) */
 int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
                  size_t *len)
 {
     if (!st->hf)
         return ENOENT;
+    if (slot == VS_HF_TOKENIZER || slot == VS_HF_TOKENIZER_CONFIG) {
+        const struct text *t;
+        int e = hf_tok(st, slot, &t);
+        if (e)
+            return e;
+        if (!t->data)
+            return ENOENT;
+        *data = t->data;
+        *len = t->len;
+        return 0;
+    }
     const struct gguf_buf *b = slot == VS_HF_CONFIG ? &st->hf->config
                              : slot == VS_HF_GENERATION ? &st->hf->generation : NULL;
     if (!b)

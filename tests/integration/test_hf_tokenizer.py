@@ -34,9 +34,11 @@ special tokens; and apply_chat_template with a few messages, as text and
 as ids — all equal.  A model whose tokenizer cannot be expressed (a
 "bert" vocabulary) is refused with a one-line reason.
 
-The folder read is hf_folders() below: today tests/tools/hf_tokenizer_dump
-writes the two files for each model; once the mount serves them it is
-MNT/hf.
+The folder read is hf_folders() below: tests/tools/hf_tokenizer_dump
+writes the two files for each model, and each model is mounted: where the
+mount has hf/ (an architecture gguffs shows as a Hugging Face folder), its
+two files must be the dump tool's byte for byte, and MNT/hf itself is the
+folder AutoTokenizer loads.
 
 All transformers work runs in one .deps/venv process (this file, run with
 --worker); without the venv the test skips, or fails under CI.
@@ -279,7 +281,13 @@ def compare(gguf_path, folder, with_config):
     from transformers import AutoConfig, AutoTokenizer
     d, f = os.path.dirname(gguf_path), os.path.basename(gguf_path)
     ref = AutoTokenizer.from_pretrained(d, gguf_file=f)
-    out = compare_one(ref, AutoTokenizer.from_pretrained(folder))
+    got = AutoTokenizer.from_pretrained(folder)
+    own = type(got).__name__ != "TokenizersBackend"     # MNT/hf has a config.json
+    if own:
+        print("NOTE: %s: with hf/'s config.json AutoTokenizer picks %s, which rebuilds its "
+              "pipeline (transformers' class choice): vocabulary and special tokens compared, "
+              "not ids" % (f, type(got).__name__), file=sys.stderr)
+    out = compare_one(ref, got, ids=not own)
     if not with_config:
         return out
     with tempfile.TemporaryDirectory() as tmp:
@@ -376,19 +384,52 @@ def dump_tool():
     return exe
 
 
+TOK_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def read_or_none(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 @contextlib.contextmanager
-def hf_folders(models, work):
-    """{model: the folder holding its tokenizer.json and tokenizer_config.json},
-    or {model: (None, why)} for a model refused.  The one place that says where
-    the files come from: today the dump tool, later MNT/hf of a mount."""
+def hf_folders(h, models, work):
+    """({model: the folder holding its tokenizer.json and tokenizer_config.json},
+    or {model: (None, code, why)} for a model refused; the models whose folder
+    is MNT/hf of a mount).  The dump tool writes the files for every model;
+    each model is also mounted: where the mount has hf/ (an architecture it
+    shows), hf/ must hold the dump tool's files byte for byte (or neither,
+    for a refused tokenizer), and the folder compared is MNT/hf itself, its
+    config.json and model.safetensors beside them, as a user loads it."""
+    import harness
     exe = dump_tool()
-    folders = {}
-    for m in models:
-        d = os.path.join(work, "hf-" + os.path.basename(m)[:-5])
-        os.makedirs(d)
-        r = subprocess.run([exe, m, d], capture_output=True, text=True, timeout=120)
-        folders[m] = d if r.returncode == 0 else (None, r.returncode, r.stderr.strip())
-    yield folders
+    folders, mounted = {}, set()
+    with contextlib.ExitStack() as stack:
+        for m in models:
+            name = os.path.basename(m)
+            d = os.path.join(work, "hf-" + name[:-5])
+            os.makedirs(d)
+            r = subprocess.run([exe, m, d], capture_output=True, text=True, timeout=120)
+            folders[m] = d if r.returncode == 0 else (None, r.returncode, r.stderr.strip())
+            g = stack.enter_context(harness.mounted(m))
+            hf = os.path.join(g.mnt, "hf")
+            if not os.path.isdir(hf):
+                continue
+            listed = set(os.listdir(hf))
+            for f in TOK_FILES:
+                dumped = read_or_none(os.path.join(d, f)) if r.returncode == 0 else None
+                served = read_or_none(os.path.join(hf, f))
+                h.check(served == dumped and (f in listed) == (dumped is not None),
+                        "%s: hf/%s of the mount is not the dump tool's (%s, listed %s)"
+                        % (name, f, "absent" if served is None else "%d bytes" % len(served),
+                           f in listed))
+            if r.returncode == 0 and all(f in listed for f in TOK_FILES):
+                folders[m] = hf
+                mounted.add(m)
+        yield folders, mounted
 
 
 def main():
@@ -415,7 +456,7 @@ def main():
             print("NOTE: corpus models not here (../shared/corpus): %s" % ", ".join(missing))
         models += [real[n] for n in want if n in real]
         pairs = []
-        with hf_folders(models, work) as folders:
+        with hf_folders(h, models, work) as (folders, mounted):
             for m in models:
                 f = folders[m]
                 name = os.path.basename(m)
@@ -426,7 +467,9 @@ def main():
                 if h.check(not isinstance(f, tuple), "%s: files generated (%r)" % (name, f)):
                     # with a config.json too: the models made here (the
                     # corpus's cost a few seconds each)
-                    pairs.append([m, f, m.startswith(work)])
+                    pairs.append([m, f, m.startswith(work) and m not in mounted])
+            print("  %d of %d models read through MNT/hf (the others: no hf/ for their "
+                  "architecture, read from the dump tool's folder)" % (len(mounted), len(pairs)))
             r = subprocess.run([py, me, "--worker", "compare"], input=json.dumps(pairs),
                                capture_output=True, text=True, timeout=1200, env=env)
             seen = set()
