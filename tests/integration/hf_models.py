@@ -247,26 +247,18 @@ def bits_equal(a, b):
 
 
 def gguf_reference(d, name):
-    """transformers' own from_pretrained(d, gguf_file=name).  That call
-    wants accelerate (for its device map), which tests/requirements.txt does
-    not pin: without it, the same steps by hand: the config its GGUF loader
-    derives, the model made from it, and the tensors of load_gguf_checkpoint
-    (what from_pretrained(gguf_file=) loads for these architectures),
-    float32 as it makes them."""
-    from transformers.utils.import_utils import is_accelerate_available
-    if is_accelerate_available():
-        return T.AutoModelForCausalLM.from_pretrained(d, gguf_file=name).eval()
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-    cfg = T.AutoConfig.from_pretrained(d, gguf_file=name)
-    m = T.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    sd = load_gguf_checkpoint(os.path.join(d, name), return_tensors=True, model_to_load=m,
-                              torch_dtype=torch.float32)["tensors"]
-    missing, unexpected = m.load_state_dict(sd, strict=False)
-    missing = [k for k in missing if not (k == "lm_head.weight" and cfg.tie_word_embeddings)]
-    if missing or unexpected:
-        raise RuntimeError("gguf_file= reference: missing %s, unexpected %s" % (missing, unexpected))
-    m.tie_weights()
-    return m.eval()
+    """transformers' own from_pretrained(d, gguf_file=name) (it wants
+    accelerate, pinned in tests/requirements.txt), every weight dequantized
+    to float32 (GgufConfig(dequantize=True): by default transformers 5.24
+    keeps quantized weights in their GGUF blocks, which hf/ does not); the
+    quantization_config that call adds to the config is dropped, so that
+    the configs compare."""
+    m = T.AutoModelForCausalLM.from_pretrained(
+        d, gguf_file=name, dtype=torch.float32,
+        quantization_config=T.GgufConfig(dequantize=True)).eval()
+    if hasattr(m.config, "quantization_config"):
+        del m.config.quantization_config
+    return m
 
 
 def check_one(d, name, mnt, errors):

@@ -11,8 +11,7 @@ mounted, then one process checks them all (torch's import costs seconds):
   - AutoModelForCausalLM.from_pretrained(MNT/hf), with no tokenizer in the
     folder, has the same state dict as transformers' own GGUF loader of
     the file (a split model: the same model unsplit; one folder for all
-    its shards) (from_pretrained(dir, gguf_file=), or, without accelerate,
-    the same load_gguf_checkpoint by hand: hf_models.py gguf_reference),
+    its shards) (from_pretrained(dir, gguf_file=): hf_models.py gguf_reference),
     tensor by tensor, bit for bit; the logits of a fixed prompt are equal;
   - F32 models: every tensor equals the original HF model's; F16 models:
     the original's rounded to f16 where the file has f16;

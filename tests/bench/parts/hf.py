@@ -6,8 +6,8 @@ in Q8_0 by gguf-py's quantizer; --quick: hidden 256, 2 layers) loaded by
 transformers from .deps/venv, each in a fresh process: from_pretrained
 (MNT/hf) on a fresh mount (every tensor dequantized by gguffs as it is
 read) against transformers' own GGUF loader of the file
-(from_pretrained(dir, gguf_file=), or load_gguf_checkpoint by hand where
-accelerate is missing: the same dequantization in numpy), then a pass
+(from_pretrained(dir, gguf_file=) with GgufConfig(dequantize=True): every
+weight dequantized to float32, the model hf/ gives), then a pass
 over every weight (a loader that maps the file lazily has read nothing
 until then), the model file page-cached for both; seconds and the
 process's peak RSS (file pages of a mapping included; gguffs' own growth
