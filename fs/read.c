@@ -565,25 +565,40 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
     return 0;
 }
 
+/* The start of a read of [off, off + size) of a safetensors file laid out
+ * as l (the layout's error e, if any): false when it is answered already
+ * (an error, or nothing to read past the end); else *p holds the header's
+ * piece, if the read starts in it, and [*a, *end) is the rest to serve. */
+static bool st_read_start(fuse_req_t req, struct state *st, int e,
+                          const struct gguf_st_layout *l, size_t size, off_t off,
+                          struct pieces *p, uint64_t *a, uint64_t *end)
+{
+    if (e)
+        return fuse_reply_err(req, e), false;
+    *a = (uint64_t)off;
+    if (*a >= l->size || !size)
+        return fuse_reply_buf(req, NULL, 0), false;
+    *end = size < l->size - *a ? *a + size : l->size;
+    memset(p, 0, sizeof *p);
+    p->cache = st->fs->cache;
+    uint64_t hl = l->hdr.len;
+    if (*a < hl) {
+        uint64_t to = *end < hl ? *end : hl;
+        piece_mem(p, l->hdr.data + *a, (size_t)(to - *a));
+        *a = to;
+    }
+    return true;
+}
+
 void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
                            struct f32_stream *s)
 {
     const struct gguf_st_layout *l = NULL;
     int e = ggfs_safetensors(st, &l);
-    if (e)
-        return (void)fuse_reply_err(req, e);
-    uint64_t a = (uint64_t)off;
-    if (a >= l->size || !size)
-        return (void)fuse_reply_buf(req, NULL, 0);
-    uint64_t end = size < l->size - a ? a + size : l->size;
-    struct pieces p = { 0 };
-    p.cache = st->fs->cache;
-    uint64_t hl = l->hdr.len;
-    if (a < hl) {
-        uint64_t to = end < hl ? end : hl;
-        piece_mem(&p, l->hdr.data + a, (size_t)(to - a));
-        a = to;
-    }
+    struct pieces p;
+    uint64_t a = 0, end = 0;
+    if (!st_read_start(req, st, e, l, size, off, &p, &a, &end))
+        return;
     for (uint64_t j = gguf_st_find(l, a); a < end && !p.err && j < l->n_span; j++) {
         const struct gguf_st_span *sp = &l->span[j];
         if (sp->start + sp->len <= a)
@@ -696,20 +711,10 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
 {
     const struct gguf_st_layout *l = NULL;
     int e = ggfs_hf_safetensors(st, &l);
-    if (e)
-        return (void)fuse_reply_err(req, e);
-    uint64_t a = (uint64_t)off;
-    if (a >= l->size || !size)
-        return (void)fuse_reply_buf(req, NULL, 0);
-    uint64_t end = size < l->size - a ? a + size : l->size;
-    struct pieces p = { 0 };
-    p.cache = st->fs->cache;
-    uint64_t hl = l->hdr.len;
-    if (a < hl) {
-        uint64_t to = end < hl ? end : hl;
-        piece_mem(&p, l->hdr.data + a, (size_t)(to - a));
-        a = to;
-    }
+    struct pieces p;
+    uint64_t a = 0, end = 0;
+    if (!st_read_start(req, st, e, l, size, off, &p, &a, &end))
+        return;
     for (uint64_t j = gguf_st_find(l, a); a < end && !p.err && j < l->n_span; j++) {
         const struct gguf_st_span *sp = &l->span[j];
         if (sp->start + sp->len <= a)
