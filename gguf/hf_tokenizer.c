@@ -389,20 +389,29 @@ static size_t put_cp(char *o, uint32_t c)
     return 2;
 }
 
+/* Room for every token respelled at most k bytes a byte (h->spell) and
+ * the new vocabulary (h->voc): 0, 1 refused (a token too long), -1 out of
+ * memory. */
+static int spell_alloc(struct hft *h, unsigned k)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->tok[i].n > UINT32_MAX / k)
+            return refuse(h, "token %" PRIu32 " is too long", i);
+        total += (size_t)h->tok[i].n * k;
+    }
+    h->spell = malloc(total ? total : 1);
+    h->voc = malloc((h->n ? h->n : 1) * sizeof *h->voc);
+    return h->spell && h->voc ? 0 : -1;
+}
+
 /* Byte-level: a token spelled only with alphabet characters stays as it is;
  * any other is written byte by byte in the alphabet (at most 2 bytes each). */
 static int respell(struct hft *h)
 {
-    size_t total = 0;
-    for (uint32_t i = 0; i < h->n; i++) {
-        if (h->tok[i].n > UINT32_MAX / 2)
-            return refuse(h, "token %" PRIu32 " is too long", i);
-        total += (size_t)h->tok[i].n * 2;
-    }
-    h->spell = malloc(total ? total : 1);
-    h->voc = malloc((h->n ? h->n : 1) * sizeof *h->voc);
-    if (!h->spell || !h->voc)
-        return -1;
+    int r = spell_alloc(h, 2);
+    if (r)
+        return r;
     size_t at = 0;
     for (uint32_t i = 0; i < h->n; i++) {
         const unsigned char *p = (const unsigned char *)h->tok[i].p;
@@ -451,16 +460,9 @@ static bool py_space(uint32_t c)
  * whitespace becomes one "▁" per character (transformers' gemma_tokenizer). */
 static int respell_spaces(struct hft *h)
 {
-    size_t total = 0;
-    for (uint32_t i = 0; i < h->n; i++) {
-        if (h->tok[i].n > UINT32_MAX / 3)
-            return refuse(h, "token %" PRIu32 " is too long", i);
-        total += (size_t)h->tok[i].n * 3;
-    }
-    h->spell = malloc(total ? total : 1);
-    h->voc = malloc((h->n ? h->n : 1) * sizeof *h->voc);
-    if (!h->spell || !h->voc)
-        return -1;
+    int r = spell_alloc(h, 3);
+    if (r)
+        return r;
     size_t at = 0;
     for (uint32_t i = 0; i < h->n; i++) {
         const unsigned char *p = (const unsigned char *)h->tok[i].p;
