@@ -336,6 +336,18 @@ def check_one(d, name, mnt, errors):
             if not torch.equal(t, lf[k]) or not np.array_equal(
                     t.float().numpy().reshape(-1).view(np.int32), f32.view(np.int32)):
                 bad.append("model.safetensors %s differs from tensors/%s/f32" % (k, k))
+    # gguf-py's GGUFReader on model.gguf: the tensors of the file itself (a
+    # split model: of the same model unsplit), and its keys (not a split
+    # model's: the merged file drops the split.* keys)
+    from gguf import GGUFReader
+    mine = GGUFReader(os.path.join(mnt, "model.gguf"))
+    theirs = GGUFReader(os.path.join(d, refname + ".gguf"))
+    if "-split" not in name and \
+            [f.name for f in mine.fields.values()] != [f.name for f in theirs.fields.values()]:
+        bad.append("model.gguf: GGUFReader's keys differ from the file's")
+    tens = [(t.name, t.tensor_type, t.data.tobytes()) for t in mine.tensors]
+    if not tens or tens != [(t.name, t.tensor_type, t.data.tobytes()) for t in theirs.tensors]:
+        bad.append("model.gguf: GGUFReader's %d tensors differ from the file's" % len(tens))
     print("%s: %d tensors, %s" % (name, len(got), "ok" if not bad else "; ".join(bad[:6])))
     errors.extend(bad)
 

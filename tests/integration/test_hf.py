@@ -17,7 +17,9 @@ mounted, then one process checks them all (torch's import costs seconds):
     the original's rounded to f16 where the file has f16;
   - safetensors.safe_open and safetensors.torch.load_file read
     hf/model.safetensors (equal to the loaded model) and model.safetensors
-    (equal to tensors/NAME/f32).
+    (equal to tensors/NAME/f32);
+  - gguf-py's GGUFReader reads model.gguf: the keys and tensors of the file
+    (a split model: the tensors of the same model unsplit).
 
 Then: the corpus's llama (ollama-llama-2-tiny-random.gguf, in the
 repository) generates the same greedy tokens through hf/ as through
