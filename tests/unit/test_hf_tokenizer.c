@@ -131,14 +131,15 @@ static void refused(const struct gguf_file *f, const char *want)
 
 static void has(const char *t, const char *want)
 {
+    assert_non_null(t);
     if (!strstr(t, want))
-        fail_msg("'%s' not in:\n%.3000s", want, t);
+        fail_msg("'%s' not in:\n%.3000s", want, t ? t : "");
 }
 
 static void hasnt(const char *t, const char *want)
 {
     if (strstr(t, want))
-        fail_msg("'%s' unexpectedly in:\n%.3000s", want, t);
+        fail_msg("'%s' unexpectedly in:\n%.3000s", want, t ? t : "");
 }
 
 /* Occurrences of s in t (by hand: a sanitizer's strstr measures the whole
