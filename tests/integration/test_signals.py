@@ -305,7 +305,9 @@ def case_abort(h, model):
     while 4 readers read: the kernel fails every /dev/fuse read from then on
     (ENODEV on Linux 6.18; ECONNABORTED where a kernel says that, which
     fs/devio.c turns into ENODEV), which gguffs takes as the end of the
-    mount: it exits 0 with nothing on stderr, no reader is left blocked,
+    mount: it exits 0 with nothing on stderr (but libfuse's line for a
+    reply to a request the abort dropped, seen once under ASan), no reader
+    is left blocked,
     and fusermount3 -u then takes the dead mount away."""
     label = "connection aborted with 4 readers active"
     with h.case(label):
@@ -319,7 +321,13 @@ def case_abort(h, model):
             rc = fg.wait(CLEAN_WAIT)
             ok, errs = join_readers(h, label, procs, out, 20)
             err = fg.stderr()
-            h.check(rc == 0 and err.strip() == "", "%s: status %s (None: still running after %.0f s), "
+            # libfuse's own line for a reply the kernel no longer takes (a
+            # request the abort dropped while a worker answered it by
+            # splice): the only thing allowed on stderr
+            rest = [ln for ln in err.splitlines() if ln.strip() and
+                    ln.strip() not in ("fuse: splice from pipe: No such file or directory",
+                                       "fuse: writing device: No such file or directory")]
+            h.check(rc == 0 and not rest, "%s: status %s (None: still running after %.0f s), "
                     "stderr: %s" % (label, rc, CLEAN_WAIT, err[-3000:] or "(empty)"))
             r = subprocess.run(["fusermount3", "-u", fg.mnt], capture_output=True)
             h.check(r.returncode == 0, "%s: fusermount3 -u of the aborted mount: %s" % (label, r.stderr))
