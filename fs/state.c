@@ -493,6 +493,19 @@ static void st_tensor(void *ctx, uint64_t i, struct gguf_st_in *out)
     out->has_f32 = ggfs_tensor_has(st, i, TF_F32);
 }
 
+/* l, laid out by this thread, as the state's *slot, unless another thread
+ * put its own there first: then l is freed and theirs returned. */
+static const struct gguf_st_layout *publish_layout(_Atomic(struct gguf_st_layout *) *slot,
+                                                   struct gguf_st_layout *l)
+{
+    struct gguf_st_layout *expected = NULL;
+    if (atomic_compare_exchange_strong(slot, &expected, l))
+        return l;
+    gguf_st_free(l);
+    free(l);
+    return expected;
+}
+
 /* model.safetensors: laid out on first use (a stat or a read), like
  * info.json; its header has the version's string keys. */
 int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
@@ -513,13 +526,7 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
             fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
         return gguf_err_errno_made(e);
     }
-    struct gguf_st_layout *expected = NULL;
-    if (!atomic_compare_exchange_strong(&st->safetensors, &expected, l)) {
-        gguf_st_free(l);     /* another thread won the race: use its copy */
-        free(l);
-        l = expected;
-    }
-    *out = l;
+    *out = publish_layout(&st->safetensors, l);
     return 0;
 }
 
@@ -544,13 +551,7 @@ int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
         fuse_log(FUSE_LOG_ERR, "gguffs: hf/model.safetensors: %s\n", d.msg);
         return EFBIG;
     }
-    struct gguf_st_layout *expected = NULL;
-    if (!atomic_compare_exchange_strong(&st->hf_st, &expected, l)) {
-        gguf_st_free(l);     /* another thread won the race: use its copy */
-        free(l);
-        l = expected;
-    }
-    *out = l;
+    *out = publish_layout(&st->hf_st, l);
     return 0;
 }
 

@@ -1022,37 +1022,29 @@ static void tp_special(struct gguf_buf *o, struct sv s, int type_id)
     gguf_buf_printf(o, ",\"type_id\":%d}}", type_id);
 }
 
+/* One sequence of a template: its bos and eos as the model adds them,
+ * around sequence id (A or B) of type type_id. */
+static void tp_sequence(struct gguf_buf *o, const struct hft *h, char id, int type_id)
+{
+    if (h->add_bos) {
+        tp_special(o, h->sp[SP_BOS], type_id);
+        jc(o, ",");
+    }
+    gguf_buf_printf(o, "{\"Sequence\":{\"id\":\"%c\",\"type_id\":%d}}", id, type_id);
+    if (h->add_eos) {
+        jc(o, ",");
+        tp_special(o, h->sp[SP_EOS], type_id);
+    }
+}
+
 static void post_processor(struct gguf_buf *o, const struct hft *h)
 {
     jc(o, "{\"type\":\"TemplateProcessing\",\"single\":[");
-    if (h->add_bos) {
-        tp_special(o, h->sp[SP_BOS], 0);
-        jc(o, ",");
-    }
-    jc(o, "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}");
-    if (h->add_eos) {
-        jc(o, ",");
-        tp_special(o, h->sp[SP_EOS], 0);
-    }
+    tp_sequence(o, h, 'A', 0);
     jc(o, "],\"pair\":[");
-    if (h->add_bos) {
-        tp_special(o, h->sp[SP_BOS], 0);
-        jc(o, ",");
-    }
-    jc(o, "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}");
-    if (h->add_eos) {
-        jc(o, ",");
-        tp_special(o, h->sp[SP_EOS], 0);
-    }
-    if (h->add_bos) {
-        jc(o, ",");
-        tp_special(o, h->sp[SP_BOS], 1);
-    }
-    jc(o, ",{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}");
-    if (h->add_eos) {
-        jc(o, ",");
-        tp_special(o, h->sp[SP_EOS], 1);
-    }
+    tp_sequence(o, h, 'A', 0);
+    jc(o, ",");
+    tp_sequence(o, h, 'B', 1);
     jc(o, "],\"special_tokens\":{");
     bool first = true;
     for (int k = SP_BOS; k <= SP_EOS; k++) {
