@@ -24,6 +24,17 @@
  * Each queue is FIFO; a waiter waits until what was queued before it has
  * been sent, at most a second (then it goes on: a cache may be stale).
  *
+ * The notifications are written here, to a descriptor of the notify
+ * threads' own: a duplicate of the session's /dev/fuse descriptor, closed
+ * once the threads are joined.  Unmounting closes the session's descriptor
+ * (fuse_session_unmount) while a notification may still be on its way
+ * (the threads are joined after the unmount: see fs/session.c); through
+ * libfuse's notify calls, such a notification was written to a closed
+ * descriptor, or to whatever file was opened next under its number (seen
+ * by TSan in CI: close() in the main thread against writev() in a notify
+ * thread).  The messages are the kernel's (linux/fuse.h): FUSE_NOTIFY_
+ * INVAL_ENTRY and FUSE_NOTIFY_INVAL_INODE, as libfuse writes them.
+ *
  * A notification is never dropped silently.  One that cannot be queued
  * (no memory for its note) marks its queue for a sweep, which needs no
  * memory: the queue's thread then invalidates everything that queue is
@@ -41,10 +52,14 @@
 #include "cache/thread.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One allocation: the name is stored after it. */
 struct note {
@@ -75,18 +90,42 @@ struct queue {
 
 struct notify {
     struct queue meta, root, free;
+    int fd;                        /* the threads' /dev/fuse, or -1 */
 };
+
+/* The kernel's answers are not looked at: ENOENT (nothing cached under
+ * that name or inode) is the common one, and after an unmount ENODEV. */
+static void inval_entry(int fd, fuse_ino_t parent, const char *name)
+{
+    size_t len = strlen(name);
+    struct fuse_notify_inval_entry_out arg = { .parent = parent, .namelen = (uint32_t)len };
+    struct fuse_out_header h = { .error = FUSE_NOTIFY_INVAL_ENTRY };
+    struct iovec iov[] = { { &h, sizeof h }, { &arg, sizeof arg },
+                           { (char *)name, len + 1 } };
+    h.len = (uint32_t)(sizeof h + sizeof arg + len + 1);
+    if (fd >= 0)
+        (void)!writev(fd, iov, 3);
+}
+
+/* The inode's attributes and all its cached data. */
+static void inval_inode(int fd, fuse_ino_t ino)
+{
+    struct fuse_notify_inval_inode_out arg = { .ino = ino, .off = 0, .len = 0 };
+    struct fuse_out_header h = { .len = sizeof h + sizeof arg,
+                                 .error = FUSE_NOTIFY_INVAL_INODE };
+    struct iovec iov[] = { { &h, sizeof h }, { &arg, sizeof arg } };
+    if (fd >= 0)
+        (void)!writev(fd, iov, 2);
+}
 
 static void send_note(struct ggfs *fs, const struct note *n)
 {
     if (n->free_state)
         ggfs_state_free(n->free_state);
-    else if (!fs->se)
-        return;
     else if (n->entry)
-        fuse_lowlevel_notify_inval_entry(fs->se, n->ino, n->name, strlen(n->name));
+        inval_entry(fs->notify->fd, n->ino, n->name);
     else
-        fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
+        inval_inode(fs->notify->fd, n->ino);
 }
 
 /* Everything a queue is ever told about, for notes that were lost: the
@@ -95,28 +134,26 @@ static void send_note(struct ggfs *fs, const struct note *n)
  * thread holds while it waits for this queue). */
 static void sweep(struct ggfs *fs, bool meta)
 {
-    if (!fs->se)
+    int fd = fs->notify->fd;
+    if (fd < 0)
         return;
     if (!meta) {
         for (size_t i = 0; i < sizeof version_names / sizeof *version_names; i++)
-            fuse_lowlevel_notify_inval_entry(fs->se, INO_ROOT, version_names[i],
-                                             strlen(version_names[i]));
+            inval_entry(fd, INO_ROOT, version_names[i]);
         for (unsigned i = 0; i < ggfs_hf_files_n; i++)
-            fuse_lowlevel_notify_inval_entry(fs->se, INO_HF, ggfs_hf_files[i].name,
-                                             strlen(ggfs_hf_files[i].name));
-        fuse_lowlevel_notify_inval_inode(fs->se, INO_ROOT, 0, 0);
+            inval_entry(fd, INO_HF, ggfs_hf_files[i].name);
+        inval_inode(fd, INO_ROOT);
         return;
     }
     struct state *st = ggfs_state_current(fs);
     if (st) {
         for (uint64_t i = 0; i < st_meta(st)->n_kv; i++) {
-            const char *name = st->meta_names.names[i];
-            fuse_lowlevel_notify_inval_entry(fs->se, INO_META, name, strlen(name));
-            fuse_lowlevel_notify_inval_inode(fs->se, KV_BASE + st->kv_id[i], 0, 0);
+            inval_entry(fd, INO_META, st->meta_names.names[i]);
+            inval_inode(fd, KV_BASE + st->kv_id[i]);
         }
         ggfs_state_put(st);
     }
-    fuse_lowlevel_notify_inval_inode(fs->se, INO_META, 0, 0);
+    inval_inode(fd, INO_META);
 }
 
 static void *queue_main(void *arg)
@@ -253,6 +290,15 @@ int ggfs_notify_start(struct ggfs *fs)
     struct notify *nt = calloc(1, sizeof *nt);
     if (!nt)
         return ENOMEM;
+    nt->fd = -1;
+    if (fs->se) {
+        nt->fd = fcntl(fuse_session_fd(fs->se), F_DUPFD_CLOEXEC, 3);
+        if (nt->fd < 0) {
+            int e = errno;
+            free(nt);
+            return e;
+        }
+    }
     fs->notify = nt;
     int e = queue_start(fs, &nt->meta, true);
     if (!e)
@@ -272,6 +318,8 @@ void ggfs_notify_stop(struct ggfs *fs)
     queue_stop(&nt->root);
     queue_stop(&nt->meta);
     queue_stop(&nt->free);
+    if (nt->fd >= 0)
+        close(nt->fd);          /* after the threads: none writes to it now */
     fs->notify = NULL;
     free(nt);
 }

@@ -1,9 +1,11 @@
 /*
  * tests/unit/test_notify.c — fs/notify.c's promises (fs/notify.h) with the
- * kernel's side recorded: libfuse's notify calls are wrapped
- * (-Wl,--wrap=fuse_lowlevel_notify_inval_entry,...) and log what they were
- * asked; allocations fail on demand (tests/unit/work.h's mem_cap), and so
- * does pthread_create (wrapped).
+ * kernel's side recorded: the session's descriptor is /dev/null's
+ * (fuse_session_fd is wrapped), and what the notify threads write to
+ * their copy of it is read as the kernel reads it (writev is wrapped:
+ * the FUSE_NOTIFY_INVAL_* messages of linux/fuse.h, checked and logged);
+ * allocations fail on demand (tests/unit/work.h's mem_cap), and so does
+ * pthread_create (wrapped).
  *
  *   - ggfs_notify_start starts its three threads or none: a thread that
  *     cannot start fails it, and leaves nothing running (the mount then
@@ -21,6 +23,8 @@
 #include "work.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -55,24 +62,61 @@ static void record(bool entry, fuse_ino_t ino, const char *name, size_t len)
     pthread_mutex_unlock(&sent_mu);
 }
 
-int __wrap_fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
-                                            const char *name, size_t namelen);
-int __wrap_fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
-                                            const char *name, size_t namelen)
+/* The session's descriptor: /dev/null's (setup), which notify.c copies;
+ * the copy the notifications were last written to. */
+static int session_fd = -1, written_fd = -1;
+int __wrap_fuse_session_fd(struct fuse_session *se);
+int __wrap_fuse_session_fd(struct fuse_session *se)
 {
     (void)se;
-    record(true, parent, name, namelen);
-    return 0;
+    return session_fd;
 }
 
-int __wrap_fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino,
-                                            off_t off, off_t len);
-int __wrap_fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino,
-                                            off_t off, off_t len)
+/* The kernel's reading of a notification (fs/fuse/dev.c): one message per
+ * write, its length in the header, the code in its error field; an entry's
+ * name is namelen bytes and a NUL.  Anything else fails the test. */
+ssize_t __real_writev(int fd, const struct iovec *iov, int n);
+ssize_t __wrap_writev(int fd, const struct iovec *iov, int n);
+ssize_t __wrap_writev(int fd, const struct iovec *iov, int n)
 {
-    (void)se, (void)off, (void)len;
-    record(false, ino, NULL, 0);
-    return 0;
+    struct stat to, null;
+    if (session_fd < 0 || fstat(fd, &to) != 0 || fstat(session_fd, &null) != 0 ||
+        to.st_rdev != null.st_rdev || !S_ISCHR(to.st_mode))
+        return __real_writev(fd, iov, n);
+    /* never the session's own descriptor, which an unmount closes */
+    assert_int_not_equal(fd, session_fd);
+    pthread_mutex_lock(&sent_mu);
+    written_fd = fd;
+    pthread_mutex_unlock(&sent_mu);
+    unsigned char msg[512];
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true(len + iov[i].iov_len <= sizeof msg);
+        memcpy(msg + len, iov[i].iov_base, iov[i].iov_len);
+        len += iov[i].iov_len;
+    }
+    struct fuse_out_header h;
+    assert_true(len >= sizeof h);
+    memcpy(&h, msg, sizeof h);
+    assert_int_equal(h.len, len);
+    assert_int_equal(h.unique, 0);
+    if (h.error == FUSE_NOTIFY_INVAL_ENTRY) {
+        struct fuse_notify_inval_entry_out a;
+        assert_true(len >= sizeof h + sizeof a);
+        memcpy(&a, msg + sizeof h, sizeof a);
+        assert_int_equal(len, sizeof h + sizeof a + a.namelen + 1);
+        assert_int_equal(msg[len - 1], 0);
+        assert_int_equal(a.flags, 0);
+        record(true, a.parent, (const char *)msg + sizeof h + sizeof a, a.namelen);
+    } else {
+        struct fuse_notify_inval_inode_out a;
+        assert_int_equal(h.error, FUSE_NOTIFY_INVAL_INODE);
+        assert_int_equal(len, sizeof h + sizeof a);
+        memcpy(&a, msg + sizeof h, sizeof a);
+        assert_true(a.off == 0 && a.len == 0);      /* all of its data */
+        record(false, a.ino, NULL, 0);
+    }
+    return (ssize_t)len;
 }
 
 /* Whether (entry, ino, name) was sent. */
@@ -143,7 +187,10 @@ static int setup(void **state)
     (void)state;
     memset(&fs, 0, sizeof fs);
     fs.timeout = 365.0 * 86400;
-    fs.se = (struct fuse_session *)&fs;     /* never dereferenced: the calls are wrapped */
+    fs.se = (struct fuse_session *)&fs;     /* never dereferenced: fuse_session_fd is wrapped */
+    if (session_fd < 0)
+        session_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    assert_true(session_fd >= 0);
     n_sent = 0;
     creates = 0;
     create_ok = 1 << 30;
@@ -195,6 +242,10 @@ static void test_sent_in_order(void **state)
     assert_true(!sent[7].entry && sent[7].ino == KV_BASE + 7);
     assert_true(ggfs_notify_free_state(&fs, &current));
     ggfs_notify_stop(&fs);
+    /* the threads' copy of the descriptor is closed with them */
+    assert_true(written_fd >= 0);
+    assert_int_equal(fcntl(written_fd, F_GETFD), -1);
+    assert_int_equal(fcntl(session_fd, F_GETFD), FD_CLOEXEC);
     assert_int_equal(freed, 1);
     assert_int_equal(atomic_load(&fs.notes_lost), 0);
     assert_true(ggfs_timeout(&fs) > 0);
