@@ -11,7 +11,7 @@
  *   the meta queue   names and inodes in meta/;
  *   the root queue   the names info and model.gguf, which every commit
  *                    changes.  No handler that holds the root directory's
- *                    lock waits for the commit lock (fs/ops.c answers
+ *                    lock waits for the commit lock (fs/ops_edit.c answers
  *                    namespace changes in / without it), so these go
  *                    through while the committing request still holds
  *                    meta/'s lock, and a commit can wait for them;
