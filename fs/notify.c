@@ -242,7 +242,7 @@ static int queue_start(struct ggfs *fs, struct queue *q, bool is_meta)
     pthread_cond_init(&q->done_cv, NULL);
     q->tail = &q->head;
     q->stop = false;
-    int e = ggfs_thread_start(&q->thread, queue_main, q);
+    int e = cache_thread_start(&q->thread, queue_main, q);
     q->running = e == 0;
     if (e) {
         pthread_mutex_destroy(&q->mu);

@@ -60,7 +60,7 @@ static void *reserve_main(void *arg)
 
 static bool start_reserve(struct ggfs *fs, pthread_t *th)
 {
-    return ggfs_thread_start(th, reserve_main, fs) == 0;
+    return cache_thread_start(th, reserve_main, fs) == 0;
 }
 
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
