@@ -103,14 +103,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
 /* Every size is known from the header (a stats file's and the digests' are
  * fixed): a lookup computes nothing; a read computes them, holding a
  * reference to its state and no lock. */
-void ggfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    struct ggfs *fs = req_fs(req);
-    ggfs_set_readahead(fs);
-    pthread_rwlock_rdlock(&fs->lock);
-    do_lookup(req, fs, fs->st, parent, name);
-    pthread_rwlock_unlock(&fs->lock);
-}
+READ_LOCKED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), parent, name)
 
 static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                        struct fuse_file_info *fi)
@@ -134,14 +127,7 @@ static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     bool writing = ino >= KV_BASE && ino < VERSION_BASE && ggfs_edit_is_open(fs, ino - KV_BASE);
     fuse_reply_attr(req, &out, writing || ino == INO_LOG ? 0 : ggfs_timeout(fs));
 }
-void ggfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    struct ggfs *fs = req_fs(req);
-    ggfs_set_readahead(fs);
-    pthread_rwlock_rdlock(&fs->lock);
-    do_getattr(req, fs, fs->st, ino, fi);
-    pthread_rwlock_unlock(&fs->lock);
-}
+READ_LOCKED(getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), ino, fi)
 
 /* Entry e (0-based, "." and ".." first) of directory n: false past the end. */
 static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, uint64_t e,
