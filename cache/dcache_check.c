@@ -120,7 +120,7 @@ void dcache_check_ahead(struct dcache *dc, uint64_t b)
             goto out;
     if (!dc->checker_on) {
         /* started at the first (after any fork); it takes no signal */
-        dc->checker_on = ggfs_thread_start(&dc->checker, checker_main, dc) == 0;
+        dc->checker_on = cache_thread_start(&dc->checker, checker_main, dc) == 0;
         if (!dc->checker_on)
             goto out;
     }

@@ -292,7 +292,7 @@ void dcache_write(struct dcache *dc, uint64_t b, const void *src, size_t len)
     if (!dc->flusher_on && !dc->sync_each && !dc->stop) {
         /* signals are for the thread running the FUSE loop: the flusher
          * takes none (whatever the mask of the thread that starts it) */
-        if (ggfs_thread_start(&dc->flusher, flusher_main, dc) == 0)
+        if (cache_thread_start(&dc->flusher, flusher_main, dc) == 0)
             dc->flusher_on = true;
         else
             dc->sync_each = true;    /* no thread: sync here */

@@ -16,12 +16,12 @@
 
 uint32_t dcache_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-    return ggfs_crc32c(crc, buf, len);
+    return kern_crc32c(crc, buf, len);
 }
 
 uint32_t dcache_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
-    return ggfs_crc32c_sw(crc, buf, len);
+    return kern_crc32c_sw(crc, buf, len);
 }
 
 /* ---- groups ------------------------------------------------------------------ */

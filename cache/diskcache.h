@@ -222,7 +222,7 @@ void dcache_get_stats(struct dcache *dc, struct dcache_stats *out);
 /* CRC32C (Castagnoli) of len bytes, continuing from crc (0 to start):
  * the per-block checksum.  dcache_crc32c_sw is the portable code, for the
  * tests to compare against (the other uses SSE4.2 when the CPU has it).
- * Both are kernels/crc32c.h's ggfs_crc32c and ggfs_crc32c_sw. */
+ * Both are kernels/crc32c.h's kern_crc32c and kern_crc32c_sw. */
 uint32_t dcache_crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t dcache_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 

@@ -143,7 +143,7 @@ unsigned prefetch_start(struct prefetch *p, unsigned threads)
     p->th = calloc(threads, sizeof *p->th);
     unsigned n = 0;
     p->stopping = false;
-    while (p->th && n < threads && ggfs_thread_start(&p->th[n], thread_main, p) == 0)
+    while (p->th && n < threads && cache_thread_start(&p->th[n], thread_main, p) == 0)
         n++;
     p->nth = n;
     p->st.threads = n;

@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-int ggfs_thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
+int cache_thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);

@@ -2,7 +2,7 @@
  * cache/thread.h — starting a helper thread that takes no signal.
  *
  * Promises:
- *   - ggfs_thread_start(th, fn, arg) is pthread_create(th, NULL, fn, arg)
+ *   - cache_thread_start(th, fn, arg) is pthread_create(th, NULL, fn, arg)
  *     with every signal blocked in the new thread, whatever the caller's
  *     mask; the caller's own mask is unchanged.  Returns pthread_create's
  *     result (0 or an errno).
@@ -18,6 +18,6 @@
 
 #include <pthread.h>
 
-int ggfs_thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+int cache_thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
 
 #endif

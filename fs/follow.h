@@ -66,7 +66,7 @@
  * after a local edit (commit.h ggfs_state_swap: new inodes for info,
  * info.json, model.gguf and model.safetensors, the kernel's caches of
  * meta/ invalidated; handles opened before keep their version, a meta/
- * value too: on such a mount it is read from a copy taken at open, ops.c).
+ * value too: on such a mount it is read from a copy taken at open, ops_open.c).
  * A tensor table that differs marks the mount changed.
  *
  * What remains: a change by another program while a commit is under way,

@@ -207,7 +207,7 @@ struct workers;                  /* f32.c */
 struct digests;                  /* digest.c */
 struct notify;                   /* notify.c */
 struct whandle;                  /* whandle.c */
-struct snap;                     /* ops.c */
+struct snap;                     /* ops_open.c */
 struct follow;                   /* follow.c */
 
 /* The mount: passed to every handler as the session's userdata. */
@@ -247,7 +247,7 @@ struct ggfs {
      * chunk_bytes / 4 floats, the blocks of fs->cache.  A whole number of
      * pages, so a whole number of quantization blocks for every type (every
      * block size divides 1 KiB of floats); one chunk per request when the
-     * readahead is a whole number of requests (see ops.c set_readahead). */
+     * readahead is a whole number of requests (see ops.c ggfs_set_readahead). */
     uint32_t req_bytes, chunk_bytes;
     long long mnt_id;            /* the mount's id in /proc (-1: unknown) */
     struct fuse_session *se;
@@ -274,8 +274,8 @@ struct ggfs {
     pthread_mutex_t pend_mu;
     struct whandle *pending;     /* created keys and scratch files, under pend_mu */
     struct glist live;           /* every handle, freed at the end; under pend_mu */
-    struct glist snaps;          /* every meta/ snapshot (ops.c), under pend_mu */
-    struct glist st_opens;       /* every open model.safetensors (ops.c), under pend_mu */
+    struct glist snaps;          /* every meta/ snapshot (ops_open.c), under pend_mu */
+    struct glist st_opens;       /* every open model.safetensors (ops_open.c), under pend_mu */
     struct glist streams;        /* every open f32 file's stream (f32.c), under pend_mu */
 
     /* Read requests and their bytes, by file (the stats file). */

@@ -106,7 +106,7 @@ int main(int argc, char *argv[])
     if (ggfs_check_mountpoint(&o) && ggfs_check_dev_fuse(&o) && ggfs_check_cache_dir(&o) &&
         ggfs_log_open(o.copts.mountpoint, o.log_file) && ggfs_mount_model(&fs, &o)) {
         ggfs_dcache_open(&fs, &o);
-        ggfs_dequant_init();
+        kern_dequant_init();
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         /* tensors never change: their stats and digests are kept per tensor */
         if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0 &&

@@ -217,7 +217,7 @@ static bool parallel_start(struct parallel *p, const char *url, const struct rem
     pthread_cond_init(&p->cv, NULL);
     unsigned want = count < SHARD_OPENERS ? count : SHARD_OPENERS;
     for (unsigned t = 0; t < want; t++) {
-        if (ggfs_thread_start(&p->th[t], opener_main, p) != 0)
+        if (cache_thread_start(&p->th[t], opener_main, p) != 0)
             break;              /* fewer threads; take_url opens the rest */
         p->threads++;
     }

@@ -84,11 +84,11 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
     if (tf != TF_F32 && tf != TF_F32_NPY && tf != TF_STATS)
         return true;
     const struct tref *r = &st->tens[idx];
-    if (!ggfs_dequant_supported(r->t->type))
+    if (!kern_dequant_supported(r->t->type))
         return false;
     /* a big-endian file: the types whose big-endian layout is defined */
     return !st->model->shards[r->shard].gf->enc.big_endian ||
-           ggfs_dequant_be_supported(r->t->type);
+           kern_dequant_be_supported(r->t->type);
 }
 
 struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
@@ -197,7 +197,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
                      (ull)cs.hits, (ull)cs.misses, (ull)cs.evictions, (ull)cs.fill_errors,
                      (ull)cs.waits, (ull)cs.prefetched, (ull)cs.prefetch_wasted,
                      (ull)cs.blocks_held, (ull)cs.bytes_held, (ull)cs.capacity,
-                     (ull)fs->chunk_bytes, ggfs_dequant_level(),
+                     (ull)fs->chunk_bytes, kern_dequant_level(),
                      (ull)atomic_load(&fs->edits_in_place), (ull)atomic_load(&fs->edits_cloned),
                      (ull)atomic_load(&fs->edits_copied),
                      !!(atomic_load(&fs->under) & UNDER_CHANGED),

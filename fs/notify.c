@@ -11,7 +11,7 @@
  *   the meta queue   names and inodes in meta/;
  *   the root queue   the names info and model.gguf, which every commit
  *                    changes.  No handler that holds the root directory's
- *                    lock waits for the commit lock (fs/ops.c answers
+ *                    lock waits for the commit lock (fs/ops_edit.c answers
  *                    namespace changes in / without it), so these go
  *                    through while the committing request still holds
  *                    meta/'s lock, and a commit can wait for them;
@@ -242,7 +242,7 @@ static int queue_start(struct ggfs *fs, struct queue *q, bool is_meta)
     pthread_cond_init(&q->done_cv, NULL);
     q->tail = &q->head;
     q->stop = false;
-    int e = ggfs_thread_start(&q->thread, queue_main, q);
+    int e = cache_thread_start(&q->thread, queue_main, q);
     q->running = e == 0;
     if (e) {
         pthread_mutex_destroy(&q->mu);

@@ -1,6 +1,7 @@
 /*
- * fs/ops.h — the FUSE low-level handlers (ops.c) and what session.c needs of
- * them.
+ * fs/ops.h — the FUSE low-level handlers (the table in ops.c, the handlers
+ * by job in ops_dir.c, ops_open.c, ops_edit.c and ops_xattr.c) and what
+ * session.c needs of them.
  *
  * Promises: every handler ends in exactly one fuse_reply_*.  Handlers
  * that only look (lookup, getattr, readdir, open, xattrs, statfs) see one

@@ -778,52 +778,13 @@ const char *ggfs_npy_descr(const struct state *st, uint64_t idx)
     }
 }
 
-/* What numpy.save writes (numpy/lib/format.py, _write_array_header and
- * _wrap_header, format 1.0): "\x93NUMPY", 1, 0, the header's length (u16
- * little-endian), then the dict's repr with its keys sorted, 21 - len(repr
- * of the first dimension) spaces of room for growth (none for a 0-d
- * array), spaces up to a multiple of 64 bytes less one, and "\n".  With at
- * most GGUF_MAX_DIMS dimensions of at most 20 digits the header is far
- * below NPY_HEADER_MAX (and format 1.0's 65535). */
 size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf)
 {
     const struct gguf_tensor *t = st->tens[idx].t;
     const char *descr = tf == TF_F32_NPY ? "<f4" : ggfs_npy_descr(st, idx);
     if (!descr || !ggfs_tensor_has(st, idx, tf))
         return 0;
-    _Static_assert(GGUF_MAX_DIMS <= 4, "the NPY header's bound assumes at most 4 dimensions");
-    char dict[NPY_HEADER_MAX];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
-    char first[24] = "";
-    for (unsigned d = t->n_dims; d-- > 0;) {
-        char num[24];
-        snprintf(num, sizeof num, "%llu", (unsigned long long)t->ne[d]);
-        if (d + 1 == t->n_dims)
-            memcpy(first, num, sizeof num);
-        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%s", d + 1 == t->n_dims ? "" : ", ",
-                      num);
-    }
-    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", t->n_dims == 1 ? "," : "");
-    size_t hl = (size_t)n;
-    if (t->n_dims) {
-        size_t grow = 21 - strlen(first);     /* GROWTH_AXIS_MAX_DIGITS */
-        memset(dict + hl, ' ', grow);
-        hl += grow;
-    }
-    /* magic (6) + version (2) + length (2) + dict + padding + "\n" */
-    size_t pad = 64 - (10 + hl + 1) % 64;
-    size_t total = 10 + hl + pad + 1;
-    if (total > NPY_HEADER_MAX)
-        return 0;                       /* cannot happen: see above */
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    uint16_t len = (uint16_t)(hl + pad + 1);
-    buf[8] = (char)(len & 0xff);
-    buf[9] = (char)(len >> 8);
-    memcpy(buf + 10, dict, hl);
-    memset(buf + 10 + hl, ' ', pad);
-    buf[total - 1] = '\n';
-    return total;
+    return gguf_npy_header(descr, t->n_dims, t->ne, buf);
 }
 
 void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,

@@ -22,6 +22,8 @@
 
 #include "fs.h"
 
+#include "gguf/npy.h"
+
 /* A read of len bytes at pos of src failed with EIO: if src is remote,
  * logs one line (rate-limited, fs/log.h) with the reason: the redacted
  * URL, the range that failed (the latest failure among those of these
@@ -55,10 +57,10 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
  * copied into one buffer.  ENOENT when st has no hf/. */
 void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
                               struct f32_stream *s);
-/* The NPY header (format 1.0, what numpy.save writes) of raw.npy or
- * f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its length, a
- * multiple of 64; 0 if the tensor has no such file. */
-#define NPY_HEADER_MAX 256
+/* The NPY header (format 1.0, what numpy.save writes: gguf/npy.h) of
+ * raw.npy or f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its
+ * length, a multiple of 64; 0 if the tensor has no such file. */
+#define NPY_HEADER_MAX GGUF_NPY_HEADER_MAX
 size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf);
 /* numpy's dtype of tensor idx's raw bytes ("<f2", "|i1", ...), or NULL. */
 const char *ggfs_npy_descr(const struct state *st, uint64_t idx);

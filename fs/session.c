@@ -60,7 +60,7 @@ static void *reserve_main(void *arg)
 
 static bool start_reserve(struct ggfs *fs, pthread_t *th)
 {
-    return ggfs_thread_start(th, reserve_main, fs) == 0;
+    return cache_thread_start(th, reserve_main, fs) == 0;
 }
 
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
@@ -95,7 +95,7 @@ int ggfs_session_run(struct ggfs *fs, struct options *o, struct fuse_args *args)
     ggfs_log_keep();
     char dev[32] = "";
     fs->mnt_id = ggfs_mountinfo_self("fuse.gguffs", o->copts.mountpoint, dev);
-    /* written by the first request after INIT (ops.c set_readahead) */
+    /* written by the first request after INIT (ops.c ggfs_set_readahead) */
     memcpy(fs->bdi, dev, sizeof dev);
     /* a whole number of requests, so that every window of the kernel's
      * readahead is cut into whole requests, each one chunk of f32 */

@@ -493,17 +493,33 @@ static void st_tensor(void *ctx, uint64_t i, struct gguf_st_in *out)
     out->has_f32 = ggfs_tensor_has(st, i, TF_F32);
 }
 
-/* l, laid out by this thread, as the state's *slot, unless another thread
- * put its own there first: then l is freed and theirs returned. */
-static const struct gguf_st_layout *publish_layout(_Atomic(struct gguf_st_layout *) *slot,
-                                                   struct gguf_st_layout *l)
+/* The end of laying out file (model.safetensors or hf/model.safetensors)
+ * into l, which the builder returned e for: on success l, laid out by this
+ * thread, becomes the state's *slot, unless another thread put its own
+ * there first (then l is freed and theirs is *out); on failure l is freed,
+ * d's reason logged (but for a lack of memory) and the code mapped at the
+ * errno edge (gguf_err_errno_made: EFBIG for a file too large, ENOMEM,
+ * else EIO). */
+static int publish_layout(_Atomic(struct gguf_st_layout *) *slot, struct gguf_st_layout *l,
+                          enum gguf_err e, const struct gguf_diag *d, const char *file,
+                          const struct gguf_st_layout **out)
 {
+    if (e != GGUF_OK) {
+        gguf_st_free(l);
+        free(l);
+        if (e != GGUF_E_NOMEM)
+            fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s\n", file, d->msg);
+        return gguf_err_errno_made(e);
+    }
     struct gguf_st_layout *expected = NULL;
-    if (atomic_compare_exchange_strong(slot, &expected, l))
-        return l;
+    if (atomic_compare_exchange_strong(slot, &expected, l)) {
+        *out = l;
+        return 0;
+    }
     gguf_st_free(l);
     free(l);
-    return expected;
+    *out = expected;
+    return 0;
 }
 
 /* model.safetensors: laid out on first use (a stat or a read), like
@@ -519,15 +535,7 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
         return ENOMEM;
     struct gguf_diag d;
     enum gguf_err e = gguf_safetensors(st_meta(st), st->n_tensors, st_tensor, st, l, &d);
-    if (e != GGUF_OK) {
-        gguf_st_free(l);
-        free(l);
-        if (e != GGUF_E_NOMEM)
-            fuse_log(FUSE_LOG_ERR, "gguffs: model.safetensors: %s\n", d.msg);
-        return gguf_err_errno_made(e);
-    }
-    *out = publish_layout(&st->safetensors, l);
-    return 0;
+    return publish_layout(&st->safetensors, l, e, &d, "model.safetensors", out);
 }
 
 int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
@@ -543,16 +551,7 @@ int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
         return ENOMEM;
     struct gguf_diag d;
     enum gguf_err e = gguf_hf_safetensors(st_meta(st), st->hf, l, &d);
-    if (e != GGUF_OK) {
-        gguf_st_free(l);
-        free(l);
-        if (e == GGUF_E_NOMEM)
-            return ENOMEM;
-        fuse_log(FUSE_LOG_ERR, "gguffs: hf/model.safetensors: %s\n", d.msg);
-        return EFBIG;
-    }
-    *out = publish_layout(&st->hf_st, l);
-    return 0;
+    return publish_layout(&st->hf_st, l, e, &d, "hf/model.safetensors", out);
 }
 
 /* The tokenizer's file of slot (VS_HF_TOKENIZER or _CONFIG), made on

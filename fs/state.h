@@ -59,7 +59,8 @@ int ggfs_info_json(struct state *st, const struct text **out);
  * safetensors file would be too large (logged). */
 int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
 /* hf/model.safetensors' layout of st (gguf/hf.h), laid out on first use
- * and kept, as model.safetensors'; ENOENT when st has no hf/. */
+ * and kept, its errors mapped, as model.safetensors'; ENOENT when st has
+ * no hf/. */
 int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out);
 /* true if st has hf/ and hf/'s file in slot (its presence may depend on
  * what the model holds: the tokenizer's files). */

@@ -387,7 +387,7 @@ void ggfs_under_start(struct ggfs *fs)
             fs->in_dir_wd = inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR);
         }
     }
-    if (ggfs_thread_start(&fs->in_thread, watch_main, fs) != 0) {
+    if (cache_thread_start(&fs->in_thread, watch_main, fs) != 0) {
         close(fd);
         close(fs->in_stop[0]);
         close(fs->in_stop[1]);

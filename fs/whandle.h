@@ -22,7 +22,7 @@
  *   WH_DROPPED  a pending file removed while open: its release frees it
  *               and applies nothing
  *
- * Locks: ops.c takes commit_mu around the functions marked (C) below.  A
+ * Locks: ops_edit.c and ops_open.c take commit_mu around the functions marked (C) below.  A
  * handle's text and flags are under its mu (whandle.mu, below commit_mu):
  * write and read take it without commit_mu.  The pending and live lists
  * are under pend_mu, which ggfs_pending_* and wh_* take themselves:
@@ -34,7 +34,7 @@
 
 #include "fs.h"
 
-/* ---- edits through meta/ (ops.c) ----
+/* ---- edits through meta/ (ops_edit.c, ops_open.c) ----
  * Functions marked (C) run with commit_mu held and may commit; they return
  * 0 or an errno. */
 

@@ -1,5 +1,5 @@
 /* kernels/byteorder.c — big-endian tensor data made little-endian (see
- * dequant.h: ggfs_dequant_be_supported). */
+ * dequant.h: kern_dequant_be_supported). */
 #include "dequant.h"
 
 #include "gguf/blocks.h"
@@ -27,7 +27,7 @@ static unsigned plain_size(uint32_t type)
     }
 }
 
-bool ggfs_dequant_be_supported(uint32_t type)
+bool kern_dequant_be_supported(uint32_t type)
 {
     switch (type) {
     case GGML_T_Q4_0: case GGML_T_Q8_0: case GGML_T_Q4_K: case GGML_T_Q6_K:

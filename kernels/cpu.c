@@ -73,12 +73,12 @@ static bool cpu_has(const char *name)
 }
 #endif
 
-bool ggfs_cpu_has(const char *name)
+bool kern_cpu_has(const char *name)
 {
-    return !ggfs_cpu_disabled(name) && cpu_has(name);
+    return !kern_cpu_disabled(name) && cpu_has(name);
 }
 
-#ifdef GGFS_TEST_SUPPORT
+#ifdef KERN_TEST_SUPPORT
 /* true if name appears in the comma-separated list (or the list is "all"). */
 static bool listed(const char *list, const char *name)
 {
@@ -96,13 +96,13 @@ static bool listed(const char *list, const char *name)
     return false;
 }
 
-bool ggfs_cpu_disabled(const char *name)
+bool kern_cpu_disabled(const char *name)
 {
     const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
     return off && listed(off, name);
 }
 #else
-bool ggfs_cpu_disabled(const char *name)
+bool kern_cpu_disabled(const char *name)
 {
     (void)name;
     return false;

@@ -7,7 +7,7 @@
  * opmask and ZMM state saved).  Elsewhere than x86 none is had.
  *
  * Built twice with them (kernels/meson.build): in gguffs's build nothing is
- * ever turned off; in the test build (GGFS_TEST_SUPPORT) the environment
+ * ever turned off; in the test build (KERN_TEST_SUPPORT) the environment
  * variable GGFS_DISABLE_CPU_FEATURES, a comma-separated list of feature
  * names or "all", turns those off, so one machine can test every variant.
  * Not part of any public API.  Thread-safe (reads the CPU each call; the
@@ -20,8 +20,8 @@
 
 /* true if the feature may be used: the CPU and the OS have it, and (test
  * build only) it is not turned off. */
-bool ggfs_cpu_has(const char *name);
+bool kern_cpu_has(const char *name);
 /* true if the feature name must not be used (test build only). */
-bool ggfs_cpu_disabled(const char *name);
+bool kern_cpu_disabled(const char *name);
 
 #endif

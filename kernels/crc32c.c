@@ -22,7 +22,7 @@ static void crc_init(void)
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ GGFS_CRC32C_POLY : c >> 1;
+            c = c & 1 ? (c >> 1) ^ KERN_CRC32C_POLY : c >> 1;
         crc_tab[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
@@ -30,7 +30,7 @@ static void crc_init(void)
             crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
 }
 
-uint32_t ggfs_crc32c_sw(uint32_t crc, const void *buf, size_t len)
+uint32_t kern_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
     pthread_once(&crc_once, crc_init);
     const uint8_t *p = buf;
@@ -69,7 +69,7 @@ static int pick(void)
     int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
     if (l < 0) {
 #if HAVE_HW
-        l = ggfs_cpu_has("sse4.2");
+        l = kern_cpu_has("sse4.2");
 #else
         l = 0;
 #endif
@@ -78,18 +78,18 @@ static int pick(void)
     return l;
 }
 
-uint32_t ggfs_crc32c(uint32_t crc, const void *buf, size_t len)
+uint32_t kern_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 #if HAVE_HW
     if (pick())
-        return ggfs_crc32c_sse42(crc, buf, len);
+        return kern_crc32c_sse42(crc, buf, len);
 #else
     (void)pick;
 #endif
-    return ggfs_crc32c_sw(crc, buf, len);
+    return kern_crc32c_sw(crc, buf, len);
 }
 
-const char *ggfs_crc32c_level(void)
+const char *kern_crc32c_level(void)
 {
     return pick() ? "sse4.2" : "scalar";
 }

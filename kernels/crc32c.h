@@ -7,11 +7,11 @@
  * knows about files or FUSE.
  *
  * Promises:
- *   - ggfs_crc32c(crc, buf, len) is the CRC32C of len bytes continuing
- *     from crc (0 to start): ggfs_crc32c(ggfs_crc32c(0, a), b) is the CRC
+ *   - kern_crc32c(crc, buf, len) is the CRC32C of len bytes continuing
+ *     from crc (0 to start): kern_crc32c(kern_crc32c(0, a), b) is the CRC
  *     of a then b.  "123456789" gives 0xE3069283.
  *   - Every level gives the same answer as the portable code
- *     (ggfs_crc32c_sw), for any length and any alignment of buf.
+ *     (kern_crc32c_sw), for any length and any alignment of buf.
  *   - The level is picked at the first call (CPUID: SSE4.2's crc32
  *     instruction on x86), like the dequantization kernels' (dequant.c);
  *     in the test build (kernels_test_dep) GGFS_DISABLE_CPU_FEATURES=sse4.2
@@ -25,12 +25,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint32_t ggfs_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t kern_crc32c(uint32_t crc, const void *buf, size_t len);
 
 /* The portable code (a slicing-by-8 table), under the same contract. */
-uint32_t ggfs_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+uint32_t kern_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 
-/* The level ggfs_crc32c uses: "sse4.2" or "scalar".  A static string. */
-const char *ggfs_crc32c_level(void);
+/* The level kern_crc32c uses: "sse4.2" or "scalar".  A static string. */
+const char *kern_crc32c_level(void);
 
 #endif

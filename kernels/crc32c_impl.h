@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GGFS_CRC32C_POLY 0x82F63B78u  /* Castagnoli, bit-reflected */
+#define KERN_CRC32C_POLY 0x82F63B78u  /* Castagnoli, bit-reflected */
 
 /* The SSE4.2 version (x86/crc32c_sse42.c), under crc32c.h's contract; only
  * on x86-64, and only to be called when the CPU has SSE4.2. */
-uint32_t ggfs_crc32c_sse42(uint32_t crc, const void *buf, size_t len);
+uint32_t kern_crc32c_sse42(uint32_t crc, const void *buf, size_t len);
 
 #endif

@@ -18,7 +18,7 @@
  *     blocks at src and writes exactly n_blocks * blck_elems floats at
  *     dst.  Source data is little-endian, as ggml stores it, and neither
  *     pointer needs any alignment.
- *   - Once ggfs_dequant_init has returned, nothing here changes state:
+ *   - Once kern_dequant_init has returned, nothing here changes state:
  *     any number of threads may dequantize at once.
  *
  * Tests check every level against libggml-base.so (tests/kernels); the
@@ -33,24 +33,24 @@
 
 /* Picks the best implementation of every type for this CPU (from CPUID
  * and what the OS saves); call once, before any thread uses ggfs_dequant
- * (calling it again is harmless).  Returns ggfs_dequant_level(). */
-const char *ggfs_dequant_init(void);
+ * (calling it again is harmless).  Returns kern_dequant_level(). */
+const char *kern_dequant_init(void);
 
 /* The ISA level ggfs_dequant uses: "avx512", "avx2" or "scalar" (also
- * the answer before ggfs_dequant_init, when the scalar reference runs).
+ * the answer before kern_dequant_init, when the scalar reference runs).
  * A level's table holds its own kernels for the types it speeds up and
  * those of the levels below for the rest.  A static string. */
-const char *ggfs_dequant_level(void);
+const char *kern_dequant_level(void);
 
 /* true if type can be dequantized (has an f32 view): the types ggml has
  * a to_float for, plus f32, the integer types and f64.  False for ids
  * out of range or unknown. */
-bool ggfs_dequant_supported(uint32_t type);
+bool kern_dequant_supported(uint32_t type);
 
 /*
  * Dequantizes n_blocks whole blocks of type from src into dst with the
- * implementation chosen by ggfs_dequant_init (the scalar reference
- * before it).  type must satisfy ggfs_dequant_supported.
+ * implementation chosen by kern_dequant_init (the scalar reference
+ * before it).  type must satisfy kern_dequant_supported.
  */
 void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
 
@@ -64,13 +64,13 @@ void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
  * mxfp4 and nvfp4 have only bytes).  Every other quantized type has no
  * agreed big-endian layout: false.
  */
-bool ggfs_dequant_be_supported(uint32_t type);
+bool kern_dequant_be_supported(uint32_t type);
 /* Makes n_blocks blocks (elements, for a plain type) of type, which must
- * satisfy ggfs_dequant_be_supported, little-endian in place. */
+ * satisfy kern_dequant_be_supported, little-endian in place. */
 void ggfs_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks);
 
 /* The portable scalar reference, under the same contract. */
-void ggfs_dequant_ref(uint32_t type, const void *src, float *dst,
+void kern_dequant_ref(uint32_t type, const void *src, float *dst,
                       size_t n_blocks);
 
 #endif

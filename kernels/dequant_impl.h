@@ -23,55 +23,55 @@
 
 #include "gguf/types.h"
 
-typedef void (*ggfs_dequant_fn)(const void *src, float *dst, size_t n_blocks);
+typedef void (*kern_dequant_fn)(const void *src, float *dst, size_t n_blocks);
 
 /* The scalar reference kernel of type, or NULL if type is not supported. */
-ggfs_dequant_fn ggfs_ref_kernel(uint32_t type);
+kern_dequant_fn kern_ref_kernel(uint32_t type);
 
 /* Each ISA level fills in fn[type] for the types it implements and leaves
  * the other entries alone.  Only called when the CPU has the level. */
-void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
-void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT]);
+void kern_avx2_fill(kern_dequant_fn fn[GGML_T_COUNT]);
+void kern_avx512_fill(kern_dequant_fn fn[GGML_T_COUNT]);
 
-#ifdef GGFS_TEST_SUPPORT
+#ifdef KERN_TEST_SUPPORT
 /*
  * ISA levels, for tests and benchmarks; only in the test build of the
- * dispatcher (kernels_test_dep, which defines GGFS_TEST_SUPPORT for its
+ * dispatcher (kernels_test_dep, which defines KERN_TEST_SUPPORT for its
  * users too).  Level 0 is "scalar"; the others are the levels this CPU
  * has and that GGFS_DISABLE_CPU_FEATURES does not turn off, in increasing
- * order.  ggfs_dequant_level_run() dequantizes with exactly that level's
+ * order.  kern_dequant_level_run() dequantizes with exactly that level's
  * table (its own kernels over those of the levels below), so one process
  * can check every variant.
  */
-int ggfs_dequant_level_count(void);
-const char *ggfs_dequant_level_name(int level);
-void ggfs_dequant_level_run(int level, uint32_t type, const void *src,
+int kern_dequant_level_count(void);
+const char *kern_dequant_level_name(int level);
+void kern_dequant_level_run(int level, uint32_t type, const void *src,
                             float *dst, size_t n_blocks);
 /* true if level has a kernel of its own for type (not inherited). */
-bool ggfs_dequant_level_has_own(int level, uint32_t type);
+bool kern_dequant_level_has_own(int level, uint32_t type);
 #endif
 
 /* ---- helpers shared by the kernel files ---- */
 
 /* Little-endian loads from unaligned memory.  Byte assembly keeps them
  * correct on any host; compilers turn them into single loads on x86. */
-static inline uint16_t ggfs_le16(const uint8_t *p)
+static inline uint16_t kern_le16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 
-static inline uint32_t ggfs_le32(const uint8_t *p)
+static inline uint32_t kern_le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
            ((uint32_t)p[3] << 24);
 }
 
-static inline uint64_t ggfs_le64(const uint8_t *p)
+static inline uint64_t kern_le64(const uint8_t *p)
 {
-    return (uint64_t)ggfs_le32(p) | ((uint64_t)ggfs_le32(p + 4) << 32);
+    return (uint64_t)kern_le32(p) | ((uint64_t)kern_le32(p + 4) << 32);
 }
 
-static inline float ggfs_bits_to_f32(uint32_t u)
+static inline float kern_bits_to_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof f);
@@ -86,32 +86,32 @@ static inline float ggfs_bits_to_f32(uint32_t u)
  * keeps sign and payload.  Done here with integer operations only, so the
  * result cannot depend on compiler flags or on the FPU's rounding mode.
  */
-static inline float ggfs_f16_to_f32(uint16_t h)
+static inline float kern_f16_to_f32(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
 
     if (exp == 0x1f) /* inf, or NaN made quiet */
-        return ggfs_bits_to_f32(sign | 0x7f800000u | (mant << 13) |
+        return kern_bits_to_f32(sign | 0x7f800000u | (mant << 13) |
                                 (mant ? 0x00400000u : 0));
     if (exp != 0) /* normal: rebias 15 -> 127 */
-        return ggfs_bits_to_f32(sign | ((exp + 112) << 23) | (mant << 13));
+        return kern_bits_to_f32(sign | ((exp + 112) << 23) | (mant << 13));
     if (mant == 0)
-        return ggfs_bits_to_f32(sign);
+        return kern_bits_to_f32(sign);
     /* subnormal half = mant * 2^-24: normalize the mantissa */
     uint32_t e = 113; /* biased exponent of 2^-14, the top of the range */
     while (!(mant & 0x400u)) {
         mant <<= 1;
         e--;
     }
-    return ggfs_bits_to_f32(sign | (e << 23) | ((mant & 0x3ffu) << 13));
+    return kern_bits_to_f32(sign | (e << 23) | ((mant & 0x3ffu) << 13));
 }
 
 /* The fp16 stored little-endian at p, as float. */
-static inline float ggfs_ld_f16(const uint8_t *p)
+static inline float kern_ld_f16(const uint8_t *p)
 {
-    return ggfs_f16_to_f32(ggfs_le16(p));
+    return kern_f16_to_f32(kern_le16(p));
 }
 
 /*
@@ -119,9 +119,9 @@ static inline float ggfs_ld_f16(const uint8_t *p)
  * ggml's ggml_e8m0_to_fp32_half): 2^(e-128).  e = 0 and 1 give subnormals;
  * e = 255 gives 2^127, not NaN (ggml does not special-case it).
  */
-static inline float ggfs_e8m0_half(uint8_t e)
+static inline float kern_e8m0_half(uint8_t e)
 {
-    return ggfs_bits_to_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+    return kern_bits_to_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
 }
 
 #endif

@@ -38,7 +38,7 @@ static void deq_f16(const void *src, float *dst, size_t n)
 {
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = ggfs_ld_f16(p + 2 * i);
+        dst[i] = kern_ld_f16(p + 2 * i);
 }
 
 static void deq_bf16(const void *src, float *dst, size_t n)
@@ -46,7 +46,7 @@ static void deq_bf16(const void *src, float *dst, size_t n)
     /* bf16 is the top half of a float: no rounding, NaN kept as is. */
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = ggfs_bits_to_f32((uint32_t)ggfs_le16(p + 2 * i) << 16);
+        dst[i] = kern_bits_to_f32((uint32_t)kern_le16(p + 2 * i) << 16);
 }
 
 /* Integers and f64 have no ggml to_float; they are converted value by
@@ -62,28 +62,28 @@ static void deq_i16(const void *src, float *dst, size_t n)
 {
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = (float)(int16_t)ggfs_le16(p + 2 * i);
+        dst[i] = (float)(int16_t)kern_le16(p + 2 * i);
 }
 
 static void deq_i32(const void *src, float *dst, size_t n)
 {
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = (float)(int32_t)ggfs_le32(p + 4 * i);
+        dst[i] = (float)(int32_t)kern_le32(p + 4 * i);
 }
 
 static void deq_i64(const void *src, float *dst, size_t n)
 {
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = (float)(int64_t)ggfs_le64(p + 8 * i);
+        dst[i] = (float)(int64_t)kern_le64(p + 8 * i);
 }
 
 static void deq_f64(const void *src, float *dst, size_t n)
 {
     const uint8_t *p = src;
     for (size_t i = 0; i < n; i++) {
-        uint64_t u = ggfs_le64(p + 8 * i);
+        uint64_t u = kern_le64(p + 8 * i);
         double d;
         memcpy(&d, &u, sizeof d);
         dst[i] = (float)d;
@@ -98,7 +98,7 @@ static void deq_q4_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q4_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_0) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int j = 0; j < 16; j++) {
             y[j] = (float)((x->qs[j] & 0x0f) - 8) * d;
             y[j + 16] = (float)((x->qs[j] >> 4) - 8) * d;
@@ -111,7 +111,7 @@ static void deq_q4_1(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q4_1 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_1) {
-        const float d = ggfs_ld_f16(x->d), m = ggfs_ld_f16(x->m);
+        const float d = kern_ld_f16(x->d), m = kern_ld_f16(x->m);
         for (int j = 0; j < 16; j++) {
             y[j] = (float)(x->qs[j] & 0x0f) * d + m;
             y[j + 16] = (float)(x->qs[j] >> 4) * d + m;
@@ -125,8 +125,8 @@ static void deq_q5_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q5_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK5_0) {
-        const float d = ggfs_ld_f16(x->d);
-        const uint32_t qh = ggfs_le32(x->qh);
+        const float d = kern_ld_f16(x->d);
+        const uint32_t qh = kern_le32(x->qh);
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)((qh >> j) & 1) << 4;
             const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
@@ -141,8 +141,8 @@ static void deq_q5_1(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q5_1 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK5_1) {
-        const float d = ggfs_ld_f16(x->d), m = ggfs_ld_f16(x->m);
-        const uint32_t qh = ggfs_le32(x->qh);
+        const float d = kern_ld_f16(x->d), m = kern_ld_f16(x->m);
+        const uint32_t qh = kern_le32(x->qh);
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)((qh >> j) & 1) << 4;
             const int h1 = (int)((qh >> (j + 16)) & 1) << 4;
@@ -157,7 +157,7 @@ static void deq_q8_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q8_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK8_0) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int j = 0; j < GGML_QK8_0; j++)
             y[j] = (float)(int8_t)x->qs[j] * d;
     }
@@ -168,10 +168,10 @@ static void deq_iq4_nl(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_nl *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK4_NL) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int j = 0; j < 16; j++) {
-            y[j] = d * (float)ggfs_kvalues_iq4nl[x->qs[j] & 0x0f];
-            y[j + 16] = d * (float)ggfs_kvalues_iq4nl[x->qs[j] >> 4];
+            y[j] = d * (float)kern_kvalues_iq4nl[x->qs[j] & 0x0f];
+            y[j + 16] = d * (float)kern_kvalues_iq4nl[x->qs[j] >> 4];
         }
     }
 }
@@ -181,10 +181,10 @@ static void deq_mxfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_mxfp4 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK_MXFP4) {
-        const float d = ggfs_e8m0_half(x->e);
+        const float d = kern_e8m0_half(x->e);
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)ggfs_kvalues_mxfp4[x->qs[j] & 0x0f] * d;
-            y[j + 16] = (float)ggfs_kvalues_mxfp4[x->qs[j] >> 4] * d;
+            y[j] = (float)kern_kvalues_mxfp4[x->qs[j] & 0x0f] * d;
+            y[j + 16] = (float)kern_kvalues_mxfp4[x->qs[j] >> 4] * d;
         }
     }
 }
@@ -197,11 +197,11 @@ static void deq_nvfp4(const void *src, float *y, size_t nb)
     const struct ggml_block_nvfp4 *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
         for (int s = 0; s < 4; s++, y += GGML_QK_NVFP4_SUB) {
-            const float d = ggfs_ue4m3_half[x->d[s]];
+            const float d = kern_ue4m3_half[x->d[s]];
             const uint8_t *q = x->qs + 8 * s;
             for (int j = 0; j < 8; j++) {
-                y[j] = (float)ggfs_kvalues_mxfp4[q[j] & 0x0f] * d;
-                y[j + 8] = (float)ggfs_kvalues_mxfp4[q[j] >> 4] * d;
+                y[j] = (float)kern_kvalues_mxfp4[q[j] & 0x0f] * d;
+                y[j + 8] = (float)kern_kvalues_mxfp4[q[j] >> 4] * d;
             }
         }
     }
@@ -216,11 +216,11 @@ static void deq_q1_0(const void *src, float *y, size_t nb)
         /* ggml: bit ? d : -d; the sign flip is done on the bits (no
          * branch on random data) */
         uint32_t du;
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         memcpy(&du, &d, sizeof du);
         for (int j = 0; j < GGML_QK1_0; j++) {
             const uint32_t clear = ~((uint32_t)x->qs[j / 8] >> (j % 8)) & 1;
-            y[j] = ggfs_bits_to_f32(du ^ (clear << 31));
+            y[j] = kern_bits_to_f32(du ^ (clear << 31));
         }
     }
 }
@@ -231,7 +231,7 @@ static void deq_q2_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q2_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += GGML_QK2_0) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int j = 0; j < GGML_QK2_0; j++)
             y[j] = (float)(((x->qs[j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
     }
@@ -246,7 +246,7 @@ static void deq_q2_K(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q2_K *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const uint8_t *sc = x->scales, *q = x->qs;
         for (int half = 0; half < 2; half++, q += 32) {
             for (int shift = 0; shift < 8; shift += 2) {
@@ -269,11 +269,11 @@ static void deq_q3_K(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q3_K *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d_all = ggfs_ld_f16(x->d);
+        const float d_all = kern_ld_f16(x->d);
         const uint8_t *hm = x->hmask, *q = x->qs, *s = x->scales;
         int scale[16];
         for (int j = 0; j < 16; j++)
-            scale[j] = ggfs_q3k_scale(j, s);
+            scale[j] = kern_q3k_scale(j, s);
         int is = 0;
         uint8_t m = 1;
         for (int half = 0; half < 2; half++, q += 32) {
@@ -296,12 +296,12 @@ static void deq_q4_K(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q4_K *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32) {
             float d1, m1, d2, m2;
-            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
-            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            kern_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            kern_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)(q[l] & 0x0f) - m1;
             for (int l = 0; l < 32; l++)
@@ -316,13 +316,13 @@ static void deq_q5_K(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q5_K *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const uint8_t *qh = x->qh, *q = x->qs;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < 8; j += 2, q += 32, u1 <<= 2, u2 <<= 2) {
             float d1, m1, d2, m2;
-            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
-            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            kern_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            kern_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)((q[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++)
@@ -338,7 +338,7 @@ static void deq_q6_K(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q6_K *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *ql = x->ql, *qh = x->qh;
         const int8_t *sc = (const int8_t *)x->scales;
         for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
@@ -367,7 +367,7 @@ static void deq_tq1_0(const void *src, float *y, size_t nb)
     static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
     const struct ggml_block_tq1_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         /* qs[0..31]: 5 planes of 32; qs[32..47]: 5 planes of 16; qh: 4
          * planes of 4 */
         for (int n = 0; n < 5; n++)
@@ -394,7 +394,7 @@ static void deq_tq2_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_tq2_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int j = 0; j < 64; j += 32)
             for (int shift = 0; shift < 8; shift += 2)
                 for (int m = 0; m < 32; m++)
@@ -412,7 +412,7 @@ static inline float flip_sign(float v, unsigned bit)
 {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
-    return ggfs_bits_to_f32(u ^ ((uint32_t)(bit & 1) << 31));
+    return kern_bits_to_f32(u ^ ((uint32_t)(bit & 1) << 31));
 }
 
 /* Eight grid bytes times db, each negated where its sign bit is set
@@ -435,14 +435,14 @@ static void deq_iq2_xxs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_xxs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *idx = x->qs + 8 * ib;
-            const uint32_t aux = ggfs_le32(idx + 4);
-            const float db = ggfs_iq2_scale(d, aux >> 28);
+            const uint32_t aux = kern_le32(idx + 4);
+            const float db = kern_iq2_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8)
-                grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
-                      ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+                grid8(y, db, kern_iq2xxs_grid[idx[l]],
+                      kern_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
         }
     }
 }
@@ -453,14 +453,14 @@ static void deq_iq2_xs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_xs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t s = x->scales[ib];
-            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
+            const float db[2] = {kern_iq2_scale(d, s & 0x0f), kern_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
-                grid8(y, db[l / 2], ggfs_iq2xs_grid[w & 511],
-                      ggfs_ksigns_iq2xs[w >> 9]);
+                const uint16_t w = kern_le16(x->qs + 2 * (4 * ib + l));
+                grid8(y, db[l / 2], kern_iq2xs_grid[w & 511],
+                      kern_ksigns_iq2xs[w >> 9]);
             }
         }
     }
@@ -472,13 +472,13 @@ static void deq_iq2_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
             const uint8_t s = x->scales[ib];
-            const float db[2] = {ggfs_iq2_scale(d, s & 0x0f), ggfs_iq2_scale(d, s >> 4)};
+            const float db[2] = {kern_iq2_scale(d, s & 0x0f), kern_iq2_scale(d, s >> 4)};
             for (int l = 0; l < 4; l++, y += 8) {
-                grid8(y, db[l / 2], ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                grid8(y, db[l / 2], kern_iq2s_grid[kern_iq2s_index(qs, qh[ib], l)],
                       signs[l]);
             }
         }
@@ -491,15 +491,15 @@ static void deq_iq3_xxs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq3_xxs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
-            const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
-            const float db = ggfs_iq3xxs_scale(d, aux >> 28);
+            const uint32_t aux = kern_le32(x->scales_signs + 4 * ib);
+            const float db = kern_iq3xxs_scale(d, aux >> 28);
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint8_t signs = ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127];
-                grid4(y, db, ggfs_iq3xxs_grid[qs[2 * l]], signs);
-                grid4(y + 4, db, ggfs_iq3xxs_grid[qs[2 * l + 1]], signs >> 4);
+                const uint8_t signs = kern_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                grid4(y, db, kern_iq3xxs_grid[qs[2 * l]], signs);
+                grid4(y + 4, db, kern_iq3xxs_grid[qs[2 * l + 1]], signs >> 4);
             }
         }
     }
@@ -511,14 +511,14 @@ static void deq_iq3_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq3_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const float db = ggfs_iq3s_scale(d, ib, x->scales);
+            const float db = kern_iq3s_scale(d, ib, x->scales);
             for (int l = 0; l < 4; l++, y += 8) {
-                grid4(y, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l)],
+                grid4(y, db, kern_iq3s_grid[kern_iq3s_index(qs, qh[ib], 2 * l)],
                       signs[l]);
-                grid4(y + 4, db, ggfs_iq3s_grid[ggfs_iq3s_index(qs, qh[ib], 2 * l + 1)],
+                grid4(y + 4, db, kern_iq3s_grid[kern_iq3s_index(qs, qh[ib], 2 * l + 1)],
                       signs[l] >> 4);
             }
         }
@@ -532,14 +532,14 @@ static void deq_iq1_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq1_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
-            const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
-            const float dl = ggfs_iq1_scale(d, qh >> 12);
+            const uint16_t qh = kern_le16(x->qh + 2 * ib);
+            const float dl = kern_iq1_scale(d, qh >> 12);
             const float delta = qh & 0x8000 ? -0.125f : 0.125f;
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)];
+                const uint64_t g = kern_iq1s_grid[kern_iq1s_index(qs, qh, l)];
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta);
             }
@@ -555,20 +555,20 @@ static void deq_iq1_m(const void *src, float *y, size_t nb)
     const struct ggml_block_iq1_m *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        const float d = ggfs_iq1m_scales(x, sc);
+        const float d = kern_iq1m_scales(x, sc);
         const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const float dl1 = ggfs_iq1_scale(d, sc[ib / 2] >> sh);
-            const float dl2 = ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3));
-            const int idx[4] = {ggfs_iq1m_index(qs, qh, 0), ggfs_iq1m_index(qs, qh, 1),
-                                ggfs_iq1m_index(qs, qh, 2), ggfs_iq1m_index(qs, qh, 3)};
+            const float dl1 = kern_iq1_scale(d, sc[ib / 2] >> sh);
+            const float dl2 = kern_iq1_scale(d, sc[ib / 2] >> (sh + 3));
+            const int idx[4] = {kern_iq1m_index(qs, qh, 0), kern_iq1m_index(qs, qh, 1),
+                                kern_iq1m_index(qs, qh, 2), kern_iq1m_index(qs, qh, 3)};
             const float delta[4] = {qh[0] & 0x08 ? -0.125f : 0.125f,
                                     qh[0] & 0x80 ? -0.125f : 0.125f,
                                     qh[1] & 0x08 ? -0.125f : 0.125f,
                                     qh[1] & 0x80 ? -0.125f : 0.125f};
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = ggfs_iq1s_grid[idx[l]];
+                const uint64_t g = kern_iq1s_grid[idx[l]];
                 const float dl = l < 2 ? dl1 : dl2;
                 for (int j = 0; j < 8; j++)
                     y[j] = dl * ((float)(int8_t)(g >> (8 * j)) + delta[l]);
@@ -584,14 +584,14 @@ static void deq_iq4_xs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_xs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
-        const uint16_t sh = ggfs_le16(x->scales_h);
+        const float d = kern_ld_f16(x->d);
+        const uint16_t sh = kern_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
+            const float dl = d * (float)kern_iq4xs_scale(ib, sh, x->scales_l);
             for (int j = 0; j < 16; j++) {
-                y[j] = dl * (float)ggfs_kvalues_iq4nl[qs[j] & 0x0f];
-                y[j + 16] = dl * (float)ggfs_kvalues_iq4nl[qs[j] >> 4];
+                y[j] = dl * (float)kern_kvalues_iq4nl[qs[j] & 0x0f];
+                y[j + 16] = dl * (float)kern_kvalues_iq4nl[qs[j] >> 4];
             }
         }
     }
@@ -599,7 +599,7 @@ static void deq_iq4_xs(const void *src, float *y, size_t nb)
 
 /* ---------------- the table ---------------- */
 
-static const ggfs_dequant_fn ref_kernels[GGML_T_COUNT] = {
+static const kern_dequant_fn ref_kernels[GGML_T_COUNT] = {
     [GGML_T_F32] = deq_f32,         [GGML_T_F16] = deq_f16,
     [GGML_T_BF16] = deq_bf16,       [GGML_T_I8] = deq_i8,
     [GGML_T_I16] = deq_i16,         [GGML_T_I32] = deq_i32,
@@ -621,12 +621,12 @@ static const ggfs_dequant_fn ref_kernels[GGML_T_COUNT] = {
      * intermediate format of dot products), so neither do we. */
 };
 
-ggfs_dequant_fn ggfs_ref_kernel(uint32_t type)
+kern_dequant_fn kern_ref_kernel(uint32_t type)
 {
     return type < GGML_T_COUNT ? ref_kernels[type] : NULL;
 }
 
-void ggfs_dequant_ref(uint32_t type, const void *src, float *dst,
+void kern_dequant_ref(uint32_t type, const void *src, float *dst,
                       size_t n_blocks)
 {
     ref_kernels[type](src, dst, n_blocks);

@@ -35,7 +35,7 @@
  * nibbles of bytes 8..11 and their top 2 bits from the spare top bits of
  * bytes 0..7.
  */
-static inline void ggfs_k4_scale_min(int j, const uint8_t q[GGML_K_SCALE_SIZE],
+static inline void kern_k4_scale_min(int j, const uint8_t q[GGML_K_SCALE_SIZE],
                                      int *sc, int *mn)
 {
     if (j < 4) {
@@ -49,11 +49,11 @@ static inline void ggfs_k4_scale_min(int j, const uint8_t q[GGML_K_SCALE_SIZE],
 
 /* q4_K and q5_K: group j's scale times d and its min times dmin, the
  * block's two f16 factors (exact products, as in ggml). */
-static inline void ggfs_k4_dm(int j, const uint8_t q[GGML_K_SCALE_SIZE],
+static inline void kern_k4_dm(int j, const uint8_t q[GGML_K_SCALE_SIZE],
                               float d, float dmin, float *dl, float *ml)
 {
     int sc, mn;
-    ggfs_k4_scale_min(j, q, &sc, &mn);
+    kern_k4_scale_min(j, q, &sc, &mn);
     *dl = d * (float)sc;
     *ml = dmin * (float)mn;
 }
@@ -64,7 +64,7 @@ static inline void ggfs_k4_dm(int j, const uint8_t q[GGML_K_SCALE_SIZE],
  * s[j % 8], the high 2 bits are bits 2 (j / 4) of s[8 + j % 4], and the
  * 6-bit result is biased by 32.
  */
-static inline int ggfs_q3k_scale(int j, const uint8_t s[GGML_K_SCALE_SIZE])
+static inline int kern_q3k_scale(int j, const uint8_t s[GGML_K_SCALE_SIZE])
 {
     const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
     const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
@@ -78,7 +78,7 @@ static inline int ggfs_q3k_scale(int j, const uint8_t s[GGML_K_SCALE_SIZE])
  * bits from nibble ib % 2 of scales_l[ib / 2], high 2 bits from bits 2 ib
  * of the 16-bit word scales_h (passed already loaded), biased by 32.
  */
-static inline int ggfs_iq4xs_scale(int ib, uint16_t scales_h,
+static inline int kern_iq4xs_scale(int ib, uint16_t scales_h,
                                    const uint8_t scales_l[GGML_QK_K / 64])
 {
     const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) |
@@ -88,20 +88,20 @@ static inline int ggfs_iq4xs_scale(int ib, uint16_t scales_h,
 
 /* iq2_xxs, iq2_xs, iq2_s: the scale of a group from its 4-bit code s,
  * d * (0.5 + s) / 4, rounded as ggml rounds it. */
-static inline float ggfs_iq2_scale(float d, unsigned s)
+static inline float kern_iq2_scale(float d, unsigned s)
 {
     return d * (0.5f + (float)s) * 0.25f;
 }
 
 /* iq3_xxs: the same with a factor 1/2: d * (0.5 + s) / 2. */
-static inline float ggfs_iq3xxs_scale(float d, unsigned s)
+static inline float kern_iq3xxs_scale(float d, unsigned s)
 {
     return d * (0.5f + (float)s) * 0.5f;
 }
 
 /* iq3_s: the scale of 32-element group ib (0..7), d * (1 + 2 s), with s
  * nibble ib % 2 of scales[ib / 2]. */
-static inline float ggfs_iq3s_scale(float d, int ib,
+static inline float kern_iq3s_scale(float d, int ib,
                                     const uint8_t scales[GGML_QK_K / 64])
 {
     const uint8_t s = scales[ib / 2];
@@ -110,20 +110,20 @@ static inline float ggfs_iq3s_scale(float d, int ib,
 
 /* iq1_s, iq1_m: a group's scale from its 3-bit code s (higher bits are
  * ignored), d * (2 s + 1). */
-static inline float ggfs_iq1_scale(float d, unsigned s)
+static inline float kern_iq1_scale(float d, unsigned s)
 {
     return d * (float)(2 * (s & 7) + 1);
 }
 
 /* iq1_m: loads the four 16-bit scale words of x into sc (the 3-bit
- * group scales, for ggfs_iq1_scale) and returns the super-block scale d,
+ * group scales, for kern_iq1_scale) and returns the super-block scale d,
  * an f16 whose 4 nibbles are the words' top nibbles (lowest in sc[0]). */
-static inline float ggfs_iq1m_scales(const struct ggml_block_iq1_m *x,
+static inline float kern_iq1m_scales(const struct ggml_block_iq1_m *x,
                                      uint16_t sc[4])
 {
     for (int k = 0; k < 4; k++)
-        sc[k] = ggfs_le16(x->scales + 2 * k);
-    return ggfs_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+        sc[k] = kern_le16(x->scales + 2 * k);
+    return kern_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
                                       ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
 }
 
@@ -131,21 +131,21 @@ static inline float ggfs_iq1m_scales(const struct ggml_block_iq1_m *x,
 
 /* iq2_s: the 10-bit grid index of row l (0..3) of a 32-element group: the
  * byte qs[l], plus bits 2 l, 2 l + 1 of the group's qh byte as bits 8-9. */
-static inline int ggfs_iq2s_index(const uint8_t qs[4], uint8_t qh, int l)
+static inline int kern_iq2s_index(const uint8_t qs[4], uint8_t qh, int l)
 {
     return qs[l] | ((qh << (8 - 2 * l)) & 0x300);
 }
 
 /* iq3_s: the 9-bit grid index of half-row k (0..7) of a 32-element group:
  * the byte qs[k], plus bit k of the group's qh byte as bit 8. */
-static inline int ggfs_iq3s_index(const uint8_t qs[8], uint8_t qh, int k)
+static inline int kern_iq3s_index(const uint8_t qs[8], uint8_t qh, int k)
 {
     return qs[k] | ((qh << (8 - k)) & 256);
 }
 
 /* iq1_s: the 11-bit grid index of row l (0..3) of a 32-element group: the
  * byte qs[l], plus bits 3 l .. 3 l + 2 of the group's 16-bit qh word. */
-static inline int ggfs_iq1s_index(const uint8_t qs[4], uint16_t qh, int l)
+static inline int kern_iq1s_index(const uint8_t qs[4], uint16_t qh, int l)
 {
     return qs[l] | (((qh >> (3 * l)) & 7) << 8);
 }
@@ -153,7 +153,7 @@ static inline int ggfs_iq1s_index(const uint8_t qs[4], uint16_t qh, int l)
 /* iq1_m: the 11-bit grid index of row l (0..3) of a 32-element group: the
  * byte qs[l], plus the low 3 bits of nibble l % 2 of qh[l / 2] (the
  * nibble's top bit is the sign of the row's shift, not part of it). */
-static inline int ggfs_iq1m_index(const uint8_t qs[4], const uint8_t qh[2], int l)
+static inline int kern_iq1m_index(const uint8_t qs[4], const uint8_t qh[2], int l)
 {
     return qs[l] | ((qh[l / 2] << (8 - 4 * (l % 2))) & 0x700);
 }

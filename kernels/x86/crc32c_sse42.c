@@ -22,7 +22,7 @@ static uint32_t mulmod(uint32_t a, uint32_t b)
     for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
         if (a & bit)
             prod ^= b;
-        b = (b & 1) ? (b >> 1) ^ GGFS_CRC32C_POLY : b >> 1;
+        b = (b & 1) ? (b >> 1) ^ KERN_CRC32C_POLY : b >> 1;
     }
     return prod;
 }
@@ -56,7 +56,7 @@ __attribute__((target("sse4.2"))) static uint64_t crc_hw_words(uint64_t c, const
     return c;
 }
 
-__attribute__((target("sse4.2"))) uint32_t ggfs_crc32c_sse42(uint32_t crc, const void *buf,
+__attribute__((target("sse4.2"))) uint32_t kern_crc32c_sse42(uint32_t crc, const void *buf,
                                                               size_t len)
 {
     const uint8_t *p = buf;

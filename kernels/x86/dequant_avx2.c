@@ -100,7 +100,7 @@ AVX2 static void avx2_f16(const void *src, float *y, size_t n)
         _mm256_storeu_ps(y + i + 8, _mm256_cvtph_ps(b));
     }
     for (; i < n; i++)
-        y[i] = ggfs_ld_f16(p + 2 * i);
+        y[i] = kern_ld_f16(p + 2 * i);
 }
 
 AVX2 static void avx2_bf16(const void *src, float *y, size_t n)
@@ -116,7 +116,7 @@ AVX2 static void avx2_bf16(const void *src, float *y, size_t n)
         _mm256_storeu_si256((__m256i *)(y + i + 8), b);
     }
     for (; i < n; i++)
-        y[i] = ggfs_bits_to_f32((uint32_t)ggfs_le16(p + 2 * i) << 16);
+        y[i] = kern_bits_to_f32((uint32_t)kern_le16(p + 2 * i) << 16);
 }
 
 /* ---- 32-element blocks ---- */
@@ -126,7 +126,7 @@ AVX2 static void avx2_q4_0(const void *src, float *y, size_t nb)
     const struct ggml_block_q4_0 *x = src;
     const __m128i eight = _mm_set1_epi8(8);
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         __m128i lo, hi;
         nibbles(x->qs, &lo, &hi);
         put16_mul(y, _mm_sub_epi8(lo, eight), d);
@@ -138,8 +138,8 @@ AVX2 static void avx2_q4_1(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q4_1 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
-        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(x->m));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
+        const __m256 m = _mm256_set1_ps(kern_ld_f16(x->m));
         __m128i lo, hi;
         nibbles(x->qs, &lo, &hi);
         put16_mul_add(y, lo, d, m);
@@ -152,8 +152,8 @@ AVX2 static void avx2_q5_0(const void *src, float *y, size_t nb)
     const struct ggml_block_q5_0 *x = src;
     const __m128i sixteen = _mm_set1_epi8(16);
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
-        const __m256i h = q5_high_bits(ggfs_le32(x->qh));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
+        const __m256i h = q5_high_bits(kern_le32(x->qh));
         __m128i lo, hi;
         nibbles(x->qs, &lo, &hi);
         lo = _mm_sub_epi8(_mm_or_si128(lo, _mm256_castsi256_si128(h)), sixteen);
@@ -167,9 +167,9 @@ AVX2 static void avx2_q5_1(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q5_1 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
-        const __m256 m = _mm256_set1_ps(ggfs_ld_f16(x->m));
-        const __m256i h = q5_high_bits(ggfs_le32(x->qh));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
+        const __m256 m = _mm256_set1_ps(kern_ld_f16(x->m));
+        const __m256i h = q5_high_bits(kern_le32(x->qh));
         __m128i lo, hi;
         nibbles(x->qs, &lo, &hi);
         put16_mul_add(y, _mm_or_si128(lo, _mm256_castsi256_si128(h)), d, m);
@@ -181,7 +181,7 @@ AVX2 static void avx2_q8_0(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_q8_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         put16_mul(y, _mm_loadu_si128((const __m128i *)x->qs), d);
         put16_mul(y + 16, _mm_loadu_si128((const __m128i *)(x->qs + 16)), d);
     }
@@ -199,11 +199,11 @@ AVX2 static inline void lookup16(const uint8_t *p, __m128i table, __m128i *lo,
 AVX2 static void avx2_iq4_nl(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_nl *x = src;
-    const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_iq4nl);
+    const __m128i table = _mm_loadu_si128((const __m128i *)kern_kvalues_iq4nl);
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: d * level; both orders give the same bits (level is an
          * exact integer, never NaN) */
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         __m128i lo, hi;
         lookup16(x->qs, table, &lo, &hi);
         put16_mul(y, lo, d);
@@ -214,9 +214,9 @@ AVX2 static void avx2_iq4_nl(const void *src, float *y, size_t nb)
 AVX2 static void avx2_mxfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_mxfp4 *x = src;
-    const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_mxfp4);
+    const __m128i table = _mm_loadu_si128((const __m128i *)kern_kvalues_mxfp4);
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
-        const __m256 d = _mm256_set1_ps(ggfs_e8m0_half(x->e));
+        const __m256 d = _mm256_set1_ps(kern_e8m0_half(x->e));
         __m128i lo, hi;
         lookup16(x->qs, table, &lo, &hi);
         put16_mul(y, lo, d);
@@ -237,14 +237,14 @@ AVX2 static inline void nvfp4_pair(float *y, const struct ggml_block_nvfp4 *x, i
     /* sub-block s: lo[0..7], hi[0..7]; s+1: lo[8..15], hi[8..15] */
     const __m128i s0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi64(lo, hi));
     const __m128i s1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi64(lo, hi));
-    put16_mul(y, s0, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s]]));
-    put16_mul(y + 16, s1, _mm256_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
+    put16_mul(y, s0, _mm256_set1_ps(kern_ue4m3_half[x->d[s]]));
+    put16_mul(y + 16, s1, _mm256_set1_ps(kern_ue4m3_half[x->d[s + 1]]));
 }
 
 AVX2 static void avx2_nvfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_nvfp4 *x = src;
-    const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_mxfp4);
+    const __m128i table = _mm_loadu_si128((const __m128i *)kern_kvalues_mxfp4);
     for (size_t i = 0; i < nb; i++, x++, y += 64) {
         nvfp4_pair(y, x, 0, table);
         nvfp4_pair(y + 32, x, 2, table);
@@ -266,13 +266,13 @@ AVX2 static void avx2_q4_K(const void *src, float *y, size_t nb)
     const struct ggml_block_q4_K *x = src;
     const __m256i mask = _mm256_set1_epi8(0x0f);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
             float d1, m1, d2, m2;
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
-            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            kern_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            kern_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             put32_mul_sub(y, _mm256_and_si256(v, mask), d1, m1);
             put32_mul_sub(y + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), d2, m2);
         }
@@ -284,7 +284,7 @@ AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
     const struct ggml_block_q5_K *x = src;
     const __m256i mask = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
         const uint8_t *q = x->qs;
         for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
@@ -296,8 +296,8 @@ AVX2 static void avx2_q5_K(const void *src, float *y, size_t nb)
                 _mm256_srli_epi16(qh, j), one), 4);
             const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(
                 _mm256_srli_epi16(qh, j + 1), one), 4);
-            ggfs_k4_dm(j, x->scales, d, dmin, &d1, &m1);
-            ggfs_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
+            kern_k4_dm(j, x->scales, d, dmin, &d1, &m1);
+            kern_k4_dm(j + 1, x->scales, d, dmin, &d2, &m2);
             put32_mul_sub(y, _mm256_or_si256(_mm256_and_si256(v, mask), h0), d1, m1);
             put32_mul_sub(y + 32, _mm256_or_si256(_mm256_and_si256(
                               _mm256_srli_epi16(v, 4), mask), h1), d2, m2);
@@ -318,7 +318,7 @@ AVX2 static void avx2_q6_K(const void *src, float *y, size_t nb)
     const __m256i mask4 = _mm256_set1_epi8(0x0f), mask2 = _mm256_set1_epi8(3);
     const __m256i bias = _mm256_set1_epi8(32);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *ql = x->ql, *qh = x->qh;
         const int8_t *sc = (const int8_t *)x->scales;
         for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
@@ -357,7 +357,7 @@ AVX2 static void avx2_q2_K(const void *src, float *y, size_t nb)
     const struct ggml_block_q2_K *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d), dmin = ggfs_ld_f16(x->dmin);
+        const float d = kern_ld_f16(x->d), dmin = kern_ld_f16(x->dmin);
         const uint8_t *sc = x->scales, *q = x->qs;
         for (int half = 0; half < 2; half++, q += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
@@ -375,12 +375,12 @@ AVX2 static void avx2_q3_K(const void *src, float *y, size_t nb)
     const struct ggml_block_q3_K *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d_all = ggfs_ld_f16(x->d);
+        const float d_all = kern_ld_f16(x->d);
         const uint8_t *s = x->scales, *q = x->qs;
         const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         float dl[16];
         for (int j = 0; j < 16; j++)
-            dl[j] = d_all * (float)ggfs_q3k_scale(j, s);
+            dl[j] = d_all * (float)kern_q3k_scale(j, s);
         int is = 0, bit = 0;
         for (int half = 0; half < 2; half++, q += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)q);
@@ -401,13 +401,13 @@ AVX2 static void avx2_q3_K(const void *src, float *y, size_t nb)
 AVX2 static void avx2_iq4_xs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_xs *x = src;
-    const __m128i table = _mm_loadu_si128((const __m128i *)ggfs_kvalues_iq4nl);
+    const __m128i table = _mm_loadu_si128((const __m128i *)kern_kvalues_iq4nl);
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
-        const uint16_t sh = ggfs_le16(x->scales_h);
+        const float d = kern_ld_f16(x->d);
+        const uint16_t sh = kern_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            const __m256 dl = _mm256_set1_ps(d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l));
+            const __m256 dl = _mm256_set1_ps(d * (float)kern_iq4xs_scale(ib, sh, x->scales_l));
             __m128i lo, hi;
             lookup16(qs, table, &lo, &hi);
             put16_mul(y, lo, dl);
@@ -439,14 +439,14 @@ AVX2 static void avx2_iq2_xxs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_xxs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *idx = x->qs + 8 * ib;
-            const uint32_t aux = ggfs_le32(idx + 4);
-            const __m256 db = _mm256_set1_ps(ggfs_iq2_scale(d, aux >> 28));
+            const uint32_t aux = kern_le32(idx + 4);
+            const __m256 db = _mm256_set1_ps(kern_iq2_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
-                grid8(y, db, ggfs_iq2xxs_grid[idx[l]],
-                      ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+                grid8(y, db, kern_iq2xxs_grid[idx[l]],
+                      kern_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
         }
     }
 }
@@ -455,15 +455,15 @@ AVX2 static void avx2_iq2_xs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_xs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t s = x->scales[ib];
-            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
-            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
+            const __m256 db0 = _mm256_set1_ps(kern_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(kern_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
-                const uint16_t w = ggfs_le16(x->qs + 2 * (4 * ib + l));
-                grid8(y, l < 2 ? db0 : db1, ggfs_iq2xs_grid[w & 511],
-                      ggfs_ksigns_iq2xs[w >> 9]);
+                const uint16_t w = kern_le16(x->qs + 2 * (4 * ib + l));
+                grid8(y, l < 2 ? db0 : db1, kern_iq2xs_grid[w & 511],
+                      kern_ksigns_iq2xs[w >> 9]);
             }
         }
     }
@@ -473,14 +473,14 @@ AVX2 static void avx2_iq2_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq2_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs, *signs = x->signs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
             const uint8_t s = x->scales[ib];
-            const __m256 db0 = _mm256_set1_ps(ggfs_iq2_scale(d, s & 0x0f));
-            const __m256 db1 = _mm256_set1_ps(ggfs_iq2_scale(d, s >> 4));
+            const __m256 db0 = _mm256_set1_ps(kern_iq2_scale(d, s & 0x0f));
+            const __m256 db1 = _mm256_set1_ps(kern_iq2_scale(d, s >> 4));
             for (int l = 0; l < 4; l++, y += 8) {
-                grid8(y, l < 2 ? db0 : db1, ggfs_iq2s_grid[ggfs_iq2s_index(qs, qh[ib], l)],
+                grid8(y, l < 2 ? db0 : db1, kern_iq2s_grid[kern_iq2s_index(qs, qh[ib], l)],
                       signs[l]);
             }
         }
@@ -497,14 +497,14 @@ AVX2 static void avx2_iq3_xxs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq3_xxs *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 8) {
-            const uint32_t aux = ggfs_le32(x->scales_signs + 4 * ib);
-            const __m256 db = _mm256_set1_ps(ggfs_iq3xxs_scale(d, aux >> 28));
+            const uint32_t aux = kern_le32(x->scales_signs + 4 * ib);
+            const __m256 db = _mm256_set1_ps(kern_iq3xxs_scale(d, aux >> 28));
             for (int l = 0; l < 4; l++, y += 8)
-                grid8(y, db, pair(ggfs_iq3xxs_grid[qs[2 * l]], ggfs_iq3xxs_grid[qs[2 * l + 1]]),
-                      ggfs_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+                grid8(y, db, pair(kern_iq3xxs_grid[qs[2 * l]], kern_iq3xxs_grid[qs[2 * l + 1]]),
+                      kern_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
         }
     }
 }
@@ -513,14 +513,14 @@ AVX2 static void avx2_iq3_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq3_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs, *qh = x->qh, *signs = x->signs;
         for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
-            const __m256 db = _mm256_set1_ps(ggfs_iq3s_scale(d, ib, x->scales));
+            const __m256 db = _mm256_set1_ps(kern_iq3s_scale(d, ib, x->scales));
             for (int l = 0; l < 4; l++, y += 8) {
-                const int i1 = ggfs_iq3s_index(qs, qh[ib], 2 * l);
-                const int i2 = ggfs_iq3s_index(qs, qh[ib], 2 * l + 1);
-                grid8(y, db, pair(ggfs_iq3s_grid[i1], ggfs_iq3s_grid[i2]), signs[l]);
+                const int i1 = kern_iq3s_index(qs, qh[ib], 2 * l);
+                const int i2 = kern_iq3s_index(qs, qh[ib], 2 * l + 1);
+                grid8(y, db, pair(kern_iq3s_grid[i1], kern_iq3s_grid[i2]), signs[l]);
             }
         }
     }
@@ -549,14 +549,14 @@ AVX2 static void avx2_iq1_s(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq1_s *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
-        const float d = ggfs_ld_f16(x->d);
+        const float d = kern_ld_f16(x->d);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 4) {
-            const uint16_t qh = ggfs_le16(x->qh + 2 * ib);
-            const __m256 dl = _mm256_set1_ps(ggfs_iq1_scale(d, qh >> 12));
+            const uint16_t qh = kern_le16(x->qh + 2 * ib);
+            const __m256 dl = _mm256_set1_ps(kern_iq1_scale(d, qh >> 12));
             const __m256 delta = iq1_delta((uint32_t)(qh & 0x8000) << 16);
             for (int l = 0; l < 4; l++, y += 8)
-                grid8_delta(y, dl, ggfs_iq1s_grid[ggfs_iq1s_index(qs, qh, l)], delta);
+                grid8_delta(y, dl, kern_iq1s_grid[kern_iq1s_index(qs, qh, l)], delta);
         }
     }
 }
@@ -566,19 +566,19 @@ AVX2 static void avx2_iq1_m(const void *src, float *y, size_t nb)
     const struct ggml_block_iq1_m *x = src;
     for (size_t i = 0; i < nb; i++, x++) {
         uint16_t sc[4];
-        const float d = ggfs_iq1m_scales(x, sc);
+        const float d = kern_iq1m_scales(x, sc);
         const uint8_t *qs = x->qs, *qh = x->qh;
         for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
             const int sh = 6 * (ib % 2);
-            const __m256 dl1 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> sh));
-            const __m256 dl2 = _mm256_set1_ps(ggfs_iq1_scale(d, sc[ib / 2] >> (sh + 3)));
-            grid8_delta(y, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 0)],
+            const __m256 dl1 = _mm256_set1_ps(kern_iq1_scale(d, sc[ib / 2] >> sh));
+            const __m256 dl2 = _mm256_set1_ps(kern_iq1_scale(d, sc[ib / 2] >> (sh + 3)));
+            grid8_delta(y, dl1, kern_iq1s_grid[kern_iq1m_index(qs, qh, 0)],
                         iq1_delta((uint32_t)(qh[0] & 0x08) << 28));
-            grid8_delta(y + 8, dl1, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 1)],
+            grid8_delta(y + 8, dl1, kern_iq1s_grid[kern_iq1m_index(qs, qh, 1)],
                         iq1_delta((uint32_t)(qh[0] & 0x80) << 24));
-            grid8_delta(y + 16, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 2)],
+            grid8_delta(y + 16, dl2, kern_iq1s_grid[kern_iq1m_index(qs, qh, 2)],
                         iq1_delta((uint32_t)(qh[1] & 0x08) << 28));
-            grid8_delta(y + 24, dl2, ggfs_iq1s_grid[ggfs_iq1m_index(qs, qh, 3)],
+            grid8_delta(y + 24, dl2, kern_iq1s_grid[kern_iq1m_index(qs, qh, 3)],
                         iq1_delta((uint32_t)(qh[1] & 0x80) << 24));
             y += 32;
         }
@@ -592,7 +592,7 @@ AVX2 static void avx2_tq2_0(const void *src, float *y, size_t nb)
     const struct ggml_block_tq2_0 *x = src;
     const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     for (size_t i = 0; i < nb; i++, x++) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         for (int j = 0; j < 64; j += 32) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + j));
             for (int shift = 0; shift < 8; shift += 2, y += 32) {
@@ -623,7 +623,7 @@ AVX2 static void avx2_tq1_0(const void *src, float *y, size_t nb)
     static const int pow3[5] = {1, 3, 9, 27, 81};
     const struct ggml_block_tq1_0 *x = src;
     for (size_t i = 0; i < nb; i++, x++, y += 256) {
-        const float df = ggfs_ld_f16(x->d);
+        const float df = kern_ld_f16(x->d);
         const __m256 d = _mm256_set1_ps(df);
         const __m128i a0 = _mm_loadu_si128((const __m128i *)x->qs);
         const __m128i a1 = _mm_loadu_si128((const __m128i *)(x->qs + 16));
@@ -648,7 +648,7 @@ AVX2 static void avx2_q1_0(const void *src, float *y, size_t nb)
     const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     for (size_t i = 0; i < nb; i++, x++) {
         /* ggml: bit ? d : -d, i.e. d with the sign flipped where clear */
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         for (int k = 0; k < 16; k++, y += 8) {
             const __m256i clear = _mm256_cmpeq_epi32(
                 _mm256_and_si256(_mm256_set1_epi32(x->qs[k]), bits), _mm256_setzero_si256());
@@ -663,7 +663,7 @@ AVX2 static void avx2_q2_0(const void *src, float *y, size_t nb)
     const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
     const __m256i mask2 = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
     for (size_t i = 0; i < nb; i++, x++) {
-        const __m256 d = _mm256_set1_ps(ggfs_ld_f16(x->d));
+        const __m256 d = _mm256_set1_ps(kern_ld_f16(x->d));
         for (int k = 0; k < 16; k += 2, y += 8) {
             /* elements 4k..4k+7: bytes k, k+1, four 2-bit codes each */
             const int b0 = x->qs[k], b1 = x->qs[k + 1];
@@ -675,7 +675,7 @@ AVX2 static void avx2_q2_0(const void *src, float *y, size_t nb)
     }
 }
 
-void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
+void kern_avx2_fill(kern_dequant_fn fn[GGML_T_COUNT])
 {
     fn[GGML_T_F16] = avx2_f16;
     fn[GGML_T_BF16] = avx2_bf16;
@@ -708,7 +708,7 @@ void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
 
 #else /* not x86: no AVX2 level (dequant.c never calls this) */
 
-void ggfs_avx2_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
+void kern_avx2_fill(kern_dequant_fn fn[GGML_T_COUNT])
 {
     (void)fn;
 }

@@ -46,12 +46,12 @@
  * branches, unlike the portable software conversion. */
 AVX512 static inline float f16_at(const uint8_t *p)
 {
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ggfs_le16(p))));
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(kern_le16(p))));
 }
 
 AVX512 static inline __m512 f16_bcast(const uint8_t *p)
 {
-    return _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(ggfs_le16(p))));
+    return _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(kern_le16(p))));
 }
 
 /* 16 signed bytes -> 16 floats. */
@@ -116,7 +116,7 @@ AVX512 static void avx512_f16(const void *src, float *y, size_t n)
         _mm512_storeu_ps(y + i + 16, _mm512_cvtph_ps(b));
     }
     for (; i < n; i++)
-        y[i] = ggfs_ld_f16(p + 2 * i);
+        y[i] = kern_ld_f16(p + 2 * i);
 }
 
 AVX512 static void avx512_bf16(const void *src, float *y, size_t n)
@@ -131,7 +131,7 @@ AVX512 static void avx512_bf16(const void *src, float *y, size_t n)
         _mm512_storeu_si512(y + i + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
     }
     for (; i < n; i++)
-        y[i] = ggfs_bits_to_f32((uint32_t)ggfs_le16(p + 2 * i) << 16);
+        y[i] = kern_bits_to_f32((uint32_t)kern_le16(p + 2 * i) << 16);
 }
 
 /* ---- 32-element blocks: one table per block ---- */
@@ -184,7 +184,7 @@ AVX512 static void avx512_q5_0(const void *src, float *y, size_t nb)
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: (code - 16) * d */
         const __m512 d = f16_bcast(x->d);
-        put32_codes32(y, q5_codes(x->qs, ggfs_le32(x->qh)),
+        put32_codes32(y, q5_codes(x->qs, kern_le32(x->qh)),
                       _mm512_mul_ps(c_lo, d), _mm512_mul_ps(c_hi, d));
     }
 }
@@ -196,7 +196,7 @@ AVX512 static void avx512_q5_1(const void *src, float *y, size_t nb)
     for (size_t i = 0; i < nb; i++, x++, y += 32) {
         /* ggml: code * d + m */
         const __m512 d = f16_bcast(x->d), m = f16_bcast(x->m);
-        put32_codes32(y, q5_codes(x->qs, ggfs_le32(x->qh)),
+        put32_codes32(y, q5_codes(x->qs, kern_le32(x->qh)),
                       _mm512_add_ps(_mm512_mul_ps(c_lo, d), m),
                       _mm512_add_ps(_mm512_mul_ps(c_hi, d), m));
     }
@@ -218,7 +218,7 @@ AVX512 static void avx512_q8_0(const void *src, float *y, size_t nb)
 AVX512 static void avx512_iq4_nl(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_nl *x = src;
-    const __m512 levels = table_ps(ggfs_kvalues_iq4nl);
+    const __m512 levels = table_ps(kern_kvalues_iq4nl);
     for (size_t i = 0; i < nb; i++, x++, y += 32)
         /* ggml: d * level (one non-NaN operand: order is immaterial) */
         put32_nibbles(y, x->qs, _mm512_mul_ps(f16_bcast(x->d), levels));
@@ -227,15 +227,15 @@ AVX512 static void avx512_iq4_nl(const void *src, float *y, size_t nb)
 AVX512 static void avx512_mxfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_mxfp4 *x = src;
-    const __m512 levels = table_ps(ggfs_kvalues_mxfp4);
+    const __m512 levels = table_ps(kern_kvalues_mxfp4);
     for (size_t i = 0; i < nb; i++, x++, y += 32)
-        put32_nibbles(y, x->qs, _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_e8m0_half(x->e))));
+        put32_nibbles(y, x->qs, _mm512_mul_ps(levels, _mm512_set1_ps(kern_e8m0_half(x->e))));
 }
 
 AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_nvfp4 *x = src;
-    const __m512 levels = table_ps(ggfs_kvalues_mxfp4);
+    const __m512 levels = table_ps(kern_kvalues_mxfp4);
     for (size_t i = 0; i < nb; i++, x++, y += 64) {
         /* sub-block s (16 elements, own scale) is bytes 8s..8s+7: their
          * low nibbles, then their high nibbles.  Shifting the 16-bit lanes
@@ -244,8 +244,8 @@ AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
         for (int s = 0; s < 4; s += 2) {
             const __m128i v = _mm_loadu_si128((const __m128i *)(x->qs + 8 * s));
             const __m128i h = _mm_srli_epi16(v, 4);
-            const __m512 t0 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[x->d[s]]));
-            const __m512 t1 = _mm512_mul_ps(levels, _mm512_set1_ps(ggfs_ue4m3_half[x->d[s + 1]]));
+            const __m512 t0 = _mm512_mul_ps(levels, _mm512_set1_ps(kern_ue4m3_half[x->d[s]]));
+            const __m512 t1 = _mm512_mul_ps(levels, _mm512_set1_ps(kern_ue4m3_half[x->d[s + 1]]));
             _mm512_storeu_ps(y + 16 * s, _mm512_permutexvar_ps(
                 _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(v, h)), t0));
             _mm512_storeu_ps(y + 16 * s + 16, _mm512_permutexvar_ps(
@@ -261,7 +261,7 @@ AVX512 static void avx512_nvfp4(const void *src, float *y, size_t nb)
  * decoded in registers (lanes 0-7 scales, 8-15 mins) and multiplied by
  * d (scales) or dmin (mins): out[j] = d * sc_j, out[8 + j] = dmin * m_j,
  * exact products as in ggml.  The packing, lane by lane (the vector
- * form of ggfs_k4_scale_min in unpack.h, which the tests hold it to):
+ * form of kern_k4_scale_min in unpack.h, which the tests hold it to):
  *   j < 4:  sc = q[j] & 63,            m = q[j + 4] & 63
  *   j >= 4: sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4,
  *           m  = (q[j + 4] >> 4) | (q[j] >> 6) << 4
@@ -432,7 +432,7 @@ AVX512 static void avx512_q3_K(const void *src, float *y, size_t nb)
     const __m512i mask2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     for (size_t i = 0; i < nb; i++, x++) {
         /* The 16 six-bit scales (the 12 bytes s of x->scales), one per
-         * dword lane j, decoded as ggfs_q3k_scale (unpack.h) does: low 4
+         * dword lane j, decoded as kern_q3k_scale (unpack.h) does: low 4
          * bits from nibble j / 8 of s[j % 8], high 2 bits from bits
          * 2 (j / 4) of s[8 + j % 4].  Done in registers: the scalar
          * decode took as long as the rest of the block.  The
@@ -484,14 +484,14 @@ AVX512 static void avx512_q3_K(const void *src, float *y, size_t nb)
 AVX512 static void avx512_iq4_xs(const void *src, float *y, size_t nb)
 {
     const struct ggml_block_iq4_xs *x = src;
-    const __m512 levels = table_ps(ggfs_kvalues_iq4nl);
+    const __m512 levels = table_ps(kern_kvalues_iq4nl);
     for (size_t i = 0; i < nb; i++, x++) {
         const float d = f16_at(x->d);
-        const uint16_t sh = ggfs_le16(x->scales_h);
+        const uint16_t sh = kern_le16(x->scales_h);
         const uint8_t *qs = x->qs;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
             /* ggml: dl * level, dl = d * scale (exact) */
-            const float dl = d * (float)ggfs_iq4xs_scale(ib, sh, x->scales_l);
+            const float dl = d * (float)kern_iq4xs_scale(ib, sh, x->scales_l);
             put32_nibbles(y, qs, _mm512_mul_ps(_mm512_set1_ps(dl), levels));
         }
     }
@@ -519,7 +519,7 @@ AVX512 static void avx512_tq2_0(const void *src, float *y, size_t nb)
     }
 }
 
-void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
+void kern_avx512_fill(kern_dequant_fn fn[GGML_T_COUNT])
 {
     fn[GGML_T_F16] = avx512_f16;
     fn[GGML_T_BF16] = avx512_bf16;
@@ -542,7 +542,7 @@ void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
 
 #else /* not x86: no AVX-512 level (dequant.c never calls this) */
 
-void ggfs_avx512_fill(ggfs_dequant_fn fn[GGML_T_COUNT])
+void kern_avx512_fill(kern_dequant_fn fn[GGML_T_COUNT])
 {
     (void)fn;
 }

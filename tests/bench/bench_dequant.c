@@ -177,7 +177,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_dequant: ggml symbols missing\n");
         return 1;
     }
-    const char *isa = ggfs_dequant_init();
+    const char *isa = kern_dequant_init();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = ncpu < 1 ? 1 : ncpu > 256 ? 256 : (int)ncpu;
     printf("# ours: %s, %d threads; %.0f MiB of float32 per run, median of %d runs\n", isa,
@@ -214,7 +214,7 @@ int main(int argc, char **argv)
                     "declared layout or our type table\n", ti->name);
             return 1;
         }
-        if (!tr->to_float || !ggfs_dequant_supported((uint32_t)type))
+        if (!tr->to_float || !kern_dequant_supported((uint32_t)type))
             continue;
         size_t be = ti->blck_elems, bb = ti->blck_bytes;
         size_t n_blocks = out_bytes / 4 / be;

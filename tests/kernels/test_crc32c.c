@@ -53,35 +53,35 @@ static void against_sw(crc_fn fn)
         for (size_t len = 0; len <= 3100; len += off ? 13 : 1)
             for (size_t s = 0; s < 3; s++)
                 assert_int_equal(fn(starts[s], buf + off, len),
-                                 ggfs_crc32c_sw(starts[s], buf + off, len));
+                                 kern_crc32c_sw(starts[s], buf + off, len));
     size_t n = (4u << 20) + 77;
     uint8_t *big = malloc(n);
     assert_non_null(big);
     for (size_t i = 0; i < n; i++)
         big[i] = pat(i * 7 + 3);
-    assert_int_equal(fn(0, big, n), ggfs_crc32c_sw(0, big, n));
-    assert_int_equal(fn(9, big + 3, n - 3), ggfs_crc32c_sw(9, big + 3, n - 3));
+    assert_int_equal(fn(0, big, n), kern_crc32c_sw(0, big, n));
+    assert_int_equal(fn(9, big + 3, n - 3), kern_crc32c_sw(9, big + 3, n - 3));
     free(big);
 }
 
 static void test_known(void **state)
 {
     (void)state;
-    assert_int_equal(ggfs_crc32c_sw(0, "123456789", 9), 0xE3069283u);
-    assert_int_equal(ggfs_crc32c(0, "123456789", 9), 0xE3069283u);
-    assert_int_equal(ggfs_crc32c(0, "", 0), 0);
-    assert_int_equal(ggfs_crc32c(0x5a17c0deu, "", 0), 0x5a17c0deu);
+    assert_int_equal(kern_crc32c_sw(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(kern_crc32c(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(kern_crc32c(0, "", 0), 0);
+    assert_int_equal(kern_crc32c(0x5a17c0deu, "", 0), 0x5a17c0deu);
     static uint8_t buf[5000];
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = pat(i);
     /* continuing a CRC is the CRC of the whole, at every cut */
     for (size_t cut = 0; cut <= sizeof buf; cut += 37) {
-        uint32_t c = ggfs_crc32c(0, buf, cut);
-        assert_int_equal(ggfs_crc32c(c, buf + cut, sizeof buf - cut),
-                         ggfs_crc32c(0, buf, sizeof buf));
-        c = ggfs_crc32c_sw(0, buf, cut);
-        assert_int_equal(ggfs_crc32c_sw(c, buf + cut, sizeof buf - cut),
-                         ggfs_crc32c_sw(0, buf, sizeof buf));
+        uint32_t c = kern_crc32c(0, buf, cut);
+        assert_int_equal(kern_crc32c(c, buf + cut, sizeof buf - cut),
+                         kern_crc32c(0, buf, sizeof buf));
+        c = kern_crc32c_sw(0, buf, cut);
+        assert_int_equal(kern_crc32c_sw(c, buf + cut, sizeof buf - cut),
+                         kern_crc32c_sw(0, buf, sizeof buf));
     }
 }
 
@@ -92,13 +92,13 @@ static void test_level(void **state)
     const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
     bool disabled = off && (strstr(off, "all") || strstr(off, "sse4.2"));
     const char *want = cpu_sse42() && !disabled ? "sse4.2" : "scalar";
-    assert_string_equal(ggfs_crc32c_level(), want);
+    assert_string_equal(kern_crc32c_level(), want);
 }
 
 static void test_dispatched(void **state)
 {
     (void)state;
-    against_sw(ggfs_crc32c);
+    against_sw(kern_crc32c);
 }
 
 /* A CPU without SSE4.2 cannot run that level: skipped on a laptop, a
@@ -117,7 +117,7 @@ static void test_sse42(void **state)
     if (!cpu_sse42())
         no_level();
     else
-        against_sw(ggfs_crc32c_sse42);
+        against_sw(kern_crc32c_sse42);
 #else
     no_level();
 #endif

@@ -231,19 +231,19 @@ static void check_all(uint32_t type, const char *kind, const uint8_t *src,
     expected(type, src, want, nb);
 
     memset(got, 0xa5, n * sizeof(float));
-    ggfs_dequant_ref(type, src, got, nb);
+    kern_dequant_ref(type, src, got, nb);
     compare(type, kind, "ref", src, want, got, nb);
 
     memset(got, 0xa5, n * sizeof(float));
     ggfs_dequant(type, src, got, nb);
     compare(type, kind, "dispatched", src, want, got, nb);
 
-    for (int lv = 1; lv < ggfs_dequant_level_count(); lv++) {
-        if (!ggfs_dequant_level_has_own(lv, type))
+    for (int lv = 1; lv < kern_dequant_level_count(); lv++) {
+        if (!kern_dequant_level_has_own(lv, type))
             continue;
         memset(got, 0xa5, n * sizeof(float));
-        ggfs_dequant_level_run(lv, type, src, got, nb);
-        compare(type, kind, ggfs_dequant_level_name(lv), src, want, got, nb);
+        kern_dequant_level_run(lv, type, src, got, nb);
+        compare(type, kind, kern_dequant_level_name(lv), src, want, got, nb);
     }
 }
 
@@ -379,7 +379,7 @@ static void run_quantized(uint32_t type)
 static void test_type(void **state)
 {
     const uint32_t type = *(const uint32_t *)*state;
-    assert_true(ggfs_dequant_supported(type));
+    assert_true(kern_dequant_supported(type));
     blocks_quantized = 0;
     run_random(type, false);
     run_random(type, true);
@@ -387,13 +387,13 @@ static void test_type(void **state)
     printf("# %s: %zu random, %zu finite-scale, %zu ggml-quantized blocks;"
            " variants: ref dispatched", ggml_type_name_of(type), n_blocks_random,
            n_blocks_random, blocks_quantized);
-    for (int lv = 1; lv < ggfs_dequant_level_count(); lv++)
-        if (ggfs_dequant_level_has_own(lv, type))
-            printf(" %s", ggfs_dequant_level_name(lv));
+    for (int lv = 1; lv < kern_dequant_level_count(); lv++)
+        if (kern_dequant_level_has_own(lv, type))
+            printf(" %s", kern_dequant_level_name(lv));
     printf("\n");
 }
 
-/* ggfs_dequant_supported is true exactly for the types with an f32 view:
+/* kern_dequant_supported is true exactly for the types with an f32 view:
  * those ggml has a to_float for, plus f32, integers and f64. */
 static void test_supported(void **state)
 {
@@ -411,29 +411,29 @@ static void test_supported(void **state)
                 break;
             }
         }
-        if (ggfs_dequant_supported(t) != want)
-            fail_msg("ggfs_dequant_supported(%u) = %d, expected %d", t,
+        if (kern_dequant_supported(t) != want)
+            fail_msg("kern_dequant_supported(%u) = %d, expected %d", t,
                      !want, want);
     }
-    assert_false(ggfs_dequant_supported(UINT32_MAX));
+    assert_false(kern_dequant_supported(UINT32_MAX));
 }
 
-/* What ggfs_dequant_level() said before ggfs_dequant_init (set by main). */
+/* What kern_dequant_level() said before kern_dequant_init (set by main). */
 static const char *level_before_init;
 
-/* ggfs_dequant_level names the table ggfs_dequant uses: "scalar" before
+/* kern_dequant_level names the table ggfs_dequant uses: "scalar" before
  * init, then the highest level this run may use (in the meson variants
  * with GGFS_DISABLE_CPU_FEATURES, the highest one left). */
 static void test_level(void **state)
 {
     (void)state;
     assert_string_equal(level_before_init, "scalar");
-    const char *top = ggfs_dequant_level_name(ggfs_dequant_level_count() - 1);
-    assert_string_equal(ggfs_dequant_level(), top);
-    assert_ptr_equal(ggfs_dequant_init(), ggfs_dequant_level());
+    const char *top = kern_dequant_level_name(kern_dequant_level_count() - 1);
+    assert_string_equal(kern_dequant_level(), top);
+    assert_ptr_equal(kern_dequant_init(), kern_dequant_level());
     const char *off = getenv("GGFS_DISABLE_CPU_FEATURES");
     if (off && strcmp(off, "all") == 0)
-        assert_string_equal(ggfs_dequant_level(), "scalar");
+        assert_string_equal(kern_dequant_level(), "scalar");
 }
 
 /* ---- throughput (test_dequant --bench; not part of the test) ---- */
@@ -459,7 +459,7 @@ static double bench_one(uint32_t type, int variant, const uint8_t *src,
             if (variant < 0)
                 expected(type, src, dst, nb);
             else
-                ggfs_dequant_level_run(variant, type, src, dst, nb);
+                kern_dequant_level_run(variant, type, src, dst, nb);
             reps++;
         } while ((t = now() - t0) < 0.1);
         double gbs = (double)reps * (double)nb * ti->blck_elems * 4 / t / 1e9;
@@ -473,12 +473,12 @@ static int run_bench(void)
 {
     moderate_scales = true;
     printf("%-8s %10s", "type", "ggml");
-    for (int lv = 0; lv < ggfs_dequant_level_count(); lv++)
-        printf(" %10s", ggfs_dequant_level_name(lv));
+    for (int lv = 0; lv < kern_dequant_level_count(); lv++)
+        printf(" %10s", kern_dequant_level_name(lv));
     printf("   (GB/s of float output, 4 MiB of floats per call, one thread)\n");
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
         const struct ggml_type_info *ti = ggml_type_get(t);
-        if (!ggfs_dequant_supported(t) || !oracle.traits((int)t)->to_float)
+        if (!kern_dequant_supported(t) || !oracle.traits((int)t)->to_float)
             continue;
         size_t nb = ((size_t)1 << 20) / ti->blck_elems;
         uint8_t *src = malloc(nb * ti->blck_bytes);
@@ -490,8 +490,8 @@ static int run_bench(void)
         for (size_t k = 0; k < nb; k++)
             force_finite(t, src + k * ti->blck_bytes, ti->blck_bytes, &s);
         printf("%-8s %10.2f", ti->name, bench_one(t, -1, src, dst, nb));
-        for (int lv = 0; lv < ggfs_dequant_level_count(); lv++) {
-            if (lv > 0 && !ggfs_dequant_level_has_own(lv, t))
+        for (int lv = 0; lv < kern_dequant_level_count(); lv++) {
+            if (lv > 0 && !kern_dequant_level_has_own(lv, t))
                 printf(" %10s", "-");
             else
                 printf(" %10.2f", bench_one(t, lv, src, dst, nb));
@@ -556,7 +556,7 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
-        ggfs_dequant_init();
+        kern_dequant_init();
         return run_bench();
     }
     quick = getenv("GGUFFS_TEST_QUICK") && *getenv("GGUFFS_TEST_QUICK");
@@ -571,8 +571,8 @@ int main(int argc, char **argv)
     if (getenv("GGUFFS_TEST_QUANT_SECONDS"))
         quant_seconds = strtod(getenv("GGUFFS_TEST_QUANT_SECONDS"), NULL);
 
-    level_before_init = ggfs_dequant_level();
-    const char *best = ggfs_dequant_init();
+    level_before_init = kern_dequant_level();
+    const char *best = kern_dequant_init();
     /* The level this run is registered for must be the one reached: a CPU
      * without it would test the levels below twice and pass. */
     const char *want = getenv("GGUFFS_TEST_LEVEL");
@@ -583,8 +583,8 @@ int main(int argc, char **argv)
         return ci ? 1 : 77;
     }
     printf("# kernels: best level %s; levels:", best);
-    for (int lv = 0; lv < ggfs_dequant_level_count(); lv++)
-        printf(" %s", ggfs_dequant_level_name(lv));
+    for (int lv = 0; lv < kern_dequant_level_count(); lv++)
+        printf(" %s", kern_dequant_level_name(lv));
     printf("; %zu random and %zu quantized blocks per type, seed %#" PRIx64 "\n",
            n_blocks_random, n_blocks_quant, seed);
 
@@ -594,7 +594,7 @@ int main(int argc, char **argv)
     tests[n++] = (struct CMUnitTest){"level", test_level, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"supported", test_supported, NULL, NULL, NULL};
     for (uint32_t t = 0; t < GGML_T_COUNT; t++) {
-        if (!ggfs_dequant_supported(t))
+        if (!kern_dequant_supported(t))
             continue;
         ids[t] = t;
         tests[n++] = (struct CMUnitTest){ggml_type_name_of(t), test_type, NULL, NULL, &ids[t]};

@@ -4,9 +4,10 @@
  * shapes, transforms, what is left out), the byte ranges of llama's Q/K
  * rows and of joined experts against the permutation written out, and
  * what has no HF view (an unknown architecture, a tensor of an odd shape,
- * hostile block numbers).  tests/integration/test_hf.py loads the folder
+ * hostile block numbers), hf/model.safetensors too large (EFBIG).  tests/integration/test_hf.py loads the folder
  * with transformers itself.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include "gb.h"
+#include "gguf/diag.h"
 #include "gguf/gguf.h"
 #include "gguf/hf.h"
 #include "gguf/types.h"
@@ -287,6 +289,47 @@ static void test_refused(void **state)
     gguf_close(gf);
 }
 
+/* hf/model.safetensors of a tensor whose f32 view is 2^64 bytes (a
+ * header claiming a file of 4.9e18 bytes: a sparse file may be that
+ * large): refused as too large, EFBIG at the errno edge fs/state.c maps
+ * it through (gguf_err_errno_made), and its name said; what fits is laid
+ * out.  (The layout's other errors: GGUF_E_NOMEM, ENOMEM; GGUF_E_RANGE,
+ * EIO, cannot come from a parsed file: test_safetensors.c.) */
+static void test_too_large(void **state)
+{
+    (void)state;
+    for (int huge = 0; huge < 2; huge++) {
+        uint64_t rows = huge ? (uint64_t)1 << 57 : 4;   /* Q8_0: 34 bytes a row of 32 */
+        struct gb b = { 0 };
+        gb_header(&b, 3, 1, 2);
+        gb_kv_str(&b, "general.architecture", "llama");
+        gb_kv_u32(&b, "llama.block_count", 1);
+        const uint64_t ne[2] = { 32, rows };
+        gb_tensor(&b, "token_embd.weight", 2, ne, GGML_T_Q8_0, 0);
+        gb_pad(&b, 32);
+        struct gguf_file *gf = NULL;
+        struct gguf_diag d;
+        assert_int_equal(gguf_parse(b.p, b.len, b.len + rows * 34, &gf, &d, NULL), GGUF_OK);
+        struct gguf_hf hf;
+        assert_int_equal(gguf_hf_build(gf, gf->n_tensors, get, gf, &hf, &d), GGUF_OK);
+        assert_int_equal(hf.n, 1);
+        struct gguf_st_layout l;
+        enum gguf_err e = gguf_hf_safetensors(gf, &hf, &l, &d);
+        if (huge) {
+            assert_int_equal(e, GGUF_E_TOOBIG);
+            assert_int_equal(gguf_err_errno_made(e), EFBIG);
+            assert_non_null(strstr(d.msg, "model.embed_tokens.weight"));
+        } else {
+            assert_int_equal(e, GGUF_OK);
+            assert_int_equal(l.n_span, 1);
+        }
+        gguf_st_free(&l);
+        gguf_hf_free(&hf);
+        gguf_close(gf);
+        free(b.p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_mistral_gemma),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_too_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
