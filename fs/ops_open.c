@@ -120,7 +120,18 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         n.kind != K_LOG && n.kind != K_HF_FILE && !(n.kind == K_TENSOR && n.tf != TF_DIR))
         return (void)fuse_reply_err(req, EISDIR);
     if (n.kind == K_STATS) {
-        fi->direct_io = 1;    /* changes all the time: never cache it */
+        /* the counters as they are at open, read past the page cache
+         * (each open its own copy).  Made anew at every read, a handle's
+         * second read (the one that finds the end) could start inside a
+         * line of a longer text: "_hf 0", the tail of "read_max_hf 0",
+         * after a counter had grown a digit (seen by test_walk). */
+        char buf[STATS_TEXT_MAX];
+        ggfs_under_check(fs, st);       /* counts what happened until now */
+        struct snap *snap = snap_new(fs, buf, ggfs_stats_text(fs, buf, sizeof buf));
+        if (!snap)
+            return (void)fuse_reply_err(req, ENOMEM);
+        fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
+        fi->direct_io = 1;
     } else if (n.kind == K_LOG) {
         /* the lines as they are at open, read past the page cache (each
          * open its own copy; a message logged meanwhile is the next

@@ -208,6 +208,44 @@ def mount_options(mnt):
     return None, ""
 
 
+def check_stats_handle(h, model):
+    """MNT/stats reads, through one handle, the counters as they were at its
+    open: a read that goes on after the counters moved (a second read at
+    the offset where the first ended, as every reader makes to find the
+    end) continues the same text; a new open sees them moved."""
+    with h.case("stats: one handle, one text"):
+        with mount(model, []) as mnt:
+            p = os.path.join(mnt, "stats")
+            raw = os.path.join(mnt, "tensors", "t", "raw")
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                head = os.pread(fd, 40, 0)
+                for _ in range(120):        # reads_raw 0 -> 120: grows by digits
+                    rfd = os.open(raw, os.O_RDONLY)
+                    os.posix_fadvise(rfd, 0, 0, os.POSIX_FADV_DONTNEED)   # reach gguffs
+                    os.pread(rfd, 4096, 0)
+                    os.close(rfd)
+                rest = b""
+                while True:
+                    b = os.pread(fd, 4096, len(head) + len(rest))
+                    if not b:
+                        break
+                    rest += b
+                again = os.pread(fd, 1 << 16, 0)
+            finally:
+                os.close(fd)
+            text = head + rest
+            h.check(again == text, "stats: the handle's text changed under it:\n%r\n%r"
+                    % (text[-200:], again[-200:]))
+            lines = text.decode().splitlines()
+            h.check(all(len(ln.split(" ")) == 2 for ln in lines) and
+                    any(ln == "reads_raw 0" for ln in lines),
+                    "stats: the handle's text is not the counters at its open: %r" % text[-300:])
+            now = harness.read_stats(mnt)
+            h.check(now.get("reads_raw", 0) >= 120, "stats: a new open does not see the reads: %r"
+                    % now.get("reads_raw"))
+
+
 def check_options(h, tmp, model):
     orig = read(model)
     # What mount(8) + mount.fuse3 handed over in practice (util-linux 2.38,
@@ -590,6 +628,7 @@ def main():
             write_model(model)
             check_options(h, tmp, model)
             check_notify_threads(h, tmp, model)
+            check_stats_handle(h, model)
             skipped = check_modes(h, tmp, model)
             skipped8 = check_mount8(h, tmp, model)
             skipped = "; ".join(x for x in (skipped, skipped8) if x) or None
