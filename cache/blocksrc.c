@@ -2,8 +2,8 @@
  *
  * The fetch threads are a prefetch engine's (prefetch.h): it claims the
  * blocks it queues (cache_claim: in the table as being filled, so a
- * reader of the same block waits for them, or takes the job back with
- * prefetch_steal when no thread has started it) and runs them on its
+ * reader of the same block waits for them, or takes the job back, with
+ * prefetch_get, when no thread has started it) and runs them on its
  * threads (cache_fill_claimed).  The cache's fill callback learns
  * which wrapped source a block is of from the call that fills it (a
  * struct fill_call: the reader's in cache_get, the fetch thread's in
@@ -14,6 +14,7 @@
 #include "blocksrc.h"
 #include "cache.h"
 #include "prefetch.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -39,17 +40,6 @@ struct rcache {
     _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans, failed_held;
 };
 
-struct stream {
-    bool live;
-    uint64_t first_block;           /* where it started */
-    uint64_t last_block;            /* the furthest block read */
-    uint64_t end;                   /* the furthest byte read, +1 */
-    uint64_t pf_next;               /* the first block not queued ahead */
-    unsigned window;                /* blocks ahead, 0 until it moves on */
-    uint64_t tick;                  /* least recently used goes first */
-    uint64_t gen;                   /* +1 each time the slot gets a new reader */
-};
-
 struct blocksrc {
     struct gguf_source s;
     struct rcache *rc;
@@ -59,8 +49,7 @@ struct blocksrc {
     uint64_t nblocks;
     struct blocksrc_disk disk;
     pthread_mutex_t mu;             /* the streams and the failures */
-    struct stream st[BLOCKSRC_STREAMS];
-    uint64_t tick;
+    struct stream_set streams;
     /* blocks whose fill failed lately (a ring; at_ns 0: a free entry) */
     struct failed {
         uint64_t block;
@@ -303,47 +292,16 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     if (!rc->max_window)
         return false;
     pthread_mutex_lock(&b->mu);
-    b->tick++;
-    struct stream *s = NULL, *lru = &b->st[0];
-    for (unsigned i = 0; i < BLOCKSRC_STREAMS; i++) {
-        struct stream *x = &b->st[i];
-        /* a read may arrive late, behind reads that followed it (the
-         * kernel sends a window's requests at once): up to the window back */
-        if (x->live && first + 1 + x->window >= x->last_block && first <= x->last_block + 1) {
-            s = x;
-            break;
-        }
-        if (!x->live || (lru->live && x->tick < lru->tick))
-            lru = x;
-    }
+    struct stream *s = stream_find(&b->streams, first, last, end);
     if (!s) {
         /* a new reader, or a jump: nothing ahead until it goes on */
-        *lru = (struct stream){ .live = true, .first_block = first, .last_block = last,
-                                .end = end, .pf_next = last + 1, .window = 0,
-                                .tick = b->tick, .gen = lru->gen + 1 };
         pthread_mutex_unlock(&b->mu);
         return false;
     }
-    s->tick = b->tick;
-    if (end > s->end) {
-        s->end = end;
-        s->window = s->window ? (s->window * 2 < rc->max_window ? s->window * 2 : rc->max_window)
-                              : 1;
-    }
-    if (last > s->last_block)
-        s->last_block = last;
-    uint64_t from = s->pf_next > s->last_block + 1 ? s->pf_next : s->last_block + 1;
-    uint64_t to = s->last_block + s->window;       /* inclusive */
-    if (to >= b->nblocks)
-        to = b->nblocks - 1;
-    if (!s->window || from > to) {
-        bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
-        pthread_mutex_unlock(&b->mu);
-        return long_stream;
-    }
-    s->pf_next = to + 1;                /* claimed: [from, to] */
+    uint64_t from, to;
+    stream_move(s, last, end, rc->max_window, b->nblocks, &from, &to);
+    bool long_stream = stream_long(s, first, rc->max_window);
     uint64_t gen = s->gen;
-    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
     pthread_mutex_unlock(&b->mu);
     uint64_t k = from;
     for (; k <= to; k++) {
@@ -357,8 +315,7 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     }
     if (k <= to) {
         pthread_mutex_lock(&b->mu);
-        if (s->gen == gen && s->pf_next == to + 1)
-            s->pf_next = k;             /* the rest is queued by a later read */
+        stream_unclaim(s, gen, k, to);  /* the rest is queued by a later read */
         pthread_mutex_unlock(&b->mu);
     }
     return long_stream;
@@ -387,10 +344,9 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
     }
     /* queued and no fetch thread has taken it yet: filled here rather
      * than behind the queue */
-    prefetch_steal(rc->pf, b->id, k);
     *err = 0;
     struct fill_call fc = { .src = b };
-    struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &fc, err);
+    struct cache_block *blk = prefetch_get(rc->pf, rc->cache, b->id, k, block_len(b, k), &fc, err);
     if (!blk)
         *err = *err == ENOMEM ? ENOMEM : EIO;
     else

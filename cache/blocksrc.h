@@ -24,10 +24,10 @@
  *     or running on the fetch threads than the in-flight limit (at most
  *     the fetchers' count's worth of requests at once, and at most half
  *     the cache's blocks).
- *   - Readahead: each source follows up to BLOCKSRC_STREAMS readers
- *     (streams: a read that starts in the block where a stream's last
- *     read ended, or the next one, continues it; so does a late read up to
- *     the stream's window behind that).  A read that continues
+ *   - Readahead: each source follows up to STREAM_SET_MAX readers
+ *     (streams, cache/stream.h: a read that starts in the block where a
+ *     stream's last read ended, or the next one, continues it; so does a
+ *     late read up to the stream's window behind that).  A read that continues
  *     a stream and moves it forward doubles the stream's window (1, 2, 4,
  *     ... blocks, at most the in-flight limit and a quarter of the cache)
  *     and queues the blocks of the window after the read that are neither
@@ -99,7 +99,6 @@
 
 #include "gguf/source.h"
 
-#define BLOCKSRC_STREAMS 8
 #define BLOCKSRC_MAX_FETCHERS 64
 /* Failed blocks remembered per source for fail_hold_ms (the latest ones). */
 #define BLOCKSRC_FAILED 16
