@@ -60,6 +60,15 @@ static size_t gather(const struct gguf_span *sp, int n, uint8_t *out, size_t cap
     return done;
 }
 
+/* Spans sp[0..n) hold len bytes, the source's at off (byte_at). */
+static void assert_bytes(const struct gguf_span *sp, int n, uint64_t off, size_t len)
+{
+    static uint8_t got[SIZE];
+    assert_int_equal(gather(sp, n, got, sizeof got), len);
+    for (size_t i = 0; i < len; i++)
+        assert_int_equal(got[i], byte_at(off + i));
+}
+
 static void test_file(void **state)
 {
     (void)state;
@@ -122,15 +131,12 @@ static void test_copy(void **state)
                              .identity = "plain:1", .fd = -1 };
     struct gguf_span sp[2];
     int n = -1;
-    uint8_t got[SIZE];
     /* one span of memory of its own, the bytes read into it */
     assert_int_equal(gguf_source_spans(&s, 50, 2000, sp, 2, &n), 0);
     assert_int_equal(n, 1);
     assert_non_null(sp[0].mem);
     assert_non_null(sp[0].release);
-    assert_int_equal(gather(sp, n, got, sizeof got), 2000);
-    for (unsigned i = 0; i < 2000; i++)
-        assert_int_equal(got[i], byte_at(50 + i));
+    assert_bytes(sp, n, 50, 2000);
     gguf_spans_release(sp, n, true);
     /* cut at the end */
     assert_int_equal(gguf_source_spans(&s, SIZE - 7, 100, sp, 2, &n), 0);
@@ -183,21 +189,16 @@ static void test_lend_or_copy(void **state)
                              .identity = "lend:1", .fd = -1 };
     struct gguf_span sp[4];
     int n;
-    uint8_t got[SIZE];
     released = 0;
     assert_int_equal(gguf_source_spans(&s, 10, 350, sp, 4, &n), 0);
     assert_int_equal(n, 4);
-    assert_int_equal(gather(sp, n, got, sizeof got), 350);
-    for (unsigned i = 0; i < 350; i++)
-        assert_int_equal(got[i], byte_at(10 + i));
+    assert_bytes(sp, n, 10, 350);
     gguf_spans_release(sp, n, true);
     assert_int_equal(released, 4);
     /* more than max: copied into one span */
     assert_int_equal(gguf_source_spans(&s, 10, 450, sp, 4, &n), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(gather(sp, n, got, sizeof got), 450);
-    for (unsigned i = 0; i < 450; i++)
-        assert_int_equal(got[i], byte_at(10 + i));
+    assert_bytes(sp, n, 10, 450);
     gguf_spans_release(sp, n, true);
     assert_int_equal(released, 4);
 }
