@@ -16,7 +16,6 @@
 #include "state.h"
 #include "underneath.h"
 
-#include "cache/blocksrc.h"
 #include "gguf/types.h"
 #include "remote/source.h"
 
