@@ -2,8 +2,8 @@
  *
  * The fetch threads are a prefetch engine's (prefetch.h): it claims the
  * blocks it queues (cache_claim: in the table as being filled, so a
- * reader of the same block waits for them, or takes the job back with
- * prefetch_steal when no thread has started it) and runs them on its
+ * reader of the same block waits for them, or takes the job back, with
+ * prefetch_get, when no thread has started it) and runs them on its
  * threads (cache_fill_claimed).  The cache's fill callback learns
  * which wrapped source a block is of from the call that fills it (a
  * struct fill_call: the reader's in cache_get, the fetch thread's in
@@ -14,6 +14,7 @@
 #include "blocksrc.h"
 #include "cache.h"
 #include "prefetch.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -21,8 +22,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 
 struct rcache {
@@ -39,17 +40,6 @@ struct rcache {
     _Atomic uint64_t hits, misses, prefetched, fill_errors, disk_hits, disk_spans, failed_held;
 };
 
-struct stream {
-    bool live;
-    uint64_t first_block;           /* where it started */
-    uint64_t last_block;            /* the furthest block read */
-    uint64_t end;                   /* the furthest byte read, +1 */
-    uint64_t pf_next;               /* the first block not queued ahead */
-    unsigned window;                /* blocks ahead, 0 until it moves on */
-    uint64_t tick;                  /* least recently used goes first */
-    uint64_t gen;                   /* +1 each time the slot gets a new reader */
-};
-
 struct blocksrc {
     struct gguf_source s;
     struct rcache *rc;
@@ -59,8 +49,7 @@ struct blocksrc {
     uint64_t nblocks;
     struct blocksrc_disk disk;
     pthread_mutex_t mu;             /* the streams and the failures */
-    struct stream st[BLOCKSRC_STREAMS];
-    uint64_t tick;
+    struct stream_set streams;
     /* blocks whose fill failed lately (a ring; at_ns 0: a free entry) */
     struct failed {
         uint64_t block;
@@ -303,47 +292,16 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     if (!rc->max_window)
         return false;
     pthread_mutex_lock(&b->mu);
-    b->tick++;
-    struct stream *s = NULL, *lru = &b->st[0];
-    for (unsigned i = 0; i < BLOCKSRC_STREAMS; i++) {
-        struct stream *x = &b->st[i];
-        /* a read may arrive late, behind reads that followed it (the
-         * kernel sends a window's requests at once): up to the window back */
-        if (x->live && first + 1 + x->window >= x->last_block && first <= x->last_block + 1) {
-            s = x;
-            break;
-        }
-        if (!x->live || (lru->live && x->tick < lru->tick))
-            lru = x;
-    }
+    struct stream *s = stream_find(&b->streams, first, last, end);
     if (!s) {
         /* a new reader, or a jump: nothing ahead until it goes on */
-        *lru = (struct stream){ .live = true, .first_block = first, .last_block = last,
-                                .end = end, .pf_next = last + 1, .window = 0,
-                                .tick = b->tick, .gen = lru->gen + 1 };
         pthread_mutex_unlock(&b->mu);
         return false;
     }
-    s->tick = b->tick;
-    if (end > s->end) {
-        s->end = end;
-        s->window = s->window ? (s->window * 2 < rc->max_window ? s->window * 2 : rc->max_window)
-                              : 1;
-    }
-    if (last > s->last_block)
-        s->last_block = last;
-    uint64_t from = s->pf_next > s->last_block + 1 ? s->pf_next : s->last_block + 1;
-    uint64_t to = s->last_block + s->window;       /* inclusive */
-    if (to >= b->nblocks)
-        to = b->nblocks - 1;
-    if (!s->window || from > to) {
-        bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
-        pthread_mutex_unlock(&b->mu);
-        return long_stream;
-    }
-    s->pf_next = to + 1;                /* claimed: [from, to] */
+    uint64_t from, to;
+    stream_move(s, last, end, rc->max_window, b->nblocks, &from, &to);
+    bool long_stream = stream_long(s, first, rc->max_window);
     uint64_t gen = s->gen;
-    bool long_stream = first > s->first_block && first - s->first_block > rc->max_window;
     pthread_mutex_unlock(&b->mu);
     uint64_t k = from;
     for (; k <= to; k++) {
@@ -357,8 +315,7 @@ static bool readahead(struct blocksrc *b, uint64_t first, uint64_t last, uint64_
     }
     if (k <= to) {
         pthread_mutex_lock(&b->mu);
-        if (s->gen == gen && s->pf_next == to + 1)
-            s->pf_next = k;             /* the rest is queued by a later read */
+        stream_unclaim(s, gen, k, to);  /* the rest is queued by a later read */
         pthread_mutex_unlock(&b->mu);
     }
     return long_stream;
@@ -387,10 +344,9 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
     }
     /* queued and no fetch thread has taken it yet: filled here rather
      * than behind the queue */
-    prefetch_steal(rc->pf, b->id, k);
     *err = 0;
     struct fill_call fc = { .src = b };
-    struct cache_block *blk = cache_get(rc->cache, b->id, k, block_len(b, k), &fc, err);
+    struct cache_block *blk = prefetch_get(rc->pf, rc->cache, b->id, k, block_len(b, k), &fc, err);
     if (!blk)
         *err = *err == ENOMEM ? ENOMEM : EIO;
     else
@@ -398,11 +354,18 @@ static struct cache_block *get_block(struct blocksrc *b, uint64_t k, int *err)
     return blk;
 }
 
-/* Pins the blocks that hold [a, end) (after the prefix) into pins[] and
- * points iov[] at their bytes, at most max of each: 0 with their count in
- * *count, or an errno (nothing left pinned). */
-static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec *iov,
-                     struct cache_block **pins, int max, int *count)
+/* A pinned block lent as a span: unpinned, its bytes counted as read
+ * when they were served. */
+static void unpin_span(const struct gguf_span *sp, bool used)
+{
+    cache_put(sp->owner, sp->hold, used ? sp->len : 0);
+}
+
+/* Pins the blocks that hold [a, end) (after the prefix) and points sp[]
+ * at their bytes, at most max: 0 with their count in *count, or an errno
+ * (nothing left pinned; ENOSPC: more than max blocks). */
+static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct gguf_span *sp,
+                     int max, int *count)
 {
     struct rcache *rc = b->rc;
     uint64_t B = rc->block_bytes;
@@ -417,18 +380,18 @@ static int pin_range(struct blocksrc *b, uint64_t a, uint64_t end, struct iovec 
     for (uint64_t k = first; k <= last; k++, n++) {
         top_up(b, &next, last);
         int err;
-        pins[n] = get_block(b, k, &err);
-        if (!pins[n]) {
-            for (int i = 0; i < n; i++)
-                cache_put(rc->cache, pins[i], 0);
+        struct cache_block *blk = get_block(b, k, &err);
+        if (!blk) {
+            gguf_spans_release(sp, n, false);
             return err;
         }
         if (once)
-            cache_once(rc->cache, pins[n]);
-        uint64_t bs = k * B, be = bs + cache_len(pins[n]);
+            cache_once(rc->cache, blk);
+        uint64_t bs = k * B, be = bs + cache_len(blk);
         uint64_t to = end < be ? end : be;
-        iov[n].iov_base = (uint8_t *)cache_data(pins[n]) + (a - bs);
-        iov[n].iov_len = (size_t)(to - a);
+        sp[n] = (struct gguf_span){ .mem = (uint8_t *)cache_data(blk) + (a - bs), .fd = -1,
+                                    .len = (size_t)(to - a), .release = unpin_span,
+                                    .owner = rc->cache, .hold = blk };
         a = to;
     }
     *count = n;
@@ -463,58 +426,41 @@ static ssize_t bs_read(struct gguf_source *s, void *vbuf, size_t len, uint64_t o
         uint64_t stop = (a / B + READ_PINS) * B;
         if (stop > end)
             stop = end;
-        struct iovec iov[READ_PINS];
-        struct cache_block *pins[READ_PINS];
-        int n, e = pin_range(b, a, stop, iov, pins, READ_PINS, &n);
+        struct gguf_span sp[READ_PINS];
+        int n, e = pin_range(b, a, stop, sp, READ_PINS, &n);
         if (e)
             return -e;      /* the byte source's read: a negative errno */
         for (int i = 0; i < n; i++) {
-            memcpy(buf + (a - off), iov[i].iov_base, iov[i].iov_len);
-            a += iov[i].iov_len;
-            cache_put(rc->cache, pins[i], iov[i].iov_len);
+            memcpy(buf + (a - off), sp[i].mem, sp[i].len);
+            a += sp[i].len;
         }
+        gguf_spans_release(sp, n, true);
     }
     return (ssize_t)len;
 }
 
-int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
-                 struct cache_block **pins, int max, int *count)
+/* A block held by the disk cache lent as a span: let go of. */
+static void release_disk(const struct gguf_span *sp, bool used)
 {
-    *count = 0;
-    if (!s || s->ops != &blocksrc_ops)
-        return EINVAL;
-    struct blocksrc *b = (struct blocksrc *)s;
-    if (off < b->direct_below)
-        return EINVAL;
-    if (off >= s->size || len == 0 || max <= 0)
-        return 0;
-    if (len > s->size - off)
-        len = (size_t)(s->size - off);
-    return pin_range(b, off, off + len, iov, pins, max, count);
+    (void)used;
+    struct blocksrc *b = sp->owner;
+    b->disk.release(b->disk.ctx, (uint64_t)(uintptr_t)sp->hold);
 }
 
-void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
-                    int n, bool used)
+/* When the disk cache holds every block of [a, end) (its hold hook),
+ * points sp[] at where the bytes are in its file, in order, each block
+ * held until its span is released, and follows the reader's stream as a
+ * read would (the blocks its readahead asks for that the disk cache does
+ * not have are fetched ahead; those it has are handed to check_ahead):
+ * their count.  0 with nothing held when one of them is not held, when
+ * there is no disk cache with hold, or when more than max blocks would be
+ * needed. */
+static int hold_disk(struct blocksrc *b, uint64_t a, uint64_t end, struct gguf_span *sp,
+                     int max)
 {
-    struct blocksrc *b = (struct blocksrc *)s;
-    for (int i = 0; i < n; i++)
-        cache_put(b->rc->cache, pins[i], used ? iov[i].iov_len : 0);
-}
-
-int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
-                       int max, int *count)
-{
-    *count = 0;
-    if (!s || s->ops != &blocksrc_ops)
-        return EINVAL;
-    struct blocksrc *b = (struct blocksrc *)s;
-    if (off < b->direct_below)
-        return EINVAL;
-    if (!b->disk.hold || !b->disk.has || off >= s->size || len == 0 || max <= 0)
+    if (!b->disk.hold || !b->disk.has || !b->disk.release)
         return 0;
-    if (len > s->size - off)
-        len = (size_t)(s->size - off);
-    uint64_t B = b->rc->block_bytes, a = off, end = off + len;
+    uint64_t B = b->rc->block_bytes;
     uint64_t first = a / B, last = (end - 1) / B;
     if (last - first >= (uint64_t)max)
         return 0;
@@ -523,24 +469,48 @@ int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct b
         int fd;
         uint64_t pos;
         if (!b->disk.hold(b->disk.ctx, k, block_len(b, k), &fd, &pos)) {
-            blocksrc_release_disk(s, sp, n);
-            return 0;       /* not held: *count is 0 */
+            gguf_spans_release(sp, n, false);
+            return 0;
         }
         uint64_t bs = k * B, to = end < bs + block_len(b, k) ? end : bs + block_len(b, k);
-        sp[n] = (struct blocksrc_span){ fd, pos + (a - bs), (size_t)(to - a), k };
+        sp[n] = (struct gguf_span){ .fd = fd, .pos = pos + (a - bs), .len = (size_t)(to - a),
+                                    .release = release_disk, .owner = b,
+                                    .hold = (void *)(uintptr_t)k };
         a = to;
     }
     readahead(b, first, last, end, true);
     atomic_fetch_add(&b->rc->disk_spans, (uint64_t)n);
-    *count = n;
-    return 0;
+    return n;
 }
 
-void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n)
+/* The prefix is the wrapped source's (memory); past it, the disk cache's
+ * file when it holds every block of the rest, else the pinned blocks. */
+static int bs_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                    int max, int *count)
 {
     struct blocksrc *b = (struct blocksrc *)s;
-    for (int i = 0; i < n; i++)
-        b->disk.release(b->disk.ctx, sp[i].block);
+    uint64_t end = off + len;
+    int n = 0;
+    if (off < b->direct_below) {
+        uint64_t pl = b->direct_below - off < len ? b->direct_below - off : len;
+        int e = gguf_source_spans(b->inner, off, (size_t)pl, sp, max, &n);
+        if (e)
+            return e;
+        off += pl;
+    }
+    if (off < end) {
+        int m = n < max ? hold_disk(b, off, end, sp + n, max - n) : 0;
+        int e = 0;
+        if (!m)
+            e = n < max ? pin_range(b, off, end, sp + n, max - n, &m) : ENOSPC;
+        if (e) {
+            gguf_spans_release(sp, n, false);
+            return e;
+        }
+        n += m;
+    }
+    *count = n;
+    return 0;
 }
 
 static void bs_close(struct gguf_source *s)
@@ -554,7 +524,8 @@ static void bs_close(struct gguf_source *s)
     rcache_unref(rc);
 }
 
-static const struct gguf_source_ops blocksrc_ops = { .read = bs_read, .close = bs_close };
+static const struct gguf_source_ops blocksrc_ops = { .read = bs_read, .close = bs_close,
+                                                     .spans = bs_spans };
 
 enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
                             const struct blocksrc_disk *disk, struct gguf_source **out)

@@ -24,10 +24,10 @@
  *     or running on the fetch threads than the in-flight limit (at most
  *     the fetchers' count's worth of requests at once, and at most half
  *     the cache's blocks).
- *   - Readahead: each source follows up to BLOCKSRC_STREAMS readers
- *     (streams: a read that starts in the block where a stream's last
- *     read ended, or the next one, continues it; so does a late read up to
- *     the stream's window behind that).  A read that continues
+ *   - Readahead: each source follows up to STREAM_SET_MAX readers
+ *     (streams, cache/stream.h: a read that starts in the block where a
+ *     stream's last read ended, or the next one, continues it; so does a
+ *     late read up to the stream's window behind that).  A read that continues
  *     a stream and moves it forward doubles the stream's window (1, 2, 4,
  *     ... blocks, at most the in-flight limit and a quarter of the cache)
  *     and queues the blocks of the window after the read that are neither
@@ -62,6 +62,18 @@
  *     (and holds the block's failure the same way).  Cached blocks stay
  *     valid whatever happens to the wrapped source later (they are bytes of
  *     its identity).
+ *   - Spans (the wrapper's spans op, gguf/source.h): a reply is written
+ *     without a copy of ours.  The prefix is lent by the wrapped source
+ *     (its memory); past it, when the disk cache holds every block of the
+ *     bytes (its hold hook), they are spans of the disk cache's file
+ *     (spliced by the kernel, never passing through our memory), each
+ *     block held until its span is released; else the blocks are pinned
+ *     (filled if missing) and lent as memory, released with the bytes
+ *     served counted as read (as after a read).  Either way the reader's
+ *     stream is followed as by a read (with the disk cache, the blocks its
+ *     readahead asks for that the disk does not have are fetched ahead,
+ *     those it has handed to check_ahead).  ENOSPC (the caller copies)
+ *     when more blocks than the spans offered would be needed.
  *   - Threads: rcache_start starts the fetch threads (call it after a
  *     fork: threads do not survive it); before, reads fill every block on
  *     the caller, one after another, and prefetch nothing.
@@ -87,7 +99,6 @@
 
 #include "gguf/source.h"
 
-#define BLOCKSRC_STREAMS 8
 #define BLOCKSRC_MAX_FETCHERS 64
 /* Failed blocks remembered per source for fail_hold_ms (the latest ones). */
 #define BLOCKSRC_FAILED 16
@@ -131,7 +142,7 @@ struct rcache_stats {
                                 failed slowly less than fail_hold_ms before */
     uint64_t disk_hits;      /* fills served by a disk cache (blocksrc_disk) */
     uint64_t disk_spans;     /* blocks of replies spliced from it
-                                (blocksrc_hold_disk) */
+                                (its spans: see "Spans") */
     uint64_t bytes_held, blocks_held, capacity, block_bytes;
     uint64_t prefetch_wasted;/* blocks fetched ahead and evicted before any
                                 read wanted them (cache/cache.h) */
@@ -150,9 +161,9 @@ void rcache_get_stats(struct rcache *rc, struct rcache_stats *out);
 struct blocksrc_disk {
     bool (*read)(void *ctx, uint64_t block, void *dst, size_t len);
     void (*write)(void *ctx, uint64_t block, const void *src, size_t len);
-    /* Optional, for blocksrc_hold_disk: has is a cheap "stored" (no
-     * check); hold is true with the block's len bytes at *pos of *fd,
-     * checked, kept there until release. */
+    /* Optional, for spans of its file (see "Spans"; all three or none):
+     * has is a cheap "stored" (no check); hold is true with the block's
+     * len bytes at *pos of *fd, checked, kept there until release. */
     bool (*has)(void *ctx, uint64_t block);
     bool (*hold)(void *ctx, uint64_t block, size_t len, int *fd, uint64_t *pos);
     void (*release)(void *ctx, uint64_t block);
@@ -169,44 +180,6 @@ struct blocksrc_disk {
  * waited for. */
 enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
                             const struct blocksrc_disk *disk, struct gguf_source **out);
-
-/* For a reply written straight from the cache (no copy): pins the blocks
- * of wrapper s that hold [off, off + len), as a read of those bytes would
- * (filled if missing, the reader's readahead followed), and points
- * iov[0..*count) at the bytes, in order: 0 with the count in *count (the
- * bytes may end short at the end of the source; 0 past it), or an errno
- * with nothing pinned (*count 0): ENOSPC when more than max blocks would
- * be needed, EINVAL when s is not a wrapper or off is in the prefix kept
- * in memory (read those with gguf_source_read_all), EIO or ENOMEM as a
- * read.  The bytes stay
- * valid and unchanged until blocksrc_unpin releases the pins; used: they
- * were served (the cache then lets them go first, as after a read). */
-struct cache_block;
-struct iovec;
-int blocksrc_pin(struct gguf_source *s, uint64_t off, size_t len, struct iovec *iov,
-                 struct cache_block **pins, int max, int *count);
-void blocksrc_unpin(struct gguf_source *s, struct cache_block **pins, const struct iovec *iov,
-                    int n, bool used);
-
-/* For a reply spliced from the disk cache's file (the kernel moves the
- * bytes; they never pass through memory of ours): when the disk cache
- * holds every block of [off, off + len) (its hold hook), points sp[0..n)
- * at where the bytes are, in order, and sets *count to n, the blocks held
- * until blocksrc_release_disk; returns 0.  *count is 0 when one of them is
- * not held (nothing is then held: read through the cache, blocksrc_pin),
- * when there is no disk cache with hold, when more than max blocks would
- * be needed, or past the end; EINVAL (*count 0) as blocksrc_pin.  The reader's stream is followed as by a read,
- * and the blocks its readahead asks for that the disk cache does not have
- * are fetched ahead (those it has are handed to its check_ahead hook). */
-struct blocksrc_span {
-    int fd;
-    uint64_t pos;
-    size_t len;
-    uint64_t block;
-};
-int blocksrc_hold_disk(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp,
-                       int max, int *count);
-void blocksrc_release_disk(struct gguf_source *s, const struct blocksrc_span *sp, int n);
 
 /* Gives wrapper s a disk cache after it was made (the mount opens the disk
  * cache once the model, and so each shard's identity, is known).  Only

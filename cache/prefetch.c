@@ -247,6 +247,14 @@ bool prefetch_steal(struct prefetch *p, uint64_t a, uint64_t b)
     return slot != NULL;
 }
 
+struct cache_block *prefetch_get(struct prefetch *p, struct cache *c, uint64_t a, uint64_t b,
+                                 size_t len, void *call, int *err)
+{
+    if (p)
+        prefetch_steal(p, a, b);
+    return cache_get(c, a, b, len, call, err);
+}
+
 void prefetch_drop(struct prefetch *p, const void *arg)
 {
     drop_queued(p, arg, false);

@@ -24,10 +24,10 @@
  *     keeps limit within what the cache holds beside what its readers pin
  *     never has a block filled ahead evicted to make room for another block
  *     filled ahead (which would fill the same blocks again and again).
- *   - Nobody waits behind the queue: a reader about to get a block calls
- *     prefetch_steal, which runs that block's job on the reader's own thread
- *     if no thread has taken it yet.  So a reader waits only for a fill that
- *     is running, and jobs may themselves wait for other blocks (an f32 fill
+ *   - Nobody waits behind the queue: a reader gets a block with
+ *     prefetch_get, which first runs that block's job on the reader's own
+ *     thread if no thread has taken it yet (prefetch_steal).  So a reader
+ *     waits only for a fill that is running, and jobs may themselves wait for other blocks (an f32 fill
  *     that reads remote blocks, with every thread busy) without a deadlock.
  *   - Each job runs once: on a thread, on a stealer, or dropped (run with
  *     drop true) by prefetch_drop or prefetch_stop.
@@ -87,6 +87,13 @@ enum prefetch_added prefetch_add(struct prefetch *p, uint64_t a, uint64_t b, siz
  * has taken it, runs its job here (then the get finds it cached).  true
  * if it did. */
 bool prefetch_steal(struct prefetch *p, uint64_t a, uint64_t b);
+/* A reader's get of block (a, b) of cache c (cache_get: len, call, err
+ * as there), the block's job taken back first (prefetch_steal) so the
+ * reader never waits behind the queue.  p NULL (no engine): cache_get
+ * alone.  Every reader of a cache with an engine gets its blocks this
+ * way. */
+struct cache_block *prefetch_get(struct prefetch *p, struct cache *c, uint64_t a, uint64_t b,
+                                 size_t len, void *call, int *err);
 /* Drops every queued job whose arg is arg and waits until none of its
  * jobs is running (a source that closes: none of its blocks filled after
  * this returns).  Jobs of arg added meanwhile are the caller's business. */

@@ -8,6 +8,7 @@
 #include "state.h"
 #include "underneath.h"
 #include "cache/prefetch.h"
+#include "cache/stream.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"
@@ -74,10 +75,13 @@ static uint8_t *thread_buffer(size_t bytes)
 /* The state a fill reads is the call's (cache/cache.h: the caller of
  * cache_get or cache_fill_claimed passes it); the caller's reference keeps
  * it alive through the fill, with no lock held. */
+static struct prefetch *engine(const struct ggfs *fs);
+
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err)
 {
-    return cache_get(st->fs->cache, tensor, chunk, len, (void *)st, err);
+    struct ggfs *fs = st->fs;
+    return prefetch_get(engine(fs), fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
 int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
@@ -94,12 +98,11 @@ int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
         len = (size_t)((F32_PIN_MAX - 1) * cb);
     uint64_t first = off / cb, last = (off + len - 1) / cb;
     size_t count = (size_t)(last - first + 1);
-    ggfs_prefetch(fs, st, s, tensor, first, last);
+    ggfs_prefetch(fs, st, s, tensor, first, last, off + len);
     int err = 0;
     size_t k = count;               /* pinned: [k, count), last first (see f32.h) */
     while (k > 0) {
         uint64_t c = first + k - 1;
-        ggfs_unqueue(fs, tensor, c);
         p->b[k - 1] = ggfs_chunk_get(st, tensor, c, ggfs_chunk_len(st, tensor, c) * sizeof(float),
                                      &err);
         if (!p->b[k - 1])
@@ -136,7 +139,7 @@ void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served)
  * Fills one chunk.  The source bytes are read into the chunk's own block,
  * at its end, and dequantized forward from there: block k's floats end
  * before block k's source bytes begin as long as the source is no larger
- * than the floats, so each ggfs_dequant call gets a run of blocks whose
+ * than the floats, so each kern_dequant call gets a run of blocks whose
  * floats do not overlap its source (the kernels' contract), the first run
  * most of the chunk, each next one a fraction of the rest.  The slack past
  * the chunk (F32_CHUNK_SLACK) makes the last runs long.  No buffer besides
@@ -176,9 +179,9 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
     if (ggfs_under_check_shard(fs, st, r->shard))
         return EIO;
     if (sh->gf->enc.big_endian)       /* a type with a defined layout (nodes.c) */
-        ggfs_dequant_be_swap(r->t->type, buf, n_blocks);
+        kern_dequant_be_swap(r->t->type, buf, n_blocks);
     if (!in_place) {
-        ggfs_dequant(r->t->type, buf, dst, n_blocks);
+        kern_dequant(r->t->type, buf, dst, n_blocks);
         return 0;
     }
     size_t src_off = room - bytes;
@@ -189,7 +192,7 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
             k1 = n_blocks;
         if (k1 <= k0)           /* a block larger than the slack: none is */
             return EIO;
-        ggfs_dequant(r->t->type, buf + k0 * ti->blck_bytes,
+        kern_dequant(r->t->type, buf + k0 * ti->blck_bytes,
                      (float *)dst + k0 * ti->blck_elems, k1 - k0);
         k0 = k1;
     }
@@ -204,13 +207,15 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
  * asked for.  The workers are a prefetch engine's threads
  * (cache/prefetch.h: it bounds, queues, runs and hands back the fills);
  * what to fill ahead is decided here.  Each open f32 file (a stream)
- * learns its reader's pattern: while reads follow each other, the depth of
- * chunks queued ahead of the read doubles, from 1 up to the workers' depth;
- * a read elsewhere sets it to 0 (no prefetch on random access).  A read
+ * learns its reader's pattern (cache/stream.h, the detector and ramp the
+ * remote blocks use too): while reads follow each other, the depth of
+ * chunks queued ahead of the read doubles with each read that goes
+ * further, from 1 up to the workers' depth; a read elsewhere sets it to 0
+ * (no prefetch on random access).  A read
  * that needs several chunks queues all but the first at the front of the
  * queue, so they are filled in parallel with it.  Nothing waits for the
  * queue: a chunk that a worker has not started is taken back and filled by
- * the reader that needs it (prefetch_steal; a queued chunk the reader has
+ * the reader that needs it (prefetch_get; a queued chunk the reader has
  * passed would be filled for nothing), and one that a worker is filling is
  * waited for (cache.c).  Each queued chunk holds a reference to the
  * version it was queued from (tensor data is the same in every version),
@@ -230,15 +235,17 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
 
 /* How far behind the furthest chunk read a read may start and still count
  * as sequential: the requests of a readahead window of 16 MiB, which the
- * kernel sends at once and which may be served in any order. */
+ * kernel sends at once and which may be served in any order; and how far
+ * past it (one chunk skipped: one request overtaking another). */
 #define SEQ_BEHIND 16
+#define SEQ_GAP 1
 
 struct f32_stream {
     struct glist link;              /* in fs->streams, under pend_mu */
     /* under the workers' mu (requests of one file may run at once) */
     uint64_t tensor;                /* the tensor it follows (0 at first) */
-    uint64_t next;                  /* the chunk after the furthest one read */
-    unsigned depth;                 /* chunks to queue ahead; 0: random */
+    struct stream pat;              /* its pattern (cache/stream.h): the
+                                       window is the chunks to queue ahead */
     bool seq;                       /* counted in the workers' n_seq */
 };
 
@@ -248,6 +255,12 @@ struct workers {
     unsigned depth;                 /* the most chunks queued ahead of all reads */
     unsigned n_seq;                 /* streams reading sequentially */
 };
+
+/* The workers' prefetch engine, or NULL when none runs. */
+static struct prefetch *engine(const struct ggfs *fs)
+{
+    return fs->workers ? fs->workers->pf : NULL;
+}
 
 /* The engine's run callback: fills a chunk from the version it was queued
  * from, or drops it (the fill refuses without a state: EINVAL, not
@@ -308,44 +321,37 @@ static bool enqueue(struct workers *wk, const struct state *st, uint64_t tensor,
     return r != PREFETCH_FULL;
 }
 
-void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c)
-{
-    if (fs->workers)
-        prefetch_steal(fs->workers->pf, tensor, c);
-}
-
-/* How far ahead to queue for a read of chunks [first, last] of stream s
- * (learns the pattern, see above): the chunks from *from to *to.  Ahead of
- * the furthest chunk read so far, not of this read: the kernel sends a
- * window's requests at once, and a request that runs late must not queue
- * chunks a later one has read already (they would be filled again). */
+/* How far ahead to queue for a read of chunks [first, last] ending at
+ * byte end of stream s (learns the pattern, see above): the chunks from
+ * *from to *to (none: *from > *to).  Ahead of the furthest chunk read so
+ * far, not of this read, and past what earlier reads queued: the kernel
+ * sends a window's requests at once, and a request that runs late must
+ * not queue chunks a later one has read already (they would be filled
+ * again). */
 static void stream_ahead(struct workers *wk, struct f32_stream *s, uint64_t first,
-                         uint64_t last, uint64_t *from, uint64_t *to)
+                         uint64_t last, uint64_t end, uint64_t n_chunks, uint64_t *from,
+                         uint64_t *to)
 {
-    uint64_t next = s->next;
-    /* the same chunk again, the next one, one request overtaking another,
-     * or one behind by less than a readahead window of requests */
-    bool seq = first + SEQ_BEHIND >= next && first <= next + 1;
+    bool seq = stream_continues(&s->pat, first, SEQ_BEHIND, SEQ_GAP);
     if (seq != s->seq) {
         s->seq = seq;
         wk->n_seq += seq ? 1 : -1u;
+    }
+    if (!seq) {
+        stream_start(&s->pat, first, last, end);
+        *from = 1;
+        *to = 0;
+        return;
     }
     /* this stream's share of what may be queued ahead, at least one */
     unsigned max = wk->n_seq > 1 ? wk->depth / wk->n_seq : wk->depth;
     if (max == 0)
         max = 1;
-    unsigned d = s->depth;
-    d = !seq ? 0 : d == 0 ? 1 : 2 * d < max ? 2 * d : max;
-    s->depth = d;
-    uint64_t base = seq && next > last + 1 ? next - 1 : last;
-    if (!seq || last + 1 > next)
-        s->next = last + 1;
-    *from = base + 1;
-    *to = base + d;
+    stream_move(&s->pat, last, end, max, n_chunks, from, to);
 }
 
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
-                   uint64_t tensor, uint64_t first, uint64_t last)
+                   uint64_t tensor, uint64_t first, uint64_t last, uint64_t end)
 {
     struct workers *wk = fs->workers;
     if (!wk)
@@ -358,16 +364,18 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
     uint64_t from = 1, to = 0;
     if (s && s->tensor != tensor) {
         s->tensor = tensor;            /* another tensor: from its start */
-        s->next = 0;
+        stream_restart(&s->pat);
     }
     if (s)
-        stream_ahead(wk, s, first, last, &from, &to);
+        stream_ahead(wk, s, first, last, end, n_chunks, &from, &to);
     /* needed now, in order: the front of the queue gets first+1 last */
     for (uint64_t c = last; c > first; c--)
         enqueue(wk, st, tensor, c, true);
-    for (uint64_t c = from; c <= to && c < n_chunks; c++)
-        if (!enqueue(wk, st, tensor, c, false))
+    for (uint64_t c = from; c <= to; c++)
+        if (!enqueue(wk, st, tensor, c, false)) {
+            stream_unclaim(&s->pat, s->pat.gen, c, to);    /* for a later read */
             break;
+        }
     pthread_mutex_unlock(&wk->mu);
 }
 

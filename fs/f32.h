@@ -19,7 +19,7 @@
  * the cache takes its own mu for bookkeeping only.  ggfs_prefetch takes
  * workers.mu (the streams' patterns), then the prefetch engine's
  * (cache/prefetch.h) and states_mu (each queued chunk holds a reference to
- * its version); ggfs_unqueue takes the engine's alone; the workers run
+ * its version); ggfs_chunk_get takes the engine's alone, then the cache's; the workers run
  * fills with none held.  The streams' list is under pend_mu.
  */
 #ifndef FS_F32_H
@@ -45,9 +45,10 @@ struct f32_stream;               /* an open f32 file's reading pattern */
  * in every version).  EINVAL without a state. */
 int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
                     size_t len);
-/* cache_get of chunk (len bytes) of tensor, filled from st on a miss: st
- * is a reference the caller holds (not the state lock: a fill may wait on
- * a remote server). */
+/* cache_get of chunk (len bytes) of tensor, filled from st on a miss, off
+ * the workers' queue first if no worker has taken it yet (prefetch_get:
+ * the reader fills it, or finds it filled): st is a reference the caller
+ * holds (not the state lock: a fill may wait on a remote server). */
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err);
 /* Workers that fill chunks ahead of sequential f32 readers: a prefetch
@@ -56,16 +57,14 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
  * Stopping drops what is queued. */
 int ggfs_workers_start(struct ggfs *fs, unsigned n);
 void ggfs_workers_stop(struct ggfs *fs);
-/* A read of chunks [first, last] of tensor through stream s (NULL: none):
+/* A read of chunks [first, last] of tensor, ending at byte end of its
+ * view, through stream s (NULL: none):
  * learns the pattern (a stream that moves to another tensor starts over
  * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
  * pattern, those after it.  st: a reference the caller holds. */
 void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
-                   uint64_t tensor, uint64_t first, uint64_t last);
-/* A reader is about to get chunk c of tensor: off the queue, if a worker
- * has not taken it yet (the reader fills it, or finds it filled). */
-void ggfs_unqueue(struct ggfs *fs, uint64_t tensor, uint64_t c);
+                   uint64_t tensor, uint64_t first, uint64_t last, uint64_t end);
 /* The most chunks one pin holds: a read of up to (F32_PIN_MAX - 1) chunks
  * at any offset (the kernel asks at most 1 MiB, the chunks are at least
  * that: read.c cuts a longer request short, as reads may be). */
@@ -85,7 +84,7 @@ struct f32_pin {
  * caller holds), cut at the view's end and at what F32_PIN_MAX chunks
  * hold from off (p->len says how much).  What the read teaches stream s
  * (NULL: none) is prefetched (ggfs_prefetch); the chunks are pinned last
- * first, each off the workers' queue first (ggfs_unqueue): a read that
+ * first, each off the workers' queue first (ggfs_chunk_get): a read that
  * straddles a chunk border (each of f32.npy's does: its floats start after
  * its header) fills its own chunk before it waits for the one the read
  * before it is filling, so two reads in flight fill two chunks at once.

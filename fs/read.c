@@ -1,10 +1,12 @@
 /* fs/read.c — reads of raw, f32, model.gguf and model.safetensors.
  *
- * Bytes that exist in a file (raw tensor bytes, model.gguf's data) are
- * spliced from the source's descriptor when it has one: the kernel moves
- * them, gguffs never copies them.  A source without a descriptor (a remote
- * one) is read into a buffer.  f32 is gathered from pinned cache chunks.
- * raw.npy and f32.npy are an NPY header, then raw's and f32's paths.
+ * A reply is a list of pieces: memory of the state's, a source's bytes as
+ * the source lends them (gguf_source_spans: a descriptor's range, spliced
+ * by the kernel, or memory the source holds, such as pinned blocks of the
+ * remote block cache), f32 chunks pinned in the cache, or buffers copied
+ * into; each piece released after the reply by its own call.  The handlers
+ * do not know which kind of source they read.  raw.npy and f32.npy are an
+ * NPY header, then raw's and f32's paths.
  */
 #include "fs.h"
 #include "read.h"
@@ -14,7 +16,6 @@
 #include "state.h"
 #include "underneath.h"
 
-#include "cache/blocksrc.h"
 #include "gguf/types.h"
 #include "remote/source.h"
 
@@ -44,114 +45,6 @@ void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, 
     if (remote_changed(r) && atomic_exchange(&fs->changed_logged, true))
         return;
     fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
-}
-
-/* The most blocks of the remote block cache one reply is written from (a
- * request of at most 1 MiB over blocks of at least 64 KiB, and one
- * straddled); more, and the bytes are copied into a buffer. */
-#define REPLY_PINS 18
-
-/* A local model's file changed underneath (underneath.c): written,
- * truncated or replaced in place by another program.  Its bytes are no
- * longer those of this version: every read of them is EIO, decided just
- * before the splice (one fstat).  A cut is such a change: spliced, the
- * missing bytes would make a short reply, whose pages the kernel fills up
- * with zeros, and with several requests of a readahead window in flight
- * it may keep those zeros as data.  (A change between this check and the
- * splice still gets through, a cut as a short reply.) */
-static bool file_changed(const struct state *st, unsigned shard)
-{
-    return ggfs_under_check_shard(st->fs, st, shard) != 0;
-}
-
-/* Replies with size bytes of shard's source at pos. */
-static void reply_source(fuse_req_t req, const struct state *st, unsigned shard, uint64_t pos,
-                         size_t size)
-{
-    struct gguf_source *src = st->model->shards[shard].src;
-    if (src->fd >= 0) {
-        if (size && file_changed(st, shard)) {
-            fuse_reply_err(req, EIO);
-            return;
-        }
-        struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-        bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-        bv.buf[0].fd = src->fd;
-        bv.buf[0].pos = (off_t)pos;
-        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
-        return;
-    }
-    /* A remote source's bytes that its disk cache holds: spliced from the
-     * cache's data file, as a local model's are. */
-    struct blocksrc_span sp[REPLY_PINS];
-    int ns = 0;
-    if (size)
-        blocksrc_hold_disk(src, pos, size, sp, REPLY_PINS, &ns);   /* EINVAL: not held */
-    if (ns > 0) {
-        struct fuse_bufvec *bv = malloc(sizeof *bv + (size_t)ns * sizeof bv->buf[0]);
-        if (!bv) {
-            blocksrc_release_disk(src, sp, ns);
-            fuse_reply_err(req, ENOMEM);
-            return;
-        }
-        *bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(0);
-        bv->count = 0;
-        /* blocks next to each other in the file are one piece: libfuse
-         * splices a reply only if its pipe has room for a page per piece
-         * beyond the bytes, and requests are sized to leave one */
-        for (int i = 0; i < ns; i++) {
-            struct fuse_buf *last = bv->count ? &bv->buf[bv->count - 1] : NULL;
-            if (last && last->fd == sp[i].fd && (uint64_t)last->pos + last->size == sp[i].pos) {
-                last->size += sp[i].len;
-                continue;
-            }
-            bv->buf[bv->count++] = (struct fuse_buf){ .size = sp[i].len,
-                                                      .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
-                                                      .fd = sp[i].fd, .pos = (off_t)sp[i].pos };
-        }
-        fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
-        blocksrc_release_disk(src, sp, ns);
-        free(bv);
-        return;
-    }
-    /* A remote source's tensor bytes: written to the kernel straight from
-     * the block cache (one copy), the blocks pinned meanwhile. */
-    struct iovec iov[REPLY_PINS];
-    struct cache_block *pins[REPLY_PINS];
-    int n = 0;
-    int pe = size ? blocksrc_pin(src, pos, size, iov, pins, REPLY_PINS, &n) : EINVAL;
-    if (n > 0 || pe == EIO || pe == ENOMEM) {
-        if (pe == EIO)
-            ggfs_source_failed(req_fs(req), src, pos, size);
-        if (pe) {
-            fuse_reply_err(req, pe);
-            return;
-        }
-        int r = fuse_reply_iov(req, iov, n);
-        blocksrc_unpin(src, pins, iov, n, r == 0);
-        return;
-    }
-    char *buf = malloc(size ? size : 1);
-    int e = buf ? gguf_source_read_all(src, buf, size, pos) : ENOMEM;
-    if (e == EIO)
-        ggfs_source_failed(req_fs(req), src, pos, size);
-    if (e)
-        fuse_reply_err(req, e);
-    else
-        fuse_reply_buf(req, buf, size);
-    free(buf);
-}
-
-void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off)
-{
-    const struct gguf_tensor *t = st->tens[idx].t;
-    if ((uint64_t)off >= t->nbytes)
-        return (void)fuse_reply_buf(req, NULL, 0);
-    if (size > t->nbytes - (uint64_t)off)
-        size = (size_t)(t->nbytes - (uint64_t)off);
-    const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
-    reply_source(req, st, st->tens[idx].shard, sh->gf->data_off + t->offset + (uint64_t)off,
-                 size);
 }
 
 /* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks,
@@ -199,184 +92,200 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
 
 /* ---- model.gguf ----------------------------------------------------------- */
 
-/* The pieces a read of model.gguf is made of: memory, a source's bytes, or
- * zeros.  A remote source's bytes are pinned blocks of its block cache or
- * spans of its disk cache's file, released after the reply; other sources
- * without a descriptor are read into buffers owned here. */
-struct pieces {
-    struct fuse_bufvec *bv;
-    size_t cap;
-    char **owned;
-    size_t n_owned;
-    /* pins and holds, per remote source */
-    struct held {
-        struct gguf_source *src;
-        int n;
-        bool disk;
-        struct iovec iov[REPLY_PINS];
-        struct cache_block *pins[REPLY_PINS];
-        struct blocksrc_span sp[REPLY_PINS];
-    } *held;
-    size_t n_held, cap_held;
-    /* chunks of the block cache pinned for the reply (model.safetensors'
-     * f32 pieces), released after it with the bytes served */
-    struct cache *cache;
-    struct cache_block *pins[F32_PIN_MAX];
-    size_t pin_used[F32_PIN_MAX];
-    size_t n_pins;
-    int err;
-};
+/* A local model's file changed underneath (underneath.c): written,
+ * truncated or replaced in place by another program.  Its bytes are no
+ * longer those of this version: every read of them is EIO, decided just
+ * before the splice (one fstat; for other sources, nothing).  A cut is
+ * such a change: spliced, the missing bytes would make a short reply,
+ * whose pages the kernel fills up with zeros, and with several requests
+ * of a readahead window in flight it may keep those zeros as data.  (A
+ * change between this check and the splice still gets through, a cut as
+ * a short reply.) */
+static bool file_changed(const struct state *st, unsigned shard)
+{
+    return ggfs_under_check_shard(st->fs, st, shard) != 0;
+}
 
 static const char zeros[4096];
 
-static struct fuse_buf *piece(struct pieces *p)
+/* The spans one source's piece of a reply may be lent as: a request of at
+ * most 1 MiB over blocks of at least 64 KiB, one straddled, and the
+ * remote prefix (more, and the bytes are copied: gguf_source_spans). */
+#define REPLY_SPANS 18
+/* Pieces a reply holds without an allocation. */
+#define PIECES_INLINE (REPLY_SPANS + 2)
+
+/* The pieces a reply is made of, in order, each a span (gguf/source.h)
+ * released after the reply; err, once set, fails the reply. */
+struct pieces {
+    struct gguf_span *sp;
+    size_t n, cap;
+    struct gguf_span inl[PIECES_INLINE];
+    size_t n_pins;          /* f32 chunks pinned (at most F32_PIN_MAX) */
+    struct cache *cache;    /* theirs */
+    int err;
+};
+
+static void pieces_init(struct pieces *p, struct cache *cache)
 {
-    size_t n = p->bv ? p->bv->count : 0;
-    if (!p->bv || n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 8;
-        struct fuse_bufvec *nb = realloc(p->bv, sizeof *nb + nc * sizeof(struct fuse_buf));
-        char **no = realloc(p->owned, nc * sizeof *no);
-        if (nb)
-            p->bv = nb;
-        if (no)
-            p->owned = no;
-        if (!nb || !no) {
-            p->err = ENOMEM;
-            return NULL;
-        }
-        if (n == 0)
-            memset(p->bv, 0, sizeof *p->bv);
-        p->cap = nc;
+    p->sp = p->inl;
+    p->n = 0;
+    p->cap = PIECES_INLINE;
+    p->n_pins = 0;
+    p->cache = cache;
+    p->err = 0;
+}
+
+/* Room for k more pieces: false (p->err ENOMEM) when there is none. */
+static bool room(struct pieces *p, size_t k)
+{
+    if (p->n + k <= p->cap)
+        return true;
+    size_t nc = p->cap * 2 > p->n + k ? p->cap * 2 : p->n + k;
+    struct gguf_span *ns = malloc(nc * sizeof *ns);
+    if (!ns) {
+        p->err = ENOMEM;
+        return false;
     }
-    struct fuse_buf *fb = &p->bv->buf[p->bv->count++];
-    memset(fb, 0, sizeof *fb);
-    return fb;
+    memcpy(ns, p->sp, p->n * sizeof *ns);
+    if (p->sp != p->inl)
+        free(p->sp);
+    p->sp = ns;
+    p->cap = nc;
+    return true;
 }
 
 static void piece_mem(struct pieces *p, const void *mem, size_t size)
 {
-    struct fuse_buf *fb = piece(p);
-    if (fb) {
-        fb->mem = (void *)mem;
-        fb->size = size;
-    }
+    if (room(p, 1))
+        p->sp[p->n++] = (struct gguf_span){ .mem = mem, .fd = -1, .len = size };
 }
 
+static void free_owned(const struct gguf_span *sp, bool used)
+{
+    (void)used;
+    free(sp->hold);
+}
+
+/* A buffer of size bytes of the reply's own, to be filled: NULL (p->err
+ * ENOMEM) when out of memory. */
+static char *piece_buf(struct pieces *p, size_t size)
+{
+    char *buf = room(p, 1) ? malloc(size ? size : 1) : NULL;
+    if (!buf) {
+        p->err = ENOMEM;
+        return NULL;
+    }
+    p->sp[p->n++] = (struct gguf_span){ .mem = buf, .fd = -1, .len = size,
+                                        .release = free_owned, .hold = buf };
+    return buf;
+}
+
+/* size bytes of shard's source at pos, as the source lends them. */
 static void piece_source(struct pieces *p, const struct state *st, unsigned shard, uint64_t pos,
                          size_t size)
 {
     struct gguf_source *src = st->model->shards[shard].src;
-    struct fuse_buf *fb = piece(p);
-    if (!fb)
+    if (!size || !room(p, REPLY_SPANS))
         return;
-    fb->size = size;
-    if (src->fd >= 0) {
-        if (size && file_changed(st, shard))
-            p->err = EIO;
-        fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-        fb->fd = src->fd;
-        fb->pos = (off_t)pos;
+    if (file_changed(st, shard)) {
+        p->err = EIO;
         return;
     }
-    if (p->n_held == p->cap_held) {
-        size_t nc = p->cap_held ? 2 * p->cap_held : 2;
-        struct held *nh = realloc(p->held, nc * sizeof *nh);
-        if (!nh) {
-            p->err = ENOMEM;
-            return;
-        }
-        p->held = nh;
-        p->cap_held = nc;
-    }
-    struct held *h = &p->held[p->n_held];
-    h->src = src;
-    h->disk = true;
-    int pe = 0;
-    blocksrc_hold_disk(src, pos, size, h->sp, REPLY_PINS, &h->n);     /* EINVAL: not held */
-    if (h->n == 0) {
-        h->disk = false;
-        pe = blocksrc_pin(src, pos, size, h->iov, h->pins, REPLY_PINS, &h->n);
-    }
-    if (h->n > 0) {
-        /* the piece made above becomes the first of the blocks' */
-        p->n_held++;
-        p->bv->count--;
-        for (int i = 0; i < h->n && !p->err; i++) {
-            struct fuse_buf *prev = p->bv->count ? &p->bv->buf[p->bv->count - 1] : NULL;
-            if (h->disk && prev && (prev->flags & FUSE_BUF_IS_FD) &&
-                prev->fd == h->sp[i].fd && (uint64_t)prev->pos + prev->size == h->sp[i].pos) {
-                prev->size += h->sp[i].len;     /* one piece: see reply_source */
-                continue;
-            }
-            struct fuse_buf *b = piece(p);
-            if (!b)
-                break;
-            if (h->disk) {
-                b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-                b->fd = h->sp[i].fd;
-                b->pos = (off_t)h->sp[i].pos;
-                b->size = h->sp[i].len;
-            } else {
-                b->mem = h->iov[i].iov_base;
-                b->size = h->iov[i].iov_len;
-            }
-        }
-        return;
-    }
-    if (pe == EIO || pe == ENOMEM) {
-        if (pe == EIO)
-            ggfs_source_failed(st->fs, src, pos, size);
-        p->err = pe;
-        return;
-    }
-    char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        p->err = ENOMEM;
-        return;
-    }
-    p->owned[p->n_owned++] = buf;
-    fb->mem = buf;
-    int e = gguf_source_read_all(src, buf, size, pos);
+    int n;
+    int e = gguf_source_spans(src, pos, size, p->sp + p->n, REPLY_SPANS, &n);
     if (e == EIO)
         ggfs_source_failed(st->fs, src, pos, size);
     if (e)
         p->err = e;
+    else
+        p->n += (size_t)n;
 }
 
 /* The most pieces of memory written with one writev (more: spliced). */
 #define REPLY_IOV 64
+/* Pieces of a bufvec without an allocation. */
+#define REPLY_BUFS 24
 
+/* Replies with the pieces (or p->err), then releases them: served only if
+ * the reply went out.  Memory only: written as it is (one writev, no pipe
+ * in between); else a bufvec, descriptor ranges next to each other in one
+ * file one buffer (libfuse splices a reply only if its pipe has room for
+ * a page per buffer beyond the bytes, and requests are sized to leave
+ * one), spliced with the pages moved when the reply is descriptors only
+ * (memory pieces are the state's or the caches': never gifted). */
 static void pieces_reply(fuse_req_t req, struct pieces *p)
 {
-    bool all_mem = p->bv && p->bv->count <= REPLY_IOV;
-    for (size_t i = 0; all_mem && i < p->bv->count; i++)
-        all_mem = !(p->bv->buf[i].flags & FUSE_BUF_IS_FD);
     int r = -1;
-    if (p->err || !p->bv) {
-        fuse_reply_err(req, p->err ? p->err : EIO);
-    } else if (all_mem) {
-        /* memory only: written as it is, no pipe in between */
-        struct iovec iov[REPLY_IOV];
-        for (size_t i = 0; i < p->bv->count; i++)
-            iov[i] = (struct iovec){ p->bv->buf[i].mem, p->bv->buf[i].size };
-        r = fuse_reply_iov(req, iov, (int)p->bv->count);
-    } else {        /* no page gifting: memory pieces are the state's */
-        r = fuse_reply_data(req, p->bv, 0);
-    }
-    for (size_t i = 0; i < p->n_pins; i++)
-        cache_put(p->cache, p->pins[i], r == 0 ? p->pin_used[i] : 0);
-    for (size_t i = 0; i < p->n_held; i++) {
-        struct held *h = &p->held[i];
-        if (h->disk)
-            blocksrc_release_disk(h->src, h->sp, h->n);
+    bool all_mem = p->n <= REPLY_IOV, all_fd = true;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->sp[i].mem)
+            all_fd = false;
         else
-            blocksrc_unpin(h->src, h->pins, h->iov, h->n, r == 0);
+            all_mem = false;
     }
-    for (size_t i = 0; i < p->n_owned; i++)
-        free(p->owned[i]);
-    free(p->owned);
-    free(p->held);
-    free(p->bv);
+    if (p->err) {
+        fuse_reply_err(req, p->err);
+    } else if (!p->n) {
+        r = fuse_reply_buf(req, NULL, 0);
+    } else if (all_mem) {
+        struct iovec iov[REPLY_IOV];
+        for (size_t i = 0; i < p->n; i++)
+            iov[i] = (struct iovec){ (void *)p->sp[i].mem, p->sp[i].len };
+        r = fuse_reply_iov(req, iov, (int)p->n);
+    } else {
+        union {
+            struct fuse_bufvec bv;
+            char room[sizeof(struct fuse_bufvec) + REPLY_BUFS * sizeof(struct fuse_buf)];
+        } local;
+        struct fuse_bufvec *bv = &local.bv;
+        if (p->n > REPLY_BUFS + 1)
+            bv = malloc(sizeof *bv + p->n * sizeof bv->buf[0]);
+        if (!bv) {
+            fuse_reply_err(req, ENOMEM);
+        } else {
+            *bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(0);
+            bv->count = 0;
+            for (size_t i = 0; i < p->n; i++) {
+                const struct gguf_span *sp = &p->sp[i];
+                struct fuse_buf *last = bv->count ? &bv->buf[bv->count - 1] : NULL;
+                if (!sp->mem && last && (last->flags & FUSE_BUF_IS_FD) && last->fd == sp->fd &&
+                    (uint64_t)last->pos + last->size == sp->pos) {
+                    last->size += sp->len;
+                    continue;
+                }
+                struct fuse_buf *fb = &bv->buf[bv->count++];
+                *fb = (struct fuse_buf){ .size = sp->len };
+                if (sp->mem) {
+                    fb->mem = (void *)sp->mem;
+                } else {
+                    fb->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+                    fb->fd = sp->fd;
+                    fb->pos = (off_t)sp->pos;
+                }
+            }
+            r = fuse_reply_data(req, bv, all_fd ? FUSE_BUF_SPLICE_MOVE : 0);
+            if (bv != &local.bv)
+                free(bv);
+        }
+    }
+    gguf_spans_release(p->sp, (int)p->n, r == 0);
+    if (p->sp != p->inl)
+        free(p->sp);
+}
+
+void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off)
+{
+    const struct gguf_tensor *t = st->tens[idx].t;
+    if ((uint64_t)off >= t->nbytes)
+        return (void)fuse_reply_buf(req, NULL, 0);
+    if (size > t->nbytes - (uint64_t)off)
+        size = (size_t)(t->nbytes - (uint64_t)off);
+    const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
+    struct pieces p;
+    pieces_init(&p, NULL);
+    piece_source(&p, st, st->tens[idx].shard, sh->gf->data_off + t->offset + (uint64_t)off, size);
+    pieces_reply(req, &p);
 }
 
 /* A single file: the header and padding from the state's memory (an
@@ -458,7 +367,8 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
     if (a >= st->model_size)
         return (void)fuse_reply_buf(req, NULL, 0);
     uint64_t end = size < st->model_size - a ? a + size : st->model_size;
-    struct pieces p = { 0 };
+    struct pieces p;
+    pieces_init(&p, NULL);
     if (st->merged.hdr.len)
         model_merged(&p, st, a, end);
     else
@@ -497,27 +407,27 @@ static int span_f32(struct state *st, uint64_t tensor, uint64_t in, uint64_t n,
     return 0;
 }
 
+/* a pinned f32 chunk let go of after the reply */
+static void put_chunk(const struct gguf_span *sp, bool used)
+{
+    cache_put(sp->owner, sp->hold, used ? sp->len : 0);
+}
+
 /* a chunk's bytes as a piece of the reply: pinned until it is sent (at
  * most F32_PIN_MAX), else copied into a buffer of the pieces' */
 static void use_piece(void *ctx, struct cache_block *b, const char *src, size_t len)
 {
     struct pieces *p = ctx;
-    if (p->n_pins < F32_PIN_MAX) {
-        p->pins[p->n_pins] = b;
-        p->pin_used[p->n_pins++] = len;
-        piece_mem(p, src, len);
+    if (p->n_pins < F32_PIN_MAX && room(p, 1)) {
+        p->n_pins++;
+        p->sp[p->n++] = (struct gguf_span){ .mem = src, .fd = -1, .len = len,
+                                            .release = put_chunk, .owner = p->cache,
+                                            .hold = b };
         return;
     }
-    struct fuse_buf *fb = piece(p);
-    char *buf = fb ? malloc(len ? len : 1) : NULL;
-    if (fb && buf) {
-        p->owned[p->n_owned++] = buf;
+    char *buf = piece_buf(p, len);
+    if (buf)
         memcpy(buf, src, len);
-        fb->mem = buf;
-        fb->size = len;
-    } else if (!p->err) {
-        p->err = ENOMEM;
-    }
     cache_put(p->cache, b, len);
 }
 
@@ -551,7 +461,7 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
         } else {
             const struct tref *r = &st->tens[sp->tensor];
             const struct gguf_shard *sh = &st->model->shards[r->shard];
-            e = sh->src->fd >= 0 && file_changed(st, r->shard) ? EIO :
+            e = file_changed(st, r->shard) ? EIO :
                 gguf_source_read_all(sh->src, dst, (size_t)n,
                                      sh->gf->data_off + r->t->offset + in);
             if (e == EIO)
@@ -579,8 +489,7 @@ static bool st_read_start(fuse_req_t req, struct state *st, int e,
     if (*a >= l->size || !size)
         return fuse_reply_buf(req, NULL, 0), false;
     *end = size < l->size - *a ? *a + size : l->size;
-    memset(p, 0, sizeof *p);
-    p->cache = st->fs->cache;
+    pieces_init(p, st->fs->cache);
     uint64_t hl = l->hdr.len;
     if (*a < hl) {
         uint64_t to = *end < hl ? *end : hl;
@@ -603,17 +512,10 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
         const struct gguf_st_span *sp = &l->span[j];
         if (sp->start + sp->len <= a)
             continue;                   /* an empty span */
-        if (p.bv && p.bv->count >= ST_PIECES) {
-            struct fuse_buf *fb = piece(&p);
-            char *buf = fb ? malloc((size_t)(end - a)) : NULL;
-            if (!buf) {
-                p.err = ENOMEM;
-                break;
-            }
-            p.owned[p.n_owned++] = buf;
-            fb->mem = buf;
-            fb->size = (size_t)(end - a);
-            p.err = safetensors_copy(st, l, j, a, end, buf);
+        if (p.n >= ST_PIECES) {
+            char *buf = piece_buf(&p, (size_t)(end - a));
+            if (buf)
+                p.err = safetensors_copy(st, l, j, a, end, buf);
             break;
         }
         uint64_t in = a - sp->start;
@@ -646,7 +548,7 @@ static int tensor_copy(struct state *st, uint64_t idx, bool f32, uint64_t off, u
     const struct tref *r = &st->tens[idx];
     const struct gguf_shard *sh = &st->model->shards[r->shard];
     uint64_t pos = sh->gf->data_off + r->t->offset + off;
-    int e = sh->src->fd >= 0 && file_changed(st, r->shard) ? EIO :
+    int e = file_changed(st, r->shard) ? EIO :
             gguf_source_read_all(sh->src, dst, (size_t)len, pos);
     if (e == EIO)
         ggfs_source_failed(st->fs, sh->src, pos, len);
@@ -725,7 +627,7 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
         /* pieces of the sources while they are few; then (many short rows,
          * or values that change) the rest copied into one buffer */
         while (n && !p.err && h->op != GGUF_HF_MINUS1 &&
-               !(p.bv && p.bv->count >= ST_PIECES)) {
+               p.n < ST_PIECES) {
             struct gguf_hf_seg g;
             gguf_hf_seg(h, in, n, &g);
             uint64_t src = h->src[g.src];
@@ -745,16 +647,9 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
         }
         if (!n || p.err)
             continue;
-        struct fuse_buf *fb = piece(&p);
-        char *buf = fb ? malloc((size_t)(end - a)) : NULL;
-        if (!buf) {
-            p.err = ENOMEM;
-            break;
-        }
-        p.owned[p.n_owned++] = buf;
-        fb->mem = buf;
-        fb->size = (size_t)(end - a);
-        p.err = hf_copy_rest(st, l, j, a, end, buf);
+        char *buf = piece_buf(&p, (size_t)(end - a));
+        if (buf)
+            p.err = hf_copy_rest(st, l, j, a, end, buf);
         break;
     }
     pieces_reply(req, &p);
@@ -812,7 +707,8 @@ void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_f
         rest = (size_t)t->nbytes;
     if (!rest)
         return (void)fuse_reply_buf(req, hdr + a, pre);
-    struct pieces p = { 0 };
+    struct pieces p;
+    pieces_init(&p, NULL);
     const struct gguf_shard *sh = &st->model->shards[st->tens[idx].shard];
     piece_mem(&p, hdr + a, pre);
     if (!p.err)

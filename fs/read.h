@@ -3,10 +3,12 @@
  * and f32.npy (read.c).  Each read replies to its request itself (exactly
  * one fuse_reply_*).
  *
- * Promises: bytes that exist in a file (raw tensor bytes, model.gguf's
- * data) are spliced from the source's descriptor when it has one: the
- * kernel moves them, gguffs never copies them; a source without one (a
- * remote) is read into a buffer.  f32 is gathered from pinned cache
+ * Promises: bytes of a source (raw tensor bytes, model.gguf's data) are
+ * served as the source lends them (gguf_source_spans): a file's are
+ * spliced from its descriptor (the kernel moves them, gguffs never copies
+ * them), a remote's written from the pinned blocks of the block cache or
+ * spliced from the disk cache's file; a source that lends none is read
+ * into a buffer.  f32 is gathered from pinned cache
  * chunks (f32.h), filled on a miss.  raw.npy and f32.npy are an NPY
  * header, then raw's and f32's paths.  A local model changed underneath
  * reads EIO (underneath.h), and so does a failed read of a source.

@@ -56,7 +56,36 @@ static void splice_close(struct gguf_source *s)
     free(sp);
 }
 
-static const struct gguf_source_ops splice_ops = { .read = splice_read, .close = splice_close };
+/* The new header from memory, then the base's own spans (a remote base's
+ * pinned blocks, a local one's descriptor) shifted to where they are in
+ * the base. */
+static int splice_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                        int max, int *count)
+{
+    struct splice *spl = (struct splice *)s;
+    int n = 0;
+    if (off < spl->hdr_len) {
+        size_t h = spl->hdr_len - (size_t)off < len ? spl->hdr_len - (size_t)off : len;
+        sp[n++] = (struct gguf_span){ .mem = spl->hdr + off, .fd = -1, .len = h };
+        off += h;
+        len -= h;
+    }
+    if (len) {
+        if (n == max)
+            return ENOSPC;
+        int m;
+        int e = gguf_source_spans(spl->base, spl->base_off + (off - spl->hdr_len), len,
+                                  sp + n, max - n, &m);
+        if (e)
+            return e;
+        n += m;
+    }
+    *count = n;
+    return 0;
+}
+
+static const struct gguf_source_ops splice_ops = { .read = splice_read, .close = splice_close,
+                                                   .spans = splice_spans };
 
 enum gguf_err gguf_splice_source(const uint8_t *hdr, size_t hdr_len,
                                  struct gguf_source *base, uint64_t base_off,

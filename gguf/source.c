@@ -36,7 +36,18 @@ static void file_close(struct gguf_source *s)
     free(f);
 }
 
-static const struct gguf_source_ops file_ops = { .read = file_read, .close = file_close };
+/* A file's bytes are its descriptor's: one range, spliced by the kernel. */
+static int file_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                      int max, int *count)
+{
+    (void)max;
+    sp[0] = (struct gguf_span){ .fd = s->fd, .pos = off, .len = len };
+    *count = 1;
+    return 0;
+}
+
+static const struct gguf_source_ops file_ops = { .read = file_read, .close = file_close,
+                                                 .spans = file_spans };
 
 /* malloc + memcpy rather than strdup: tests wrap malloc and free. */
 static char *dup_str(const char *s)
@@ -128,6 +139,46 @@ void gguf_source_close(struct gguf_source *s)
 {
     if (s)
         s->ops->close(s);
+}
+
+static void free_copy(const struct gguf_span *sp, bool used)
+{
+    (void)used;
+    free(sp->hold);
+}
+
+int gguf_source_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                      int max, int *count)
+{
+    *count = 0;
+    if (!(len = gguf_read_len(s->size, len, off)))
+        return 0;
+    if (s->ops->spans) {
+        int e = s->ops->spans(s, off, len, sp, max, count);
+        if (e != ENOSPC)
+            return e;
+        *count = 0;
+    }
+    /* copied: the source lends no spans for these bytes */
+    char *buf = malloc(len);
+    if (!buf)
+        return ENOMEM;
+    int e = gguf_source_read_all(s, buf, len, off);
+    if (e) {
+        free(buf);
+        return e;
+    }
+    sp[0] = (struct gguf_span){ .mem = buf, .fd = -1, .len = len, .release = free_copy,
+                                .hold = buf };
+    *count = 1;
+    return 0;
+}
+
+void gguf_spans_release(const struct gguf_span *sp, int n, bool used)
+{
+    for (int i = 0; i < n; i++)
+        if (sp[i].release)
+            sp[i].release(&sp[i], used);
 }
 
 size_t gguf_read_len(uint64_t size, size_t len, uint64_t off)

@@ -34,6 +34,21 @@
 
 struct gguf_source;
 
+/* A piece of a source's bytes lent to a reply: len bytes at mem, or (mem
+ * NULL) len bytes at pos of descriptor fd.  The bytes stay valid and
+ * unchanged until release is called (NULL: nothing to release), once;
+ * used: they were served (a cache then lets them go first).  owner and
+ * hold are release's own. */
+struct gguf_span {
+    const void *mem;
+    int fd;
+    uint64_t pos;
+    size_t len;
+    void (*release)(const struct gguf_span *sp, bool used);
+    void *owner;
+    void *hold;
+};
+
 struct gguf_source_ops {
     /* Reads up to len bytes at off into buf: the count read (short only at
      * the end of the source, or, while a remote model is being opened, at
@@ -46,6 +61,15 @@ struct gguf_source_ops {
      * right before it reads from len on; valid for that read only.  A
      * remote source sizes the range it asks for by them (remote/source.h). */
     void (*head)(struct gguf_source *s, const void *bytes, size_t len);
+    /* Optional (NULL: the bytes are copied, see gguf_source_spans): lends
+     * the bytes [off, off + len), off < size and len cut at the end of the
+     * source by the caller, as at most max spans sp[0..*count), in order,
+     * covering them all: 0, or a positive errno with nothing lent (*count
+     * 0): ENOSPC when more than max spans would be needed or the source
+     * does not hold these bytes in a form it can lend (the caller then
+     * copies them), EIO or ENOMEM as a read. */
+    int (*spans)(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                 int max, int *count);
 };
 
 struct gguf_source {
@@ -76,6 +100,18 @@ int gguf_source_read_all(struct gguf_source *s, void *buf, size_t len, uint64_t 
 size_t gguf_read_len(uint64_t size, size_t len, uint64_t off);
 
 void gguf_source_close(struct gguf_source *s);
+
+/* The bytes [off, off + len) of s, cut at its end, as spans for a reply
+ * (see struct gguf_span): the source's own (its spans op), else (no op,
+ * or ENOSPC) one span of memory the bytes are read into, freed by its
+ * release.  max is at least 1.  0 with the spans in sp[0..*count) (none
+ * at or past the end, or for len 0), or a positive errno with nothing
+ * held (*count 0): EIO when the bytes cannot be read (or the source ends
+ * early), ENOMEM. */
+int gguf_source_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                      int max, int *count);
+/* Releases spans sp[0..n) (each by its release). */
+void gguf_spans_release(const struct gguf_span *sp, int n, bool used);
 
 /* Opens and indexes the GGUF file held by src (see gguf_open in gguf.h);
  * the header is read on demand through src, tensor data never is. */

@@ -38,7 +38,7 @@ bool kern_dequant_be_supported(uint32_t type)
     }
 }
 
-void ggfs_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks)
+void kern_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks)
 {
     uint8_t *p = blocks;
     unsigned size = plain_size(type);

@@ -1,7 +1,7 @@
 /*
  * kernels/dequant.c — picks, once, the fastest kernel of each type.
  *
- * The dispatch table starts as the scalar reference, so ggfs_dequant works
+ * The dispatch table starts as the scalar reference, so kern_dequant works
  * even before kern_dequant_init.  Init asks the CPU (CPUID, and XGETBV for
  * whether the OS saves the wide registers) which ISA levels it has, and
  * lays each level's kernels over the table in increasing order: a level
@@ -87,7 +87,7 @@ bool kern_dequant_supported(uint32_t type)
     return kern_ref_kernel(type) != NULL;
 }
 
-void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks)
+void kern_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks)
 {
     kern_dequant_fn fn = table_ready ? table[type] : kern_ref_kernel(type);
     fn(src, dst, n_blocks);

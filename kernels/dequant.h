@@ -32,11 +32,11 @@
 #include <stdint.h>
 
 /* Picks the best implementation of every type for this CPU (from CPUID
- * and what the OS saves); call once, before any thread uses ggfs_dequant
+ * and what the OS saves); call once, before any thread uses kern_dequant
  * (calling it again is harmless).  Returns kern_dequant_level(). */
 const char *kern_dequant_init(void);
 
-/* The ISA level ggfs_dequant uses: "avx512", "avx2" or "scalar" (also
+/* The ISA level kern_dequant uses: "avx512", "avx2" or "scalar" (also
  * the answer before kern_dequant_init, when the scalar reference runs).
  * A level's table holds its own kernels for the types it speeds up and
  * those of the levels below for the rest.  A static string. */
@@ -52,7 +52,7 @@ bool kern_dequant_supported(uint32_t type);
  * implementation chosen by kern_dequant_init (the scalar reference
  * before it).  type must satisfy kern_dequant_supported.
  */
-void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
+void kern_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
 
 /*
  * Big-endian files (kernels/byteorder.c).  A type has an f32 view in a
@@ -67,7 +67,7 @@ void ggfs_dequant(uint32_t type, const void *src, float *dst, size_t n_blocks);
 bool kern_dequant_be_supported(uint32_t type);
 /* Makes n_blocks blocks (elements, for a plain type) of type, which must
  * satisfy kern_dequant_be_supported, little-endian in place. */
-void ggfs_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks);
+void kern_dequant_be_swap(uint32_t type, void *blocks, size_t n_blocks);
 
 /* The portable scalar reference, under the same contract. */
 void kern_dequant_ref(uint32_t type, const void *src, float *dst,

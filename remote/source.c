@@ -246,8 +246,25 @@ static void rsrc_close(struct gguf_source *s)
     free(rs);
 }
 
+/* The prefix is in memory for the remote's life: lent as it is.  Bytes
+ * past it are fetched by a read (ENOSPC: copied), or lent by the block
+ * cache that wraps the source (cache/blocksrc.h). */
+static int rsrc_spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp,
+                      int max, int *count)
+{
+    (void)max;
+    struct remote_source *rs = (struct remote_source *)s;
+    size_t plen;
+    const uint8_t *prefix = remote_prefix(rs->r, &plen);
+    if (!prefix || off >= plen || len > plen - off || atomic_load(&rs->opening))
+        return ENOSPC;
+    sp[0] = (struct gguf_span){ .mem = prefix + off, .fd = -1, .len = len };
+    *count = 1;
+    return 0;
+}
+
 static const struct gguf_source_ops remote_ops = { .read = rsrc_read, .close = rsrc_close,
-                                                    .head = rsrc_head };
+                                                    .head = rsrc_head, .spans = rsrc_spans };
 
 enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_source **out,
                                  struct gguf_diag *diag)

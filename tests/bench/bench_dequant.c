@@ -1,6 +1,6 @@
 /*
  * tests/bench/bench_dequant.c — dequantization throughput of ggml's own
- * to_float against ours (ggfs_dequant), same data, same process.
+ * to_float against ours (kern_dequant), same data, same process.
  *
  *   bench_dequant LIBGGML_BASE_SO [REPS [MB [TYPE...]]]
  *
@@ -83,7 +83,7 @@ struct job {
 static void *run_job(void *arg)
 {
     struct job *j = arg;
-    ggfs_dequant(j->type, j->src, j->dst, j->n_blocks);
+    kern_dequant(j->type, j->src, j->dst, j->n_blocks);
     return NULL;
 }
 
@@ -229,7 +229,7 @@ int main(int argc, char **argv)
         }
         /* warm up both, and compare */
         tr->to_float(src, y_ggml, (int64_t)n);
-        ggfs_dequant((uint32_t)type, src, y_ours, n_blocks);
+        kern_dequant((uint32_t)type, src, y_ours, n_blocks);
         bool same = memcmp(y_ggml, y_ours, n * 4) == 0;
         memset(y_ours, 0, n * 4);
         ours_threads((uint32_t)type, src, y_ours, n_blocks, bb, be, nthreads);
@@ -238,7 +238,7 @@ int main(int argc, char **argv)
             double t0 = now_s();
             tr->to_float(src, y_ggml, (int64_t)n);
             double t1 = now_s();
-            ggfs_dequant((uint32_t)type, src, y_ours, n_blocks);
+            kern_dequant((uint32_t)type, src, y_ours, n_blocks);
             double t2 = now_s();
             ours_threads((uint32_t)type, src, y_ours, n_blocks, bb, be, nthreads);
             double t3 = now_s();

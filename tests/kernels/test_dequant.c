@@ -4,7 +4,7 @@
  * For each type, three kinds of input are dequantized by ggml's to_float
  * (libggml-base.so, loaded from $GGUFFS_ORACLE) and by every variant of
  * ours (the scalar reference, each ISA level this CPU has, and the
- * dispatched ggfs_dequant), and the outputs must be equal bit for bit,
+ * dispatched kern_dequant), and the outputs must be equal bit for bit,
  * NaN payloads included:
  *
  *   random    blocks of random bytes: NaN/inf/subnormal scales, every code
@@ -235,7 +235,7 @@ static void check_all(uint32_t type, const char *kind, const uint8_t *src,
     compare(type, kind, "ref", src, want, got, nb);
 
     memset(got, 0xa5, n * sizeof(float));
-    ggfs_dequant(type, src, got, nb);
+    kern_dequant(type, src, got, nb);
     compare(type, kind, "dispatched", src, want, got, nb);
 
     for (int lv = 1; lv < kern_dequant_level_count(); lv++) {
@@ -421,7 +421,7 @@ static void test_supported(void **state)
 /* What kern_dequant_level() said before kern_dequant_init (set by main). */
 static const char *level_before_init;
 
-/* kern_dequant_level names the table ggfs_dequant uses: "scalar" before
+/* kern_dequant_level names the table kern_dequant uses: "scalar" before
  * init, then the highest level this run may use (in the meson variants
  * with GGFS_DISABLE_CPU_FEATURES, the highest one left). */
 static void test_level(void **state)

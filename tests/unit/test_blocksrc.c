@@ -8,7 +8,8 @@
  * the next read, never wrong bytes; with a hold, failed at once until the
  * source answers again or the hold ends), the memory bound, a long stream
  * reusing what it read, the disk-cache
- * hook, closing a source with prefetches queued.
+ * hook, spans lent for replies (the disk cache's file, pinned blocks, the
+ * prefix), closing a source with prefetches queued.
  *
  * Nothing sleeps or looks at a clock to decide anything (but the end of a
  * failure's hold of 1 ms, slept past by 20 ms).  The fake source
@@ -669,7 +670,7 @@ static void test_disk_hook(void **state)
 }
 
 /* A disk that holds blocks [0, present) in a memory file, for replies
- * spliced from it (blocksrc_hold_disk). */
+ * spliced from it (the wrapper's spans). */
 struct hdisk {
     struct disk d;
     int fd;
@@ -709,25 +710,30 @@ static void hdisk_release(void *ctx, uint64_t block)
     atomic_fetch_sub(&h->holds, 1);
 }
 
-/* The bytes the spans point at equal the source's at off. */
-/* blocksrc_hold_disk's count (it must succeed: 0) */
-static int hold(struct gguf_source *s, uint64_t off, size_t len, struct blocksrc_span *sp, int max)
+/* gguf_source_spans' count (it must succeed: 0) */
+static int spans(struct gguf_source *s, uint64_t off, size_t len, struct gguf_span *sp, int max)
 {
     int n = -1;
-    assert_int_equal(blocksrc_hold_disk(s, off, len, sp, max, &n), 0);
+    assert_int_equal(gguf_source_spans(s, off, len, sp, max, &n), 0);
     return n;
 }
 
-static bool spans_ok(const struct blocksrc_span *sp, int n, struct fake *f, uint64_t off,
+/* The bytes spans sp[0..n) hold equal the source's at off, len in all. */
+static bool spans_ok(const struct gguf_span *sp, int n, struct fake *f, uint64_t off,
                      size_t len)
 {
     size_t done = 0;
     for (int i = 0; i < n; i++) {
-        uint8_t *buf = malloc(sp[i].len);
-        assert_non_null(buf);
-        bool ok = pread(sp[i].fd, buf, sp[i].len, (off_t)sp[i].pos) == (ssize_t)sp[i].len &&
-                  memcmp(buf, f->data + off + done, sp[i].len) == 0;
-        free(buf);
+        bool ok;
+        if (sp[i].mem) {
+            ok = memcmp(sp[i].mem, f->data + off + done, sp[i].len) == 0;
+        } else {
+            uint8_t *buf = malloc(sp[i].len);
+            assert_non_null(buf);
+            ok = pread(sp[i].fd, buf, sp[i].len, (off_t)sp[i].pos) == (ssize_t)sp[i].len &&
+                 memcmp(buf, f->data + off + done, sp[i].len) == 0;
+            free(buf);
+        }
         if (!ok)
             return false;
         done += sp[i].len;
@@ -735,6 +741,8 @@ static bool spans_ok(const struct blocksrc_span *sp, int n, struct fake *f, uint
     return done == len;
 }
 
+/* Spans of the disk cache's file while it holds every block of a range
+ * (held until released); else pinned blocks (memory). */
 static void test_disk_hold(void **state)
 {
     (void)state;
@@ -750,30 +758,31 @@ static void test_disk_hold(void **state)
     struct gguf_source *s;
     assert_int_equal(blocksrc_wrap(rc, &f.s, 0, &hook, &s), GGUF_OK);
     assert_true(rcache_start(rc));
-    struct blocksrc_span sp[4];
+    struct gguf_span sp[4];
     /* within a block, and straddling two: held while the spans are used */
-    int n = hold(s, 100, 1000, sp, 4);
+    int n = spans(s, 100, 1000, sp, 4);
     assert_int_equal(n, 1);
+    assert_null(sp[0].mem);
+    assert_int_equal(sp[0].fd, h.fd);
     assert_int_equal(atomic_load(&h.holds), 1);
     assert_true(spans_ok(sp, n, &f, 100, 1000));
-    blocksrc_release_disk(s, sp, n);
+    gguf_spans_release(sp, n, true);
     assert_int_equal(atomic_load(&h.holds), 0);
-    n = hold(s, BLK - 10, BLK + 5, sp, 4);
+    n = spans(s, BLK - 10, BLK + 5, sp, 4);
     assert_int_equal(n, 2);
+    assert_true(sp[0].fd == h.fd && sp[1].fd == h.fd && !sp[0].mem && !sp[1].mem);
     assert_true(spans_ok(sp, n, &f, BLK - 10, BLK + 5));
-    blocksrc_release_disk(s, sp, n);
-    /* more blocks than max, or one the disk does not have: 0, nothing held */
-    assert_int_equal(hold(s, 0, 5 * BLK, sp, 4), 0);
-    assert_int_equal(hold(s, 5 * BLK, 2 * BLK, sp, 4), 0);
-    assert_int_equal(atomic_load(&h.holds), 0);
-    assert_int_equal(hold(s, 16 * BLK, 10, sp, 4), 0);
+    gguf_spans_release(sp, n, true);
+    /* past the end: none */
+    assert_int_equal(spans(s, 16 * BLK, 10, sp, 4), 0);
     /* a sequential reader through the held blocks: its readahead fetches
      * only blocks past them, never one the disk has */
     for (uint64_t o = 0; o < 6 * BLK; o += BLK / 2) {
-        n = hold(s, o, BLK / 2, sp, 4);
+        n = spans(s, o, BLK / 2, sp, 4);
         assert_int_equal(n, 1);
+        assert_null(sp[0].mem);
         assert_true(spans_ok(sp, n, &f, o, BLK / 2));
-        blocksrc_release_disk(s, sp, n);
+        gguf_spans_release(sp, n, true);
     }
     rcache_stop(rc);
     struct rcache_stats st = stats(rc);
@@ -783,13 +792,95 @@ static void test_disk_hold(void **state)
     /* and a read after them goes on from there, through the cache */
     assert_true(read_ok(s, &f, 6 * BLK, 2 * BLK));
     assert_int_equal(atomic_load(&h.present_reads), 0);
-    /* not a wrapper, or in the prefix: EINVAL (positive, as every errno
-     * of the caches), nothing held */
-    assert_int_equal(blocksrc_hold_disk(&f.s, 0, 10, sp, 4, &n), EINVAL);
-    assert_int_equal(n, 0);
+    /* more blocks than spans offered: copied (one span of memory); one
+     * block the disk does not have: the blocks pinned (memory); nothing
+     * left held either way */
+    n = spans(s, 0, 5 * BLK, sp, 4);
+    assert_int_equal(n, 1);
+    assert_non_null(sp[0].mem);
+    assert_true(spans_ok(sp, n, &f, 0, 5 * BLK));
+    gguf_spans_release(sp, n, true);
+    n = spans(s, 5 * BLK, 2 * BLK, sp, 4);
+    assert_int_equal(n, 2);
+    assert_true(sp[0].mem && sp[1].mem);
+    assert_true(spans_ok(sp, n, &f, 5 * BLK, 2 * BLK));
+    gguf_spans_release(sp, n, true);
+    assert_int_equal(atomic_load(&h.holds), 0);
+    assert_int_equal(stats(rc).disk_spans, 1 + 2 + 12);
     gguf_source_close(s);
     rcache_put(rc);
     close(h.fd);
+    fake_free(&f);
+}
+
+/* Pinned blocks lent as memory (no disk cache): the prefix from the
+ * wrapped source, blocks crossed at every border, cut at the end, a fill
+ * that fails (EIO, nothing left pinned), and pins released: the cache
+ * then holds no pinned block (a capacity of 4 blocks fills up again). */
+static void test_spans(void **state)
+{
+    (void)state;
+    struct fake f;
+    uint64_t size = 6ull * BLK + 100;
+    fake_init(&f, size);
+    struct rcache *rc = new_rc(4, 1);
+    struct gguf_source *s = wrap(rc, &f, 1000);
+    struct gguf_span sp[4];
+    /* the prefix alone, and across its end: the wrapped source's bytes
+     * (copied: the fake lends none), then the first block */
+    int n = spans(s, 10, 500, sp, 4);
+    assert_int_equal(n, 1);
+    assert_true(spans_ok(sp, n, &f, 10, 500));
+    gguf_spans_release(sp, n, true);
+    n = spans(s, 900, 200, sp, 4);
+    assert_int_equal(n, 2);
+    assert_int_equal(sp[0].len, 100);
+    assert_true(spans_ok(sp, n, &f, 900, 200));
+    gguf_spans_release(sp, n, true);
+    /* across two and three blocks: one span per block, in order */
+    n = spans(s, BLK - 1, 2, sp, 4);
+    assert_int_equal(n, 2);
+    assert_int_equal(sp[0].len, 1);
+    assert_true(spans_ok(sp, n, &f, BLK - 1, 2));
+    gguf_spans_release(sp, n, true);
+    n = spans(s, 2 * BLK - 5, BLK + 10, sp, 4);
+    assert_int_equal(n, 3);
+    assert_true(sp[0].mem && sp[1].mem && sp[2].mem);
+    assert_true(spans_ok(sp, n, &f, 2 * BLK - 5, BLK + 10));
+    gguf_spans_release(sp, n, true);
+    /* cut at the end of the source; none past it */
+    n = spans(s, size - 50, 1000, sp, 4);
+    assert_int_equal(n, 1);
+    assert_true(spans_ok(sp, n, &f, size - 50, 50));
+    gguf_spans_release(sp, n, true);
+    assert_int_equal(spans(s, size, 10, sp, 4), 0);
+    /* every block read once more, each pinned and released: with room
+     * for 4 blocks, none left pinned */
+    for (uint64_t o = 1000; o < size; o += BLK / 2) {
+        n = spans(s, o, BLK / 2, sp, 4);
+        assert_true(n >= 1);
+        assert_true(spans_ok(sp, n, &f, o, o + BLK / 2 <= size ? BLK / 2 : size - o));
+        gguf_spans_release(sp, n, true);
+    }
+    /* a failed fill: EIO, nothing held; the next try reads it */
+    f.fail_lo = 3 * BLK;
+    f.fail_hi = 3 * BLK + 1;
+    f.fail_n = 1;
+    n = -1;
+    struct rcache_stats before = stats(rc);
+    /* 2 blocks: the second (block 3, evicted by the reads after it)
+     * fails once, after block 2 was pinned */
+    int e = gguf_source_spans(s, 2 * BLK + 10, BLK, sp, 4, &n);
+    assert_int_equal(stats(rc).fill_errors, before.fill_errors + 1);
+    assert_int_equal(e, EIO);
+    assert_int_equal(n, 0);
+    n = spans(s, 2 * BLK + 10, BLK, sp, 4);
+    assert_int_equal(n, 2);
+    assert_true(spans_ok(sp, n, &f, 2 * BLK + 10, BLK));
+    gguf_spans_release(sp, n, true);
+    assert_int_equal(stats(rc).blocks_held <= 4, true);
+    gguf_source_close(s);
+    rcache_put(rc);
     fake_free(&f);
 }
 
@@ -836,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_long_stream),
         cmocka_unit_test(test_disk_hook),
         cmocka_unit_test(test_disk_hold),
+        cmocka_unit_test(test_spans),
         cmocka_unit_test(test_close_with_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@ Part 2 (f32), per type, GB/s of float32 output:
   ggml    ggml's to_float over ~64 MiB of output, blocks made by ggml's
           quantizer (tests/bench/bench_dequant.c; median of runs, same data,
           same process)
-  ours 1  ggfs_dequant on one thread; ours N: split over all CPUs
+  ours 1  kern_dequant on one thread; ours N: split over all CPUs
   mount   a generated GGUF with one large tensor per main type (--f32-mb MiB
           of float32 each; --all-types for every type), read sequentially in
           1 MiB preads: tensors/NAME/f32 cold (fresh mount, page cache
