@@ -718,23 +718,6 @@ static void overlay_split(void **state)
     remove_split(2);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    work_reset();
-    const char *t = getenv("TMPDIR");
-    /* a long name: a shard's name is longer than the tables of a version */
-    snprintf(tmpdir, sizeof tmpdir, "%s/gguffs-core-with-a-long-enough-name-XXXXXX",
-             t && *t ? t : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return rmdir(tmpdir);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -749,5 +732,13 @@ int main(void)
         cmocka_unit_test(overlay_round_trip),
         cmocka_unit_test(overlay_split),
     };
-    return cmocka_run_group_tests_name("core", tests, setup, teardown);
+    /* a long name: a shard's name is longer than the tables of a version */
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/gguffs-core-with-a-long-enough-name-XXXXXX",
+             t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    work_reset();
+    int failed = cmocka_run_group_tests_name("core", tests, NULL, NULL);
+    return rmdir(tmpdir) == 0 ? failed : 1;
 }
