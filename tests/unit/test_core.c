@@ -2,8 +2,9 @@
  * tests/unit/test_core.c — core/ without a mount: opening a model
  * (core/model.c: a local file or split model, recovering or refusing an
  * interrupted edit, a remote model's shards opened in parallel and wrapped
- * by the block cache) and a remote model's overlay (core/overlay.c: its
- * versions, commits, lock and path).
+ * by the block cache), a remote model's overlay (core/overlay.c: its
+ * versions, commits, lock and path) and the digests and lines of /hashes
+ * (core/digest.c, against xxhsum's and sha256sum's).
  *
  * Remote objects are faked: remote_source_open, remote_source_opened,
  * remote_source_remote and remote_prefix are wrapped (-Wl,--wrap) to serve
@@ -27,9 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/blocksrc.h"
+#include "core/digest.h"
 #include "core/model.h"
 #include "core/overlay.h"
 #include "gguf/commit.h"
@@ -141,6 +144,11 @@ static atomic_uint opens, closes, opened_calls;
 static bool fail_wrap;          /* blocksrc_wrap fails */
 static int threads_left = -1;   /* cache_thread_start fails once spent (-1: never) */
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_cv = PTHREAD_COND_INITIALIZER;
+/* Opening this URL waits until another shard's open has begun (another
+ * thread's: the opens run in parallel); a hang guard ends the wait. */
+static const char *gate_url;
+static bool gate_timed_out;
 
 static ssize_t fake_read(struct gguf_source *s, void *buf, size_t len, uint64_t off)
 {
@@ -197,6 +205,8 @@ static void fakes_reset(void)
     atomic_store(&opened_calls, 0);
     fail_wrap = false;
     threads_left = -1;
+    gate_url = NULL;
+    gate_timed_out = false;
     mem_cap = SIZE_MAX;
 }
 
@@ -218,8 +228,16 @@ enum gguf_err __wrap_remote_source_open(const struct remote_opts *o, struct gguf
         pthread_mutex_lock(&fake_mu);
         assert_false(f->open);
         f->open = true;
+        unsigned mine = atomic_fetch_add(&opens, 1) + 1;
+        pthread_cond_broadcast(&fake_cv);
+        if (gate_url && strcmp(gate_url, o->url) == 0) {
+            struct timespec guard;
+            clock_gettime(CLOCK_REALTIME, &guard);
+            guard.tv_sec += 60;
+            while (atomic_load(&opens) == mine && !gate_timed_out)
+                gate_timed_out = pthread_cond_timedwait(&fake_cv, &fake_mu, &guard) != 0;
+        }
         pthread_mutex_unlock(&fake_mu);
-        atomic_fetch_add(&opens, 1);
         *out = &f->s;
         return GGUF_OK;
     }
@@ -465,13 +483,16 @@ static void remote_split(void **state)
     fake_split("http://h/m", 3, 3);
     struct gguf_split *m;
     struct gguf_diag d;
-    /* opened in parallel through any shard; then with fewer threads than
-     * shards, and with none (the opener opens each itself) */
+    /* opened in parallel through any shard (the named shard's open waits
+     * for another's to begin); then with fewer threads than shards, and
+     * with none (the opener opens each itself) */
     const int threads[] = { -1, 1, 0 };
     for (unsigned t = 0; t < 3; t++) {
         threads_left = threads[t];
+        gate_url = t == 0 ? "http://h/m-00002-of-00003.gguf" : NULL;
         atomic_store(&opens, 0);
         assert_int_equal(open_url("http://h/m-00002-of-00003.gguf", rc, &m, &d), GGUF_OK);
+        assert_false(gate_timed_out);
         assert_int_equal(m->n, 3);
         assert_int_equal(m->given, 1);
         assert_int_equal(atomic_load(&opens), 3);
@@ -718,6 +739,59 @@ static void overlay_split(void **state)
     remove_split(2);
 }
 
+/* ---- core/digest.c ------------------------------------------------------------------ */
+
+/* xxhsum -H64 and sha256sum of "abcdef" */
+#define XXH_ABCDEF "fa8afd82c423144d"
+#define SHA_ABCDEF "bef57ec7f53a6d40beb640a780a639c83bc29ac8a9816f1fc6c5c6dcd93c4721"
+
+static void digests(void **state)
+{
+    (void)state;
+    struct core_hash *h = core_hash_new();
+    assert_non_null(h);
+    char x[CORE_XXH64_HEX], sh[CORE_SHA256_HEX];
+    /* no bytes; "abc" in one piece; "abcdef" in two, after a reset */
+    assert_int_equal(core_hash_reset(h), 0);
+    assert_int_equal(core_hash_hex(h, x, sh), 0);
+    assert_memory_equal(x, "ef46db3751d8e999\n", sizeof x);
+    assert_memory_equal(sh, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n",
+                        sizeof sh);
+    assert_int_equal(core_hash_reset(h), 0);
+    assert_int_equal(core_hash_update(h, "abc", 3), 0);
+    assert_int_equal(core_hash_hex(h, x, sh), 0);
+    assert_memory_equal(x, "44bc2cf5ad770999\n", sizeof x);
+    assert_memory_equal(sh, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n",
+                        sizeof sh);
+    assert_int_equal(core_hash_reset(h), 0);
+    assert_int_equal(core_hash_update(h, "abc", 3), 0);
+    assert_int_equal(core_hash_update(h, "def", 3), 0);
+    assert_int_equal(core_hash_hex(h, x, sh), 0);
+    assert_memory_equal(x, XXH_ABCDEF "\n", sizeof x);
+    assert_memory_equal(sh, SHA_ABCDEF "\n", sizeof sh);
+    core_hash_free(h);
+    core_hash_free(NULL);
+    /* out of memory: no state */
+    mem_cap = 0;
+    assert_null(core_hash_new());
+    mem_cap = SIZE_MAX;
+
+    /* the lines, each as long as said beforehand */
+    struct gguf_buf b = { 0 };
+    core_hash_line(&b, "xxh64", x, sizeof x, "blk.0.w", 7);
+    assert_int_equal(b.len, core_hash_line_len(CORE_XXH64_HEX, true, 7));
+    size_t first = b.len;
+    core_hash_line(&b, "sha256", sh, sizeof sh, NULL, 0);
+    assert_int_equal(b.len - first, core_hash_line_len(CORE_SHA256_HEX, false, 0));
+    assert_true(gguf_buf_putc(&b, '\0'));
+    assert_string_equal(b.data, "xxh64     " XXH_ABCDEF "  model.gguf:blk.0.w\n"
+                        "sha256    " SHA_ABCDEF "  model.gguf\n");
+    gguf_buf_free(&b);
+    /* a name is what comes before a NUL */
+    assert_int_equal(core_hash_name_len("a\0b", 3), 1);
+    assert_int_equal(core_hash_name_len("abc", 3), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -731,6 +805,7 @@ int main(void)
         cmocka_unit_test(overlay_lock),
         cmocka_unit_test(overlay_round_trip),
         cmocka_unit_test(overlay_split),
+        cmocka_unit_test(digests),
     };
     /* a long name: a shard's name is longer than the tables of a version */
     const char *t = getenv("TMPDIR");
