@@ -222,7 +222,7 @@ enum gguf_err __wrap_remote_source_open(const struct remote_opts *o, struct gguf
             continue;
         if (f->fail) {
             if (f->starve)          /* the opener cannot keep the diag */
-                mem_cap = sizeof(struct gguf_diag) - 1;
+                __atomic_store_n(&mem_cap, sizeof(struct gguf_diag) - 1, __ATOMIC_RELAXED);
             return gguf_diag_set(d, f->fail, UINT64_MAX, "%s: refused", o->url);
         }
         pthread_mutex_lock(&fake_mu);
