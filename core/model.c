@@ -255,11 +255,13 @@ static enum gguf_err open_remote(const char *url, const struct remote_opts *ro,
     return e;
 }
 
-struct remote *core_remote(struct gguf_source *src)
+struct remote *core_remote(struct gguf_source *src, bool remote)
 {
+    if (!remote || !src)
+        return NULL;
     /* an overlay's spliced source, over the block cache, over the remote:
      * the wrappers name what they read through */
-    while (src && src->below)
+    while (src->below)
         src = src->below;
     return remote_source_remote(src);
 }
@@ -280,12 +282,12 @@ enum gguf_err core_open_model(const char *path, bool read_only, bool reopen,
     if (e)
         return e;
     /* the headers are parsed: remote reads from any thread from now on */
-    for (unsigned i = 0; i < (*out)->n; i++) {
+    for (unsigned i = 0; remote && i < (*out)->n; i++) {
         struct gguf_source **src = &(*out)->shards[i].src;
         remote_source_opened(*src);
-        struct remote *r = remote_source_remote(*src);
-        if (!rc || !r)
+        if (!rc)
             continue;
+        struct remote *r = remote_source_remote(*src);
         /* Tensor bytes through the block cache; the prefix (the header)
          * stays where it is, in memory.  The disk cache (-o cache_dir)
          * would be handed to blocksrc_wrap here (struct blocksrc_disk,

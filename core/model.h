@@ -47,7 +47,9 @@ enum gguf_err core_open_model(const char *path, bool read_only, bool reopen,
                               char *note, size_t note_cap,
                               struct gguf_split **out, struct gguf_diag *d);
 /* The remote behind a shard's source (through an overlay's spliced source
- * and the block cache: gguf_source.below), or NULL for a local file. */
-struct remote *core_remote(struct gguf_source *src);
+ * and the block cache: gguf_source.below) of a model core_open_model opened
+ * with remote options (remote: the caller knows, as it asked for them);
+ * NULL when !remote (a local file) or src is NULL. */
+struct remote *core_remote(struct gguf_source *src, bool remote);
 
 #endif

@@ -63,7 +63,7 @@ void ggfs_dcache_open(struct ggfs *fs, const struct options *o)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; i < m->n; i++) {
-        struct remote *r = core_remote(m->shards[i].src);
+        struct remote *r = core_remote(m->shards[i].src, fs->remote);
         if (!r)
             continue;
         char *key;

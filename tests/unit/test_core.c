@@ -140,7 +140,7 @@ struct fake {
 
 static struct fake fakes[FAKES];
 static unsigned n_fakes;
-static atomic_uint opens, closes, opened_calls;
+static atomic_uint opens, closes, opened_calls, misused;
 static bool fail_wrap;          /* blocksrc_wrap fails */
 static int threads_left = -1;   /* cache_thread_start fails once spent (-1: never) */
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -195,6 +195,7 @@ static void fake_split(const char *prefix, unsigned have, unsigned count)
 
 static void fakes_reset(void)
 {
+    assert_int_equal(atomic_load(&misused), 0);
     for (unsigned i = 0; i < n_fakes; i++) {
         assert_false(fakes[i].open);    /* every source opened was closed */
         free(fakes[i].b.p);
@@ -244,18 +245,25 @@ enum gguf_err __wrap_remote_source_open(const struct remote_opts *o, struct gguf
     return gguf_diag_set(d, GGUF_E_NOENT, UINT64_MAX, "%s: not found", o->url);
 }
 
+/* Both are only for a source remote_source_open made: anything else
+ * counts as a misuse (misused), which the tests check is none. */
 void __wrap_remote_source_opened(struct gguf_source *src);
 void __wrap_remote_source_opened(struct gguf_source *src)
 {
     if (src && src->ops == &fake_ops)
         atomic_fetch_add(&opened_calls, 1);
+    else
+        atomic_fetch_add(&misused, 1);
 }
 
 /* The remote behind a fake source: the fake itself stands for it. */
 struct remote *__wrap_remote_source_remote(struct gguf_source *src);
 struct remote *__wrap_remote_source_remote(struct gguf_source *src)
 {
-    return src && src->ops == &fake_ops ? (struct remote *)src : NULL;
+    if (src && src->ops == &fake_ops)
+        return (struct remote *)src;
+    atomic_fetch_add(&misused, 1);
+    return NULL;
 }
 
 const void *__wrap_remote_prefix(const struct remote *r, size_t *len);
@@ -315,7 +323,7 @@ static void check_remote_shards(const struct gguf_split *m, bool rc)
 {
     for (unsigned k = 0; k < m->n; k++) {
         struct gguf_source *src = m->shards[k].src;
-        struct fake *f = (struct fake *)core_remote(src);
+        struct fake *f = (struct fake *)core_remote(src, true);
         assert_non_null(f);
         assert_ptr_equal(rc ? src->below : src, &f->s);
         uint8_t buf[1024];
@@ -343,14 +351,15 @@ static void local_single(void **state)
         assert_string_equal(note, "");
         assert_int_equal(m->n, 1);
         assert_true(m->shards[0].src->fd >= 0);
-        assert_null(core_remote(m->shards[0].src));
+        assert_null(core_remote(m->shards[0].src, false));
         assert_int_equal(ctx_of(m), 2048);
         gguf_split_close(m);
     }
     /* no note asked for */
     assert_int_equal(core_open_model(path, false, false, NULL, NULL, NULL, 0, &m, &d), GGUF_OK);
     gguf_split_close(m);
-    assert_null(core_remote(NULL));
+    assert_null(core_remote(NULL, true));
+    assert_int_equal(atomic_load(&misused), 0);     /* local: nothing asked of remote/ */
     /* no such file */
     assert_int_not_equal(core_open_model(tpath("none.gguf"), false, false, NULL, NULL, note,
                                          sizeof note, &m, &d), GGUF_OK);
@@ -430,7 +439,7 @@ static void local_split(void **state)
     assert_int_equal(m->n, 3);
     assert_int_equal(m->given, 1);
     for (unsigned k = 0; k < 3; k++)
-        assert_null(core_remote(m->shards[k].src));
+        assert_null(core_remote(m->shards[k].src, false));
     gguf_split_close(m);
     assert_non_null(strstr(note, shard_name(0, 3)));
     assert_int_equal(access(new1, F_OK), -1);
@@ -458,7 +467,7 @@ static void remote_single(void **state)
     check_remote_shards(m, true);
     struct gguf_source *sp;
     assert_int_equal(gguf_splice_source(NULL, 0, m->shards[0].src, 0, &sp, &d), GGUF_OK);
-    assert_ptr_equal(core_remote(sp), &fakes[0]);
+    assert_ptr_equal(core_remote(sp, true), &fakes[0]);
     gguf_source_close(sp);
     gguf_split_close(m);
     /* a name that is one shard of one: opened as one */
