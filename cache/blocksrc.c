@@ -543,6 +543,7 @@ enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64
     b->s.fd = -1;
     b->rc = rc;
     b->inner = inner;
+    b->s.below = inner;
     b->direct_below = direct_below;
     b->nblocks = (inner->size + rc->block_bytes - 1) / rc->block_bytes;
     if (disk)
@@ -556,15 +557,7 @@ enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64
     return GGUF_OK;
 }
 
-bool blocksrc_set_disk(struct gguf_source *s, const struct blocksrc_disk *disk)
+void blocksrc_set_disk(struct gguf_source *s, const struct blocksrc_disk *disk)
 {
-    if (!s || s->ops != &blocksrc_ops || !disk)
-        return false;
     ((struct blocksrc *)s)->disk = *disk;
-    return true;
-}
-
-struct gguf_source *blocksrc_inner(struct gguf_source *s)
-{
-    return s && s->ops == &blocksrc_ops ? ((struct blocksrc *)s)->inner : NULL;
 }

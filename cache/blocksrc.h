@@ -5,7 +5,8 @@
  * bytes (cache/cache.h) shared by any number of wrapped sources, with a few
  * fetch threads of its own (a prefetch engine: cache/prefetch.h).
  * blocksrc_wrap() makes a gguf_source that has the size, identity and name
- * of the source it wraps (no descriptor: fd -1) and serves its reads from
+ * of the source it wraps (no descriptor: fd -1; below: the wrapped
+ * source) and serves its reads from
  * that cache, so that raw reads, f32 fills and model.gguf of a remote
  * mount all go through it unchanged.  No FUSE header: built as a library
  * of its own (cache/meson.build), tested by
@@ -181,13 +182,11 @@ struct blocksrc_disk {
 enum gguf_err blocksrc_wrap(struct rcache *rc, struct gguf_source *inner, uint64_t direct_below,
                             const struct blocksrc_disk *disk, struct gguf_source **out);
 
-/* Gives wrapper s a disk cache after it was made (the mount opens the disk
+/* Gives wrapper s (a source blocksrc_wrap made: the caller knows it, as
+ * it made it) a disk cache after it was made (the mount opens the disk
  * cache once the model, and so each shard's identity, is known).  Only
  * while no read of s is in progress and no fetch thread runs (before
- * rcache_start); false if s is not a wrapper. */
-bool blocksrc_set_disk(struct gguf_source *s, const struct blocksrc_disk *disk);
-
-/* The source a wrapper reads from; NULL if s is not a wrapper. */
-struct gguf_source *blocksrc_inner(struct gguf_source *s);
+ * rcache_start). */
+void blocksrc_set_disk(struct gguf_source *s, const struct blocksrc_disk *disk);
 
 #endif

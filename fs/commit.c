@@ -17,10 +17,10 @@
 #include "fs.h"
 #include "commit.h"
 #include "follow.h"
-#include "model.h"
+#include "core/model.h"
 #include "nodes.h"
 #include "notify.h"
-#include "overlay.h"
+#include "core/overlay.h"
 #include "state.h"
 #include "underneath.h"
 #include "whandle.h"
@@ -86,7 +86,7 @@ int ggfs_write_check(struct ggfs *fs, const char **why)
     }
     /* one writer per overlay: its lock, if the file exists now */
     if (fs->overlay) {
-        int e = ggfs_overlay_lock(fs);
+        int e = core_overlay_lock(fs->overlay, &fs->lock_fd);
         if (e == EAGAIN) {
             *why = "another gguffs writes the overlay";
             return EBUSY;
@@ -136,7 +136,8 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
     enum gguf_err ce;
     if (fs->overlay) {
         /* a remote model: the edited header goes to the overlay file */
-        ce = ggfs_overlay_commit(fs, hdr, &d);
+        ce = core_overlay_commit(fs->overlay, fs->base, &fs->overlay_sum, &fs->lock_fd, hdr,
+                                 &d);
         if (ce == GGUF_E_PERM) {
             fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n",
                      fs->model_path, fname, why, strerror(EPERM), d.msg);
@@ -176,9 +177,14 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
      * (Other shards of a split model are re-opened too: cheap, headers.
      * An overlay is re-read and its model built from memory.) */
     struct gguf_split *model;
-    if ((fs->overlay ? ggfs_overlay_model(fs, &model, &d)
-                     : ggfs_open_model(fs->model_real, fs->read_only, true, NULL, NULL,
-                                       &model, &d)) != GGUF_OK) {
+    char note[512] = "";
+    enum gguf_err oe = fs->overlay
+        ? core_overlay_model(fs->overlay, fs->base, &fs->overlay_sum, &model, &d)
+        : core_open_model(fs->model_real, fs->read_only, true, NULL, NULL, note, sizeof note,
+                          &model, &d);
+    if (note[0])
+        fuse_log(FUSE_LOG_WARNING, "gguffs: %s\n", note);
+    if (oe != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         if (!fs->overlay) {
             ggfs_under_end(fs);

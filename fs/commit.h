@@ -2,7 +2,7 @@
  * fs/commit.h — applying an edit of meta/ to the model (commit.c): the
  * change turned into a new header (gguf/kvedit.h), the commit
  * (gguf/commit.h: the one writer of the file; with -o overlay, the overlay
- * file: overlay.h), a new state swapped in, and the kernel told what
+ * file: core/overlay.h), a new state swapped in, and the kernel told what
  * changed (notify.h).  Also the checks every edit starts with (may the
  * model be written now? is that key reserved? is that a valid new key
  * name?) and the log line of a refused edit.

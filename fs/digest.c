@@ -2,7 +2,8 @@
  * fs/digest.c — what is computed on first use and kept for the mount:
  * tensors/NAME/stats (over the f32 view, through the block cache),
  * tensors/NAME/xxh64 and sha256 (over raw), and /hashes (what
- * llama-gguf-hash --xxh64 --sha256 prints for model.gguf).
+ * llama-gguf-hash --xxh64 --sha256 prints for model.gguf; the digests
+ * and the lines are core/digest.c's).
  *
  * Tensor data never changes during a mount (an edit changes metadata
  * only, and keeps every tensor's index), so each text is computed once and
@@ -41,6 +42,7 @@
 #include "state.h"
 #include "underneath.h"
 
+#include "core/digest.h"
 #include "gguf/buf.h"
 #include "gguf/fstats.h"
 
@@ -49,16 +51,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-#include <xxhash.h>
-
 /* Raw bytes are read this many at a time. */
 #define DIGEST_PIECE (4u << 20)
 
 /* A tensor's digests: the texts of its xxh64 and sha256 files. */
 struct tdig {
     struct text xxh, sha;
-    char x[17], s[65];          /* hex digits and "\n" */
+    char x[CORE_XXH64_HEX], s[CORE_SHA256_HEX];
 };
 
 struct digests {
@@ -202,10 +201,8 @@ static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
 /* The hash states a pass feeds: a tensor's (NULL: not wanted) and the
  * model's (NULL: not wanted). */
 struct hashing {
-    XXH64_state_t *x;
-    EVP_MD_CTX *s;
-    XXH64_state_t *mx;
-    EVP_MD_CTX *ms;
+    struct core_hash *t;
+    struct core_hash *m;
 };
 
 /* Feeds tensor idx's raw bytes (from the source raw reads use) to h, in
@@ -226,10 +223,8 @@ static int hash_tensor(struct ggfs *fs, const struct state *st, uint64_t idx, ui
          * read, as f32 fills do */
         if (ggfs_under_check_shard(fs, st, r->shard))
             return EIO;
-        if ((h->x && XXH64_update(h->x, buf, n) == XXH_ERROR) ||
-            (h->mx && XXH64_update(h->mx, buf, n) == XXH_ERROR) ||
-            (h->s && !EVP_DigestUpdate(h->s, buf, n)) ||
-            (h->ms && !EVP_DigestUpdate(h->ms, buf, n)))
+        if ((h->t && core_hash_update(h->t, buf, n)) ||
+            (h->m && core_hash_update(h->m, buf, n)))
             return ENOMEM;
         pos += n;
         left -= n;
@@ -237,53 +232,14 @@ static int hash_tensor(struct ggfs *fs, const struct state *st, uint64_t idx, ui
     return 0;
 }
 
-/* Lower-case hex of n bytes, then "\n", into out (2n + 1 bytes, no NUL). */
-static void hex_line(const unsigned char *p, size_t n, char *out)
-{
-    static const char digit[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digit[p[i] >> 4];
-        out[2 * i + 1] = digit[p[i] & 15];
-    }
-    out[2 * n] = '\n';
-}
-
-/* xxh64 as llama-gguf-hash prints it: the canonical (big-endian) bytes. */
-static void xxh_hex(XXH64_hash_t v, char out[17])
-{
-    XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, v);
-    hex_line(c.digest, sizeof c.digest, out);
-}
-
-/* 0, or ENOMEM */
-static int sha_hex(EVP_MD_CTX *s, char out[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    if (!EVP_DigestFinal_ex(s, md, &len) || len != 32)
-        return ENOMEM;
-    hex_line(md, 32, out);
-    return 0;
-}
-
-/* Resets a tensor's hash states (seed 0, as llama-gguf-hash). */
-static int hashing_reset(XXH64_state_t *x, EVP_MD_CTX *s)
-{
-    return XXH64_reset(x, 0) == XXH_ERROR || !EVP_DigestInit_ex(s, EVP_sha256(), NULL) ?
-           ENOMEM : 0;
-}
-
 /* A tensor's digests from its finished hash states, published in its slot
  * (or the copy another thread published first); NULL when out of memory. */
-static struct tdig *tdig_publish(struct digests *dg, uint64_t idx, XXH64_state_t *x,
-                                 EVP_MD_CTX *s)
+static struct tdig *tdig_publish(struct digests *dg, uint64_t idx, struct core_hash *h)
 {
     struct tdig *d = malloc(sizeof *d);
     if (!d)
         return NULL;
-    xxh_hex(XXH64_digest(x), d->x);
-    if (sha_hex(s, d->s)) {
+    if (core_hash_hex(h, d->x, d->s)) {
         free(d);
         return NULL;
     }
@@ -301,16 +257,14 @@ static struct tdig *tdig_publish(struct digests *dg, uint64_t idx, XXH64_state_t
 static int dig_compute(struct ggfs *fs, const struct state *st, uint64_t idx)
 {
     uint8_t *buf = malloc(DIGEST_PIECE);
-    XXH64_state_t *x = XXH64_createState();
-    EVP_MD_CTX *s = EVP_MD_CTX_new();
-    int err = !buf || !x || !s ? ENOMEM : hashing_reset(x, s);
-    struct hashing h = { x, s, NULL, NULL };
+    struct core_hash *t = core_hash_new();
+    int err = !buf || !t ? ENOMEM : core_hash_reset(t);
+    struct hashing h = { t, NULL };
     if (!err)
         err = hash_tensor(fs, st, idx, buf, &h);
-    if (!err && !tdig_publish(fs->digests, idx, x, s))
+    if (!err && !tdig_publish(fs->digests, idx, t))
         err = ENOMEM;
-    EVP_MD_CTX_free(s);
-    XXH64_freeState(x);
+    core_hash_free(t);
     free(buf);
     return err;
 }
@@ -321,16 +275,8 @@ static void tensor_name(const struct state *st, uint64_t idx, const char **p, si
 {
     const struct tref *r = &st->tens[idx];
     const char *name = (const char *)st->model->shards[r->shard].gf->hdr + r->t->name_off;
-    const char *nul = memchr(name, '\0', r->t->name_len);
     *p = name;
-    *len = nul ? (size_t)(nul - name) : r->t->name_len;
-}
-
-/* The length of a line of hash_line (hex_len: with its "\n") */
-static uint64_t line_len(uint64_t hex_len, bool named, uint64_t name_len)
-{
-    /* "%-8s  " (the types are at most 8), hex, "  model.gguf", ":" name, "\n" */
-    return 8 + 2 + (hex_len - 1) + 12 + (named ? 1 + name_len : 0) + 1;
+    *len = core_hash_name_len(name, r->t->name_len);
 }
 
 uint64_t ggfs_hashes_size(const struct state *st)
@@ -343,26 +289,13 @@ uint64_t ggfs_hashes_size(const struct state *st)
         const char *name;
         size_t len;
         tensor_name(st, j, &name, &len);
-        n += line_len(17, true, len) + line_len(65, true, len);
+        n += core_hash_line_len(CORE_XXH64_HEX, true, len) +
+             core_hash_line_len(CORE_SHA256_HEX, true, len);
     }
-    n += line_len(17, false, 0) + line_len(65, false, 0);
+    n += core_hash_line_len(CORE_XXH64_HEX, false, 0) +
+         core_hash_line_len(CORE_SHA256_HEX, false, 0);
     atomic_store_explicit(&dg->hashes_size, n, memory_order_relaxed);
     return n;
-}
-
-/* One line as llama-gguf-hash prints it: "%-8s  %-s  %s\n" (hex ends in
- * "\n" here: hex_len counts it). */
-static void hash_line(struct gguf_buf *b, const char *type, const char *hex, size_t hex_len,
-                      const char *name, size_t name_len)
-{
-    gguf_buf_printf(b, "%-8s  ", type);
-    gguf_buf_put(b, hex, hex_len - 1);
-    gguf_buf_put(b, "  model.gguf", 12);
-    if (name) {
-        gguf_buf_putc(b, ':');
-        gguf_buf_put(b, name, name_len);
-    }
-    gguf_buf_putc(b, '\n');
 }
 
 /* /hashes: every tensor in model.gguf's order, its xxh64 and sha256 lines
@@ -373,40 +306,36 @@ static int hashes_compute(struct ggfs *fs, const struct state *st, struct text *
 {
     struct digests *dg = fs->digests;
     uint8_t *buf = malloc(DIGEST_PIECE);
-    XXH64_state_t *x = XXH64_createState(), *mx = XXH64_createState();
-    EVP_MD_CTX *s = EVP_MD_CTX_new(), *ms = EVP_MD_CTX_new();
+    struct core_hash *t = core_hash_new(), *m = core_hash_new();
     struct gguf_buf b = { 0 };
-    int err = !buf || !x || !mx || !s || !ms ? ENOMEM : hashing_reset(mx, ms);
+    int err = !buf || !t || !m ? ENOMEM : core_hash_reset(m);
     for (uint64_t j = 0; !err && j < st->n_tensors; j++) {
         struct tdig *d = atomic_load(&dg->dig[j]);
-        struct hashing h = { d ? NULL : x, d ? NULL : s, mx, ms };
+        struct hashing h = { d ? NULL : t, m };
         if (!d)
-            err = hashing_reset(x, s);
+            err = core_hash_reset(t);
         if (!err)
             err = hash_tensor(fs, st, j, buf, &h);
-        if (!err && !d && !(d = tdig_publish(dg, j, x, s)))
+        if (!err && !d && !(d = tdig_publish(dg, j, t)))
             err = ENOMEM;
         if (err)
             break;
         const char *name;
         size_t len;
         tensor_name(st, j, &name, &len);
-        hash_line(&b, "xxh64", d->xxh.data, d->xxh.len, name, len);
-        hash_line(&b, "sha256", d->sha.data, d->sha.len, name, len);
+        core_hash_line(&b, "xxh64", d->xxh.data, d->xxh.len, name, len);
+        core_hash_line(&b, "sha256", d->sha.data, d->sha.len, name, len);
     }
     if (!err) {
-        char xh[17], sh[65];
-        xxh_hex(XXH64_digest(mx), xh);
-        err = sha_hex(ms, sh);
+        char xh[CORE_XXH64_HEX], sh[CORE_SHA256_HEX];
+        err = core_hash_hex(m, xh, sh);
         if (!err) {
-            hash_line(&b, "xxh64", xh, sizeof xh, NULL, 0);
-            hash_line(&b, "sha256", sh, sizeof sh, NULL, 0);
+            core_hash_line(&b, "xxh64", xh, sizeof xh, NULL, 0);
+            core_hash_line(&b, "sha256", sh, sizeof sh, NULL, 0);
         }
     }
-    EVP_MD_CTX_free(s);
-    EVP_MD_CTX_free(ms);
-    XXH64_freeState(x);
-    XXH64_freeState(mx);
+    core_hash_free(t);
+    core_hash_free(m);
     free(buf);
     if (!err && b.len != ggfs_hashes_size(st))
         err = b.oom ? ENOMEM : EIO;       /* the size stat gave: cannot differ */

@@ -7,7 +7,7 @@
 #include "fs.h"
 #include "follow.h"
 #include "commit.h"
-#include "model.h"
+#include "core/model.h"
 #include "state.h"
 #include "underneath.h"
 
@@ -496,7 +496,7 @@ static int adopt(struct ggfs *fs)
     }
     struct gguf_split *model;
     struct gguf_diag d;
-    if (ggfs_open_model(path, true, false, NULL, NULL, &model, &d) != GGUF_OK) {
+    if (core_open_model(path, true, false, NULL, NULL, NULL, 0, &model, &d) != GGUF_OK) {
         if (!fl->open_warned)
             fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path, d.msg);
         fl->open_warned = true;

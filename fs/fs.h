@@ -225,10 +225,10 @@ struct ggfs {
      * model.  -1: none (-o ro, a remote model, or a file system without
      * locks).  A rewrite replaces it with the new file's (commit.c);
      * under commit_mu after the mount.  With -o overlay, the lock is on
-     * the overlay file instead (overlay.c), once it exists. */
+     * the overlay file instead (core/overlay.c), once it exists. */
     int lock_fd;
     bool remote;                 /* the model is read by HTTP (remote/) */
-    /* -o overlay (overlay.c): a remote model's edits go to this local
+    /* -o overlay (core/overlay.c): a remote model's edits go to this local
      * file (its absolute path; NULL without), and every version's shards
      * read through base's sources: the remote model as opened at mount,
      * closed at the end */

@@ -5,7 +5,7 @@
 #include "fs.h"
 #include "mount_dcache.h"
 #include "mount_open.h"
-#include "model.h"
+#include "core/model.h"
 #include "options.h"
 
 #include "cache/blocksrc.h"
@@ -46,10 +46,12 @@ bool ggfs_check_cache_dir(struct options *o)
  * shard's cache: dcache_key (cache/diskcache.h). */
 void ggfs_dcache_open(struct ggfs *fs, const struct options *o)
 {
-    if (!o->cache_dir || !fs->remote)
+    if (!o->cache_dir || !fs->remote || !fs->rcache)
         return;
-    /* the shards as opened at mount, each wrapped by the block cache (an
-     * overlay's versions read through fs->base's) */
+    /* the shards as opened at mount (an overlay's versions read through
+     * fs->base's): core_open_model, given fs->rcache, made each remote
+     * shard's source a block-cache wrapper, so blocksrc_set_disk may take
+     * it */
     const struct gguf_split *m = fs->base ? fs->base : fs->st->model;
     fs->dcache_group = dcache_group_new();
     fs->dcache = calloc(m->n, sizeof *fs->dcache);
@@ -61,7 +63,7 @@ void ggfs_dcache_open(struct ggfs *fs, const struct options *o)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; i < m->n; i++) {
-        struct remote *r = ggfs_remote(m->shards[i].src);
+        struct remote *r = core_remote(m->shards[i].src, fs->remote);
         if (!r)
             continue;
         char *key;

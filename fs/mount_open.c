@@ -4,9 +4,9 @@
  */
 #include "fs.h"
 #include "mount_open.h"
-#include "model.h"
+#include "core/model.h"
 #include "options.h"
-#include "overlay.h"
+#include "core/overlay.h"
 #include "remote_setup.h"
 #include "state.h"
 #include "follow.h"
@@ -90,7 +90,7 @@ static void say_waiting(const char *name, int fd)
 static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_split **model)
 {
     char why[512];
-    char *path = ggfs_overlay_path(o->overlay, !o->ro, why, sizeof why);
+    char *path = core_overlay_path(o->overlay, !o->ro, why, sizeof why);
     if (!path) {
         fprintf(stderr, "gguffs: overlay=%s: %s\n", o->overlay, why);
         gguf_split_close(*model);
@@ -105,7 +105,7 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int le;
     bool said = false;
-    while ((le = o->ro ? 0 : ggfs_overlay_lock(fs)) == EAGAIN) {
+    while ((le = o->ro ? 0 : core_overlay_lock(path, &fs->lock_fd)) == EAGAIN) {
         if (!said) {
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             say_waiting(path, fd);
@@ -132,7 +132,7 @@ static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_s
         fprintf(stderr, "gguffs: %s%s: %s (left there)\n", path, GGUF_NEW_SUFFIX,
                 strerror(errno));
     struct gguf_diag d;
-    if (ggfs_overlay_model(fs, model, &d) != GGUF_OK) {
+    if (core_overlay_model(path, fs->base, &fs->overlay_sum, model, &d) != GGUF_OK) {
         ggfs_refuse(path, &d);
         return false;
     }
@@ -308,7 +308,7 @@ bool ggfs_mount_model(struct ggfs *fs, const struct options *o)
             remote_store_free(store);
             return false;
         }
-        ge = ggfs_open_model(real, true, false, &ro, fs->rcache, &model, &d);
+        ge = core_open_model(real, true, false, &ro, fs->rcache, NULL, 0, &model, &d);
         ggfs_token_free(token);
         remote_store_free(store);
     } else {
@@ -324,7 +324,11 @@ bool ggfs_mount_model(struct ggfs *fs, const struct options *o)
             free(real);
             return false;
         }
-        ge = ggfs_open_model(real, o->ro || fs->write_err, false, NULL, NULL, &model, &d);
+        char note[512];
+        ge = core_open_model(real, o->ro || fs->write_err, false, NULL, NULL, note, sizeof note,
+                             &model, &d);
+        if (note[0])
+            fuse_log(FUSE_LOG_WARNING, "gguffs: %s\n", note);
     }
     free(real);
     if (ge) {

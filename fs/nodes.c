@@ -4,7 +4,7 @@
 #include "digest.h"
 #include "log.h"
 #include "nodes.h"
-#include "model.h"
+#include "core/model.h"
 #include "read.h"
 #include "state.h"
 #include "cache/diskcache.h"
@@ -224,7 +224,7 @@ size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
         struct remote_stats sum = { 0 }, rs;
         const struct gguf_split *m = fs->base ? fs->base : fs->st->model;
         for (unsigned i = 0; i < m->n; i++) {
-            struct remote *r = ggfs_remote(m->shards[i].src);
+            struct remote *r = core_remote(m->shards[i].src, fs->remote);
             if (!r)
                 continue;
             remote_get_stats(r, &rs);

@@ -11,7 +11,7 @@
 #include "fs.h"
 #include "read.h"
 #include "f32.h"
-#include "model.h"
+#include "core/model.h"
 #include "nodes.h"
 #include "state.h"
 #include "underneath.h"
@@ -36,7 +36,7 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
 
 void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
 {
-    struct remote *r = ggfs_remote(src);
+    struct remote *r = core_remote(src, fs->remote);
     struct gguf_diag d;
     if (!r || !remote_error_at(r, pos, len, &d))
         return;

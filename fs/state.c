@@ -2,7 +2,7 @@
  * text; and the counted list of live versions. */
 #include "fs.h"
 #include "state.h"
-#include "model.h"
+#include "core/model.h"
 #include "nodes.h"
 #include "notify.h"
 #include "underneath.h"
@@ -400,7 +400,7 @@ static int render_info(struct state *st, const char *path)
         gguf_buf_putc(&b, '\n');
     }
     for (unsigned i = 0; i < st->model->n; i++) {
-        struct remote *r = ggfs_remote(st->model->shards[i].src);
+        struct remote *r = core_remote(st->model->shards[i].src, st->fs->remote);
         if (r) {
             /* an object in a store: where, which region, whose credentials */
             const char *store = remote_store_lines(r);

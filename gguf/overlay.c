@@ -104,6 +104,7 @@ enum gguf_err gguf_splice_source(const uint8_t *hdr, size_t hdr_len,
         return gguf_diag_set(d, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     sp->s.ops = &splice_ops;
     sp->s.fd = -1;
+    sp->s.below = base;
     sp->s.size = hdr_len + (base->size - base_off);
     sp->base = base;
     sp->hdr_len = hdr_len;
@@ -130,11 +131,6 @@ enum gguf_err gguf_splice_source(const uint8_t *hdr, size_t hdr_len,
     }
     *out = &sp->s;
     return GGUF_OK;
-}
-
-struct gguf_source *gguf_splice_base(struct gguf_source *s)
-{
-    return s && s->ops == &splice_ops ? ((struct splice *)s)->base : NULL;
 }
 
 /* ---- overlay files --------------------------------------------------------------- */

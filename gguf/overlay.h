@@ -121,14 +121,11 @@ void gguf_overlay_free(struct gguf_overlay *ov);
  * base is not owned: it must outlive the source.  hdr_len 0 and base_off
  * 0 give a source that reads base as it is (a borrowed base).  Its name
  * is base's; its identity base's when it shows base's bytes unchanged,
- * else "overlay:CHECKSUM:" and base's; no descriptor (fd -1).
- * GGUF_E_INVAL for base_off past base's end, GGUF_E_NOMEM.
+ * else "overlay:CHECKSUM:" and base's; no descriptor (fd -1); below is
+ * base.  GGUF_E_INVAL for base_off past base's end, GGUF_E_NOMEM.
  */
 enum gguf_err gguf_splice_source(const uint8_t *hdr, size_t hdr_len,
                                  struct gguf_source *base, uint64_t base_off,
                                  struct gguf_source **out, struct gguf_diag *d);
-
-/* The base of a spliced source; NULL for any other source. */
-struct gguf_source *gguf_splice_base(struct gguf_source *s);
 
 #endif

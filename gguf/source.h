@@ -78,6 +78,12 @@ struct gguf_source {
     char *name;            /* for messages: a path, or a URL without credentials */
     char *identity;        /* see above */
     int fd;                /* a descriptor with the same bytes, or -1 */
+    /* The source a wrapper reads through (an overlay's spliced source:
+     * its base; the block cache of remote bytes: its inner source), set by
+     * the wrapper when it is made; NULL for a source that reads its bytes
+     * itself.  Callers walk it down to the source that holds the bytes
+     * instead of asking a source what kind it is. */
+    struct gguf_source *below;
 };
 
 /* Opens the regular file (or block device) at path, read-only.  GGUF_E_IO

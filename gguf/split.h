@@ -26,7 +26,7 @@
  * called for the named shard first, then for shards 1, 2, ... in order,
  * stopping at the first error; all of them before any but the named one is
  * parsed.  So an opener may start the reads of every shard at once and
- * hand out the results in that order (fs/model.c does, for remote shards,
+ * hand out the results in that order (core/model.c does, for remote shards,
  * from threads of its own: this library starts none).  Recovering interrupted edits (gguf/commit.h) is the
  * opener's business: an opener of files that may be edited runs
  * gguf_recover on each name before opening it.

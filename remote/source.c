@@ -301,8 +301,6 @@ enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_sou
 
 void remote_source_opened(struct gguf_source *s)
 {
-    if (!s || s->ops != &remote_ops)
-        return;
     struct remote_source *rs = (struct remote_source *)s;
     pthread_mutex_lock(&rs->mu);
     atomic_store(&rs->opening, false);
@@ -317,7 +315,5 @@ void remote_source_opened(struct gguf_source *s)
 
 struct remote *remote_source_remote(struct gguf_source *s)
 {
-    if (!s || s->ops != &remote_ops)
-        return NULL;
     return ((struct remote_source *)s)->r;
 }

@@ -60,12 +60,13 @@ enum gguf_err remote_source_open(const struct remote_opts *opts, struct gguf_sou
 
 /* The model is open: stops the stream; reads past the prefix are plain
  * range requests from now on.  Call it once, before reads of several
- * threads. */
+ * threads.  src is a source remote_source_open made (its caller knows:
+ * it opened it). */
 void remote_source_opened(struct gguf_source *src);
 
 /* The remote behind a source made by remote_source_open (for its stats,
- * identity, last error, remote_drop_prefix — see remote/http.h); NULL for
- * any other source (remote_source_opened does nothing to those). */
+ * identity, last error, remote_drop_prefix — see remote/http.h).  Only for
+ * such a source: the caller knows it made one. */
 struct remote *remote_source_remote(struct gguf_source *src);
 
 #endif

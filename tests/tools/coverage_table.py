@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# The coverage table of scripts/coverage: lcov's tracefile as markdown, per folder of the project (gguf/ kernels/ cache/ remote/ fs/ tools/), then per file.
+# The coverage table of scripts/coverage: lcov's tracefile as markdown, per folder of the project (gguf/ kernels/ cache/ remote/ core/ fs/ tools/), then per file.
 """
     coverage_table.py TOP TRACEFILE
 
@@ -11,7 +11,7 @@ tools are left out.
 import os
 import sys
 
-ROOMS = ("gguf", "kernels", "cache", "remote", "fs", "tools")
+ROOMS = ("gguf", "kernels", "cache", "remote", "core", "fs", "tools")
 
 
 def main():

@@ -171,7 +171,7 @@ static struct gguf_source *wrap(struct rcache *rc, struct fake *f, uint64_t dire
     assert_int_equal(s->size, f->s.size);
     assert_string_equal(s->identity, f->s.identity);
     assert_int_equal(s->fd, -1);
-    assert_ptr_equal(blocksrc_inner(s), &f->s);
+    assert_ptr_equal(s->below, &f->s);
     return s;
 }
 

@@ -81,7 +81,9 @@ int __wrap_bcmp(const void *a, const void *b, size_t n)
 }
 
 /* Every block carries a 16-byte header holding its size, so that free can
- * subtract it.  live/peak count the bytes the program asked for.  The
+ * subtract it, and a mark: memory the C library allocated for itself
+ * (realpath, strdup: calls inside it are not wrapped) has none, and is
+ * freed or reallocated as it is, uncounted.  live/peak count the bytes the program asked for.  The
  * counts are updated atomically: a test's threads (a queue's, freeing
  * what the test allocated) may allocate and free beside it. */
 static size_t mem_live, mem_peak;
@@ -89,12 +91,23 @@ static size_t mem_live, mem_peak;
  * mem_refused: a test can see a huge request without making it. */
 static size_t mem_cap = SIZE_MAX, mem_refused;
 #define MEM_HDR 16
+#define MEM_MARK 0x6767756666736d6bull
+
+/* p was allocated by the wrappers (its header carries the mark). */
+static bool mem_ours(const void *p)
+{
+    uint64_t m;
+    memcpy(&m, (const char *)p - MEM_HDR + 8, sizeof m);
+    return m == MEM_MARK;
+}
 
 static void *mem_note(void *h, size_t n)
 {
     if (!h)
         return NULL;
     memcpy(h, &n, sizeof n);
+    uint64_t mark = MEM_MARK;
+    memcpy((char *)h + 8, &mark, sizeof mark);
     __atomic_add_fetch(&work.allocs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&work.alloc_bytes, n, __ATOMIC_RELAXED);
     size_t live = __atomic_add_fetch(&mem_live, n, __ATOMIC_RELAXED);
@@ -134,9 +147,14 @@ void __wrap_free(void *p)
 {
     if (!p)
         return;
+    if (!mem_ours(p)) {
+        __real_free(p);
+        return;
+    }
     char *h = (char *)p - MEM_HDR;
     size_t n;
     memcpy(&n, h, sizeof n);
+    memset(h + 8, 0, 8);
     __atomic_sub_fetch(&mem_live, n, __ATOMIC_RELAXED);
     __real_free(h);
 }
@@ -147,6 +165,8 @@ void *__wrap_realloc(void *p, size_t n)
         return __wrap_malloc(n);
     if (n > SIZE_MAX - MEM_HDR || mem_over(n))
         return NULL;
+    if (!mem_ours(p))
+        return __real_realloc(p, n);
     char *h = (char *)p - MEM_HDR;
     size_t old;
     memcpy(&old, h, sizeof old);

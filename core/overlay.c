@@ -1,23 +1,22 @@
 /*
- * fs/overlay.c — edits of a remote model in a local overlay file
+ * core/overlay.c — edits of a remote model in a local overlay file
  * (-o overlay=FILE; the file's format and the spliced source are
  * gguf/overlay.h).
  *
- * The remote model is opened once, at mount (fs->base), and lives until
- * the end: every version of the model (state.c) is a gguf_split of its
+ * The remote model is opened once, at mount (the base), and lives until
+ * the end: every version of the model (fs/state.c) is a gguf_split of its
  * own whose shards borrow base's sources — the first shard through a
  * spliced source that puts the overlay's edited header before the
  * remote's tensor data, the others as they are.  A version's headers are
  * parsed from memory, so building one costs no request.
  *
- * An edit (commit.c) builds its header from the current version as a
+ * An edit (fs/commit.c) builds its header from the current version as a
  * local edit does, writes the whole overlay anew (gguf_overlay_write:
  * new file, fsync, rename, fsync of the directory) and re-reads it: the
  * file on disk is the truth.  A split model's edits go to its first shard,
  * as for local files; its split.* keys cannot change (they tie the shards
  * together).
  */
-#include "fs.h"
 #include "overlay.h"
 
 #include "gguf/overlay.h"
@@ -79,12 +78,12 @@ static enum gguf_err borrow_shard(const struct gguf_split *base, unsigned k,
     return e;
 }
 
-enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out, struct gguf_diag *d)
+enum gguf_err core_overlay_model(const char *path, const struct gguf_split *base,
+                                 uint64_t *sum, struct gguf_split **out, struct gguf_diag *d)
 {
     *out = NULL;
-    const struct gguf_split *base = fs->base;
     struct gguf_overlay ov;
-    enum gguf_err e = gguf_overlay_read(fs->overlay, &ov, d);
+    enum gguf_err e = gguf_overlay_read(path, &ov, d);
     if (e && e != GGUF_E_NOENT)
         return e;
     bool have = e == GGUF_OK;
@@ -106,19 +105,20 @@ enum gguf_err ggfs_overlay_model(struct ggfs *fs, struct gguf_split **out, struc
         gguf_split_close(s);
         s = NULL;
     } else {
-        fs->overlay_sum = have ? ov.sum : 0;
+        *sum = have ? ov.sum : 0;
     }
     gguf_overlay_free(&ov);
     *out = s;
     return e;
 }
 
-enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
+enum gguf_err core_overlay_commit(const char *path, const struct gguf_split *base,
+                                  uint64_t *sum, int *lock_fd, const struct gguf_buf *hdr,
                                   struct gguf_diag *d)
 {
-    const struct gguf_shard *b = &fs->base->shards[0];
+    const struct gguf_shard *b = &base->shards[0];
     /* a split model's shards are tied by their split.* keys */
-    if (fs->base->n > 1) {
+    if (base->n > 1) {
         struct gguf_file *f;
         enum gguf_err e = gguf_parse((const uint8_t *)hdr->data, hdr->len,
                                      hdr->len + (b->gf->file_size - gguf_overlay_base_data(b->gf)),
@@ -134,10 +134,10 @@ enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
     /* Nobody else may have written the overlay since this mount read or
      * wrote it (another mount of the same overlay): its edits would be
      * lost. */
-    uint64_t sum = 0;
-    int r = gguf_overlay_sum(fs->overlay, &sum);
-    if (r < 0 || (r == 1 && sum != fs->overlay_sum))
-        return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s", fs->overlay,
+    uint64_t now = 0;
+    int r = gguf_overlay_sum(path, &now);
+    if (r < 0 || (r == 1 && now != *sum))
+        return gguf_diag_set(d, GGUF_E_IO, UINT64_MAX, "%s: %s", path,
                              r < 0 ? strerror(errno) : "changed by someone else since this "
                              "mount read it (mount again to see it)");
     struct gguf_overlay ov = {
@@ -147,29 +147,29 @@ enum gguf_err ggfs_overlay_commit(struct ggfs *fs, const struct gguf_buf *hdr,
     };
     bool renamed;
     int nfd = -1;
-    enum gguf_err e = gguf_overlay_write_locked(fs->overlay, &ov, &renamed, &nfd, d);
+    enum gguf_err e = gguf_overlay_write_locked(path, &ov, &renamed, &nfd, d);
     if (renamed)
-        fs->overlay_sum = ov.sum;
+        *sum = ov.sum;
     if (nfd >= 0) {
         /* the new overlay came locked: the mount's lock is on it now */
-        if (fs->lock_fd >= 0)
-            close(fs->lock_fd);
-        fs->lock_fd = nfd;
+        if (*lock_fd >= 0)
+            close(*lock_fd);
+        *lock_fd = nfd;
     }
     if (e && d) {
         char msg[2 * sizeof d->msg];
-        snprintf(msg, sizeof msg, "%s: %s", fs->overlay, d->msg);
+        snprintf(msg, sizeof msg, "%s: %s", path, d->msg);
         memcpy(d->msg, msg, sizeof d->msg - 1);    /* cut to fit */
         d->msg[sizeof d->msg - 1] = '\0';
     }
     return e;
 }
 
-int ggfs_overlay_lock(struct ggfs *fs)
+int core_overlay_lock(const char *path, int *lock_fd)
 {
-    if (fs->lock_fd >= 0)
+    if (*lock_fd >= 0)
         return 0;
-    int fd = open(fs->overlay, O_RDWR | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return errno;
     struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
@@ -178,11 +178,11 @@ int ggfs_overlay_lock(struct ggfs *fs)
         close(fd);
         return e;
     }
-    fs->lock_fd = fd;
+    *lock_fd = fd;
     return 0;
 }
 
-char *ggfs_overlay_path(const char *given, bool writable, char *why, size_t cap)
+char *core_overlay_path(const char *given, bool writable, char *why, size_t cap)
 {
     why[0] = '\0';
     char *path = realpath(given, NULL);

@@ -1,5 +1,5 @@
 /*
- * fs/model.c — opening the model a mount shows: a single file or every
+ * core/model.c — opening the model a mount shows: a single file or every
  * shard of a split model (gguf/split.h), each through a byte source, after
  * finishing (or, read-only, refusing) an interrupted edit of the file that
  * edits go to.
@@ -22,16 +22,16 @@
  * after another by gguf_split_open, from the prefixes already fetched (a
  * shard header longer than REMOTE_PREFIX_SIZE streams the rest then).
  */
-#include "fs.h"
 #include "model.h"
-#include "cache/thread.h"
 
-#include "gguf/commit.h"
 #include "cache/blocksrc.h"
-#include "gguf/overlay.h"
+#include "cache/thread.h"
+#include "gguf/commit.h"
+#include "gguf/split.h"
 #include "remote/source.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +39,8 @@
 
 struct opener {
     enum gguf_recover_mode mode;
+    char *note;                 /* what a recovery did, for the caller to log */
+    size_t note_cap;
 };
 
 /* The file that holds the metadata, and so receives edits: a file that is
@@ -59,8 +61,8 @@ static enum gguf_err open_file(void *ctx, const char *name, struct gguf_source *
                                  "without -o ro to roll it back");
         if (e)
             return e;
-        if (what[0] && o->mode != GGUF_RECOVER_CHECK)
-            fuse_log(FUSE_LOG_WARNING, "gguffs: %s: %s\n", name, what);
+        if (what[0] && o->mode != GGUF_RECOVER_CHECK && o->note_cap)
+            snprintf(o->note, o->note_cap, "%s: %s", name, what);
     }
     return gguf_split_open_file(NULL, name, out, d);
 }
@@ -253,21 +255,26 @@ static enum gguf_err open_remote(const char *url, const struct remote_opts *ro,
     return e;
 }
 
-struct remote *ggfs_remote(struct gguf_source *src)
+struct remote *core_remote(struct gguf_source *src, bool remote)
 {
-    /* an overlay's spliced source, over the block cache, over the remote */
-    struct gguf_source *base = gguf_splice_base(src);
-    if (base)
-        src = base;
-    struct gguf_source *in = blocksrc_inner(src);
-    return remote_source_remote(in ? in : src);
+    if (!remote || !src)
+        return NULL;
+    /* an overlay's spliced source, over the block cache, over the remote:
+     * the wrappers name what they read through */
+    while (src->below)
+        src = src->below;
+    return remote_source_remote(src);
 }
 
-enum gguf_err ggfs_open_model(const char *path, bool read_only, bool reopen,
+enum gguf_err core_open_model(const char *path, bool read_only, bool reopen,
                               const struct remote_opts *remote, struct rcache *rc,
+                              char *note, size_t note_cap,
                               struct gguf_split **out, struct gguf_diag *d)
 {
-    struct opener o = { read_only ? GGUF_RECOVER_CHECK : GGUF_RECOVER_FIX };
+    struct opener o = { read_only ? GGUF_RECOVER_CHECK : GGUF_RECOVER_FIX, note,
+                        note ? note_cap : 0 };
+    if (o.note_cap)
+        note[0] = '\0';
     if (!read_only && !remote && reopen)
         o.mode = GGUF_RECOVER_FIX_LIVE;     /* the idle journal stays for the next edit */
     enum gguf_err e = remote ? open_remote(path, remote, out, d)
@@ -275,12 +282,12 @@ enum gguf_err ggfs_open_model(const char *path, bool read_only, bool reopen,
     if (e)
         return e;
     /* the headers are parsed: remote reads from any thread from now on */
-    for (unsigned i = 0; i < (*out)->n; i++) {
+    for (unsigned i = 0; remote && i < (*out)->n; i++) {
         struct gguf_source **src = &(*out)->shards[i].src;
         remote_source_opened(*src);
-        struct remote *r = remote_source_remote(*src);
-        if (!rc || !r)
+        if (!rc)
             continue;
+        struct remote *r = remote_source_remote(*src);
         /* Tensor bytes through the block cache; the prefix (the header)
          * stays where it is, in memory.  The disk cache (-o cache_dir)
          * would be handed to blocksrc_wrap here (struct blocksrc_disk,
