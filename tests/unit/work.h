@@ -18,7 +18,10 @@
 #ifndef GGUFFS_TESTS_WORK_H
 #define GGUFFS_TESTS_WORK_H
 
+#include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +37,10 @@ void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t m);
 void *__wrap_realloc(void *p, size_t n);
 void __wrap_free(void *p);
+char *__real_realpath(const char *path, char *resolved);
+char *__wrap_realpath(const char *path, char *resolved);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t max);
 int __real_memcmp(const void *a, const void *b, size_t n);
 int __wrap_memcmp(const void *a, const void *b, size_t n);
 int __real_bcmp(const void *a, const void *b, size_t n);
@@ -81,9 +88,11 @@ int __wrap_bcmp(const void *a, const void *b, size_t n)
 }
 
 /* Every block carries a 16-byte header holding its size, so that free can
- * subtract it, and a mark: memory the C library allocated for itself
- * (realpath, strdup: calls inside it are not wrapped) has none, and is
- * freed or reallocated as it is, uncounted.  live/peak count the bytes the program asked for.  The
+ * subtract it.  What the C library allocates itself for the program
+ * (realpath, strdup, strndup: calls inside it are not wrapped) is made through
+ * the wrappers too, by __wrap_realpath, __wrap_strdup and __wrap_strndup below (a block
+ * of the C library's own could not be told from ours without reading
+ * outside it).  live/peak count the bytes the program asked for.  The
  * counts are updated atomically: a test's threads (a queue's, freeing
  * what the test allocated) may allocate and free beside it. */
 static size_t mem_live, mem_peak;
@@ -91,23 +100,12 @@ static size_t mem_live, mem_peak;
  * mem_refused: a test can see a huge request without making it. */
 static size_t mem_cap = SIZE_MAX, mem_refused;
 #define MEM_HDR 16
-#define MEM_MARK 0x6767756666736d6bull
-
-/* p was allocated by the wrappers (its header carries the mark). */
-static bool mem_ours(const void *p)
-{
-    uint64_t m;
-    memcpy(&m, (const char *)p - MEM_HDR + 8, sizeof m);
-    return m == MEM_MARK;
-}
 
 static void *mem_note(void *h, size_t n)
 {
     if (!h)
         return NULL;
     memcpy(h, &n, sizeof n);
-    uint64_t mark = MEM_MARK;
-    memcpy((char *)h + 8, &mark, sizeof mark);
     __atomic_add_fetch(&work.allocs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&work.alloc_bytes, n, __ATOMIC_RELAXED);
     size_t live = __atomic_add_fetch(&mem_live, n, __ATOMIC_RELAXED);
@@ -147,14 +145,9 @@ void __wrap_free(void *p)
 {
     if (!p)
         return;
-    if (!mem_ours(p)) {
-        __real_free(p);
-        return;
-    }
     char *h = (char *)p - MEM_HDR;
     size_t n;
     memcpy(&n, h, sizeof n);
-    memset(h + 8, 0, 8);
     __atomic_sub_fetch(&mem_live, n, __ATOMIC_RELAXED);
     __real_free(h);
 }
@@ -165,8 +158,6 @@ void *__wrap_realloc(void *p, size_t n)
         return __wrap_malloc(n);
     if (n > SIZE_MAX - MEM_HDR || mem_over(n))
         return NULL;
-    if (!mem_ours(p))
-        return __real_realloc(p, n);
     char *h = (char *)p - MEM_HDR;
     size_t old;
     memcpy(&old, h, sizeof old);
@@ -176,6 +167,42 @@ void *__wrap_realloc(void *p, size_t n)
     __atomic_sub_fetch(&mem_live, old, __ATOMIC_RELAXED);
     __atomic_add_fetch(&work.moved_bytes, old < n ? old : n, __ATOMIC_RELAXED);
     return mem_note(nh, n);
+}
+
+/* realpath(path, NULL), strdup and strndup: the C library's blocks, copied into
+ * the wrappers' own (and so counted, and refused above mem_cap). */
+char *__wrap_realpath(const char *path, char *resolved)
+{
+    if (resolved)
+        return __real_realpath(path, resolved);
+    char buf[PATH_MAX];
+    if (!__real_realpath(path, buf))
+        return NULL;
+    return __wrap_strdup(buf);
+}
+
+char *__wrap_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = __wrap_malloc(n);
+    if (!d) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return memcpy(d, s, n);
+}
+
+char *__wrap_strndup(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+    char *d = __wrap_malloc(n + 1);
+    if (!d) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
 }
 
 #endif
