@@ -553,8 +553,12 @@ class Nginx:
             c.close()
 
     def _lines(self):
+        """The log's complete lines: a line nginx is writing while we read
+        (its write not yet all in the file) has no newline yet, and is the
+        next call's (a sync waits for its marker's line to be whole)."""
         with open(self.log_path, "rb") as f:
-            return [json.loads(x) for x in f.read().splitlines() if x.strip()]
+            whole = f.read().split(b"\n")[:-1]
+        return [json.loads(x) for x in whole if x.strip()]
 
     def requests(self, sync=True):
         """The requests logged so far (dicts; numbers as ints), without
