@@ -210,15 +210,23 @@ static size_t add_entry(fuse_req_t req, struct ggfs *fs, struct state *st, bool 
     return fuse_add_direntry_plus(req, buf, room, name, &e, next);
 }
 
+/* 0 for a directory of the tree; ENOENT for nothing, ENOTDIR for a file
+ * (what opendir and readdir answer). */
+static int dir_error(struct node n)
+{
+    if (n.kind == K_NONE)
+        return ENOENT;
+    return n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS || n.kind == K_HF ||
+           (n.kind == K_TENSOR && n.tf == TF_DIR) ? 0 : ENOTDIR;
+}
+
 static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
                            size_t size, off_t off, bool plus)
 {
     struct node n = ggfs_classify(st, ino);
-    if (n.kind == K_NONE)
-        return (void)fuse_reply_err(req, ENOENT);
-    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS || n.kind == K_HF ||
-          (n.kind == K_TENSOR && n.tf == TF_DIR)))
-        return (void)fuse_reply_err(req, ENOTDIR);
+    int not_dir = dir_error(n);
+    if (not_dir)
+        return (void)fuse_reply_err(req, not_dir);
     if (size > 1u << 20)
         size = 1u << 20;
     char *buf = malloc(size);
@@ -290,11 +298,9 @@ static void do_opendir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
     if (fs->no_opendir)
         return (void)fuse_reply_err(req, ENOSYS);
     struct node n = ggfs_classify(st, ino);
-    if (n.kind == K_NONE)
-        return (void)fuse_reply_err(req, ENOENT);
-    if (!(n.kind == K_ROOT || n.kind == K_META || n.kind == K_TENSORS || n.kind == K_HF ||
-          (n.kind == K_TENSOR && n.tf == TF_DIR)))
-        return (void)fuse_reply_err(req, ENOTDIR);
+    int not_dir = dir_error(n);
+    if (not_dir)
+        return (void)fuse_reply_err(req, not_dir);
     if (n.kind == K_TENSORS || n.kind == K_TENSOR) {
         fi->cache_readdir = 1;
         fi->keep_cache = 1;
