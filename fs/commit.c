@@ -18,12 +18,10 @@
 #include "commit.h"
 #include "follow.h"
 #include "core/model.h"
-#include "nodes.h"
 #include "notify.h"
 #include "core/overlay.h"
 #include "state.h"
 #include "underneath.h"
-#include "whandle.h"
 
 #include "gguf/commit.h"
 #include "gguf/kvedit.h"
@@ -206,44 +204,12 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
         return e;
     }
     ggfs_state_swap(fs, ns);
+    if (!fs->overlay)
+        ggfs_under_rewatch(fs);     /* a rewrite put a new file at the path */
     return ce == GGUF_OK ? 0 : EIO;
 }
 
-void ggfs_state_swap(struct ggfs *fs, struct state *ns)
-{
-    struct state *old = fs->st;
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->st = ns;
-    pthread_rwlock_unlock(&fs->lock);
-    if (!fs->overlay)
-        ggfs_under_rewatch(fs);     /* a rewrite put a new file at the path */
-
-    /* Tell the kernel (notify.c): info, info.json, model.gguf and
-     * model.safetensors of the new version are new inodes, found by the next lookup while open ones keep theirs
-     * (see fs.h); every name and file of the old meta/ may have changed
-     * (values, sizes, which names exist).  The commit returns once the root
-     * names are invalidated; flush also waits for meta/'s. */
-    ggfs_notify_versions(fs);
-    for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
-        ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
-        ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);
-    }
-    for (uint64_t i = 0; i < st_meta(ns)->n_kv; i++)
-        ggfs_notify_meta_entry(fs, ns->meta_names.names[i]);
-    ggfs_notify_inode(fs, INO_META);
-    ggfs_notify_inode(fs, FUSE_ROOT_ID);     /* a listing the kernel keeps */
-    ggfs_notify_wait_root(fs);
-    /* The old version lives on while info or model.gguf of it is open.
-     * Freeing it closes its descriptor; after a rewrite that is the last
-     * reference to the old file, and the file system then frees its blocks
-     * (a second for 4 GB on ext4 or btrfs): ggfs_state_put does that on
-     * the notify thread for frees (fs/notify.c), which nobody waits for,
-     * so the writer's close() does not wait for it. */
-    ggfs_state_put(old);
-}
-
-/* Commits the header an edit built: 0, or its refusal as an errno. */
-static int apply(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
+int ggfs_commit_header(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
                  const struct gguf_diag *d, const char *fname, const char *why)
 {
     int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, fname, why);
@@ -267,12 +233,6 @@ bool ggfs_key_name_new(const char *fname, size_t len)
     return ok;
 }
 
-/* The index of key id in st, or -1 when it is gone. */
-static int64_t key_index(const struct state *st, uint64_t id)
-{
-    return id < st->n_ids ? st->id_kv[id] : -1;
-}
-
 void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st)
 {
     if (fs->overlay)
@@ -282,166 +242,4 @@ void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st)
     uint64_t room = gguf_has_tensor_data(gf) ? gf->data_off : gf->file_size;
     if (src->fd >= 0 && room > 0)
         (void)posix_fadvise(src->fd, 0, (off_t)room, POSIX_FADV_WILLNEED);
-}
-
-int ggfs_edit_apply(struct whandle *h)
-{
-    if (!h->dirty || h->kind == WH_SCRATCH || h->kind == WH_DROPPED)
-        return 0;
-    if (h->bad)
-        return EINVAL;
-    struct ggfs *fs = h->fs;
-    ggfs_edit_ahead(fs, fs->st);
-    const struct gguf_file *gf = st_meta(fs->st);
-    struct gguf_buf hdr = { 0 }, key = { 0 };
-    struct gguf_diag d;
-    enum gguf_err e;
-    if (h->kind == WH_NEW) {
-        e = gguf_kvedit_decode_name(h->fname, strlen(h->fname), true, &key, &d);
-        if (!e && key_index(fs->st, h->id) >= 0)
-            e = GGUF_E_EXIST;   /* someone committed the same name meanwhile */
-        if (!e)
-            e = gguf_kvedit_create(gf, key.data, key.len, h->typed ? &h->type : NULL,
-                                   h->text.data, h->text.len, &hdr, &d);
-    } else {
-        int64_t i = key_index(fs->st, h->id);   /* < 0: deleted while open */
-        e = i < 0 ? GGUF_E_NOENT
-                  : gguf_kvedit_set(gf, (uint64_t)i, h->text.data, h->text.len, &hdr, &d);
-    }
-    gguf_buf_free(&key);
-    int r = apply(fs, e, &hdr, &d, h->fname, "edit");
-    if (!r) {
-        h->dirty = false;
-        h->kind = WH_KEY;
-    }
-    return r;
-}
-
-/* ---- unlink, rename, setxattr ------------------------------------------------ */
-
-int ggfs_edit_unlink(struct ggfs *fs, const char *name)
-{
-    const char *why;
-    int w = ggfs_write_check(fs, &why);
-    if (w == EROFS && fs->read_only)
-        return ggfs_edit_refused(fs, name, w, why);
-    struct whandle *p = wh_pending_find(fs, 0, name);
-    if (p) {                 /* a created key not committed, or a scratch: forget it */
-        pthread_mutex_lock(&p->mu);
-        p->dirty = false;
-        pthread_mutex_unlock(&p->mu);
-        wh_pending_remove(p);
-        if (p->opens == 0)
-            wh_free(p);
-        else
-            p->kind = WH_DROPPED;  /* its release frees it, applying nothing */
-        return 0;
-    }
-    int64_t i = ntab_find(&fs->st->meta_names, name);
-    if (i < 0)
-        return ENOENT;
-    if (w)
-        return ggfs_edit_refused(fs, name, w, why);
-    struct gguf_buf hdr = { 0 };
-    struct gguf_diag d;
-    enum gguf_err e = gguf_kvedit_delete(st_meta(fs->st), (uint64_t)i, &hdr, &d);
-    return apply(fs, e, &hdr, &d, name, "delete");
-}
-
-/* rename(scratch, key): the way sed -i and editors save.  The scratch's
- * text becomes the key's value (parsed for the key's type, or inferred for
- * a new key). */
-static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
-{
-    if (p->opens)
-        return EBUSY;
-    int64_t j = ntab_find(&fs->st->meta_names, to);
-    struct whandle *h;
-    int e;
-    if (j >= 0) {
-        struct fuse_file_info fi = { .flags = O_WRONLY | O_TRUNC };
-        e = ggfs_edit_open(fs, (uint64_t)j, O_WRONLY | O_TRUNC, &fi);
-        if (e)
-            return e;
-        h = (struct whandle *)(uintptr_t)fi.fh;
-    } else {
-        if (!ggfs_key_name_new(to, strlen(to)))
-            return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
-                                     "lower_snake_case segments)");
-        int64_t id = ggfs_key_id(fs, to);
-        if (id < 0 || !(h = wh_new(fs, (uint64_t)id, to, WH_NEW)))
-            return ENOMEM;
-        h->typed = p->typed;
-        h->type = p->type;
-    }
-    pthread_mutex_lock(&h->mu);
-    struct gguf_buf tmp = h->text;   /* lend the scratch's text */
-    h->text = p->text;
-    p->text = tmp;
-    h->dirty = h->written = true;
-    e = ggfs_edit_apply(h);
-    tmp = h->text;                   /* and take it back */
-    h->text = p->text;
-    p->text = tmp;
-    pthread_mutex_unlock(&h->mu);
-    wh_free(h);
-    if (!e) {
-        wh_pending_remove(p);
-        wh_free(p);
-    }
-    return e;
-}
-
-int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
-{
-    const char *why;
-    int w = ggfs_write_check(fs, &why);
-    if (w)
-        return ggfs_edit_refused(fs, to, w, why);
-    struct whandle *p = wh_pending_find(fs, 0, from);
-    if (p && p->kind == WH_SCRATCH)
-        return rename_scratch(fs, p, to);
-    const struct state *st = fs->st;
-    int64_t i = ntab_find(&st->meta_names, from);
-    if (i < 0)
-        return p ? EBUSY : ENOENT;
-    if (strcmp(from, to) == 0)
-        return 0;
-    /* a new name must follow the rule; an existing one is kept as it is */
-    bool exists = ntab_find(&st->meta_names, to) >= 0;
-    struct gguf_buf key = { 0 }, hdr = { 0 };
-    struct gguf_diag d;
-    enum gguf_err e = gguf_kvedit_decode_name(to, strlen(to), !exists, &key, &d);
-    if (!e)
-        e = gguf_kvedit_rename(st_meta(st), (uint64_t)i, key.data ? key.data : "", key.len,
-                               &hdr, &d);
-    gguf_buf_free(&key);
-    return apply(fs, e, &hdr, &d, from, "rename");
-}
-
-int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size)
-{
-    const char *why;
-    int w = ggfs_write_check(fs, &why);
-    const char *fname = id < fs->ids.n ? fs->ids.names[id] : "?";
-    if (w == EROFS && fs->read_only)
-        return ggfs_edit_refused(fs, fname, w, why);
-    struct gguf_typedesc td;
-    if (!gguf_typedesc_parse(value, size, &td))
-        return ggfs_edit_refused(fs, fname, EINVAL, "user.gguf.type: not a type");
-    struct whandle *p = wh_pending_find(fs, id, NULL);
-    if (p) {                 /* a new key: the type to parse it as at close */
-        p->type = td;
-        p->typed = true;
-        return 0;
-    }
-    int64_t i = key_index(fs->st, id);
-    if (i < 0)
-        return ENOENT;
-    if (w)
-        return ggfs_edit_refused(fs, fname, w, why);
-    struct gguf_buf hdr = { 0 };
-    struct gguf_diag d;
-    enum gguf_err e = gguf_kvedit_retype(st_meta(fs->st), (uint64_t)i, &td, &hdr, &d);
-    return apply(fs, e, &hdr, &d, fs->st->meta_names.names[i], "set type");
 }

@@ -1,8 +1,8 @@
 /*
- * fs/commit.h — applying an edit of meta/ to the model (commit.c): the
- * change turned into a new header (gguf/kvedit.h), the commit
+ * fs/commit.h — committing a new header an edit of meta/ built
+ * (gguf/kvedit.h, in whandle.c) to the model (commit.c): the commit
  * (gguf/commit.h: the one writer of the file; with -o overlay, the overlay
- * file: core/overlay.h), a new state swapped in, and the kernel told what
+ * file: core/overlay.h), a new state swapped in and the kernel told what
  * changed (notify.h).  Also the checks every edit starts with (may the
  * model be written now? is that key reserved? is that a valid new key
  * name?) and the log line of a refused edit.
@@ -14,7 +14,7 @@
  * the reason (ggfs_edit_refused).  Handlers are never blocked by a commit
  * in progress, only, briefly, by the swap.
  *
- * Locks: the edits (marked (C)) and ggfs_edit_apply run with commit_mu held:
+ * Locks: ggfs_commit_header runs with commit_mu held:
  * nobody else can swap the state meanwhile, so fs->st is stable without
  * the state lock; the swap itself takes the lock for writing, which waits
  * for the handlers that only look (in memory, quick).  Reads hold a
@@ -30,6 +30,8 @@
 
 #include "fs.h"
 
+#include "gguf/buf.h"
+
 /* Functions marked (C) run with commit_mu held and may commit; they return
  * 0 or an errno. */
 
@@ -43,18 +45,12 @@ int ggfs_write_check(struct ggfs *fs, const char **why);
 /* Logs that an edit of meta/fname was refused with errno err, and why;
  * returns err. */
 int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why);
-int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
-int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
-int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
-
-/* (C, with nothing to return) Makes ns the current version: swapped in
- * under the state lock (write), the model's path watched again (a
- * rewrite put a new file there), the kernel told that the root's
- * version files and every name and file of meta/ may have changed
- * (notify.h; waits for the root's), and the old version's reference
- * dropped (open handles keep it).  After a commit, and when a read-only
- * mount adopts another gguffs' edit (follow.h). */
-void ggfs_state_swap(struct ggfs *fs, struct state *ns);
+/* (C) Commits the header hdr an edit of meta/fname built (e: the
+ * builder's result, d its reason, logged when e is not GGUF_OK; why:
+ * "edit", "delete", ... for the log), and frees hdr: 0, or the refusal
+ * as an errno. */
+int ggfs_commit_header(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
+                       const struct gguf_diag *d, const char *fname, const char *why);
 
 /* Asks the kernel to read st's header into the page cache, without
  * waiting: the commit reads it back to see that the model is the one
@@ -66,15 +62,9 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns);
  * nothing for an overlay.  No lock: st is the caller's. */
 void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st);
 
-/* ---- for whandle.c ---- */
-
-/* commit.c: key i cannot be written (general.alignment, gguffs.padding:
+/* Key i cannot be written (general.alignment, gguffs.padding:
  * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */
 bool ggfs_key_is_reserved(const struct gguf_file *gf, uint64_t i);
 bool ggfs_key_name_new(const char *fname, size_t len);
-
-/* commit.c: applies a handle's text to the model (commit_mu and h->mu
- * held); 0 when there is nothing to apply. */
-int ggfs_edit_apply(struct whandle *h);
 
 #endif

@@ -37,9 +37,8 @@
 #include "fs.h"
 #include "digest.h"
 #include "f32.h"
-#include "nodes.h"
-#include "read.h"
 #include "state.h"
+#include "tensor.h"
 #include "underneath.h"
 
 #include "core/digest.h"

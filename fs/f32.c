@@ -4,7 +4,6 @@
  */
 #include "fs.h"
 #include "f32.h"
-#include "read.h"
 #include "state.h"
 #include "underneath.h"
 #include "cache/prefetch.h"

@@ -6,10 +6,9 @@
  */
 #include "fs.h"
 #include "follow.h"
-#include "commit.h"
+#include "notify.h"
 #include "core/model.h"
 #include "state.h"
-#include "underneath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -462,8 +461,8 @@ static void sig_of_stat(const struct stat *sb, struct fsig *out)
                           sb->st_ctim };
 }
 
-/* One try of ggfs_follow_update: 1 done (adopted, nothing to adopt, or
- * the mount marked), 0 to try again (a commit began meanwhile). */
+/* One try of ggfs_follow_update: what it returns (0: adopted in place,
+ * or nothing to adopt), or -1 to try again (a commit began meanwhile). */
 static int adopt(struct ggfs *fs)
 {
     struct follow *fl = fs->follow;
@@ -474,25 +473,24 @@ static int adopt(struct ggfs *fs)
      * under way makes (the lock is held) or one recorded since */
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return 1;           /* removed: the check of the path says so */
+        return 0;           /* removed: the check of the path says so */
     struct fsig now;
     sig_of_stat(&sb, &now);
     take(fl, &s1);
     if (s1.busy)
-        return 1;           /* its end (the file's close) wakes us again */
+        return 0;           /* its end (the file's close) wakes us again */
     if (s1.present && !s1.ok)
-        return 0;           /* torn by a commit that began and ended since */
+        return -1;          /* torn by a commit that began and ended since */
     pthread_mutex_lock(&fs->sig_mu);
     struct fsig known = fl->known;
     pthread_mutex_unlock(&fs->sig_mu);
     bool fresh = s1.ok && (s1.writer != fl->seen_writer || s1.seq != fl->seen_seq);
     if (same(&known, &now) && !fresh)
-        return 1;           /* nothing new */
+        return 0;           /* nothing new */
     if (!same(&known, &now) && !(s1.ok && chain(&s1, &known, &now, false))) {
         /* changed, and not by edits gguffs recorded */
         bool moved = known.dev != now.dev || known.ino != now.ino;
-        ggfs_under_mark(fs, moved ? UNDER_REPLACED : UNDER_CHANGED, path);
-        return 1;
+        return moved ? UNDER_REPLACED : UNDER_CHANGED;
     }
     struct gguf_split *model;
     struct gguf_diag d;
@@ -500,7 +498,7 @@ static int adopt(struct ggfs *fs)
         if (!fl->open_warned)
             fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path, d.msg);
         fl->open_warned = true;
-        return 1;
+        return 0;
     }
     /* what was parsed is the file recorded: no commit began meanwhile */
     struct fsig got;
@@ -509,7 +507,7 @@ static int adopt(struct ggfs *fs)
                   !s2.busy && s2.ok == s1.ok && s2.writer == s1.writer && s2.seq == s1.seq;
     if (!stable) {
         gguf_split_close(model);
-        return 0;
+        return -1;
     }
     /* tensor data never moves with an edit: the same tensors, the same
      * way, and the other shards as they were */
@@ -528,8 +526,7 @@ static int adopt(struct ggfs *fs)
         gguf_split_close(model);
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: not following an edit: its tensors are not "
                  "those of the version mounted\n", fs->model_path);
-        ggfs_under_mark(fs, UNDER_CHANGED, path);
-        return 1;
+        return UNDER_CHANGED;
     }
     bool moved = known.dev != now.dev || known.ino != now.ino;
     if (!moved) {
@@ -539,7 +536,7 @@ static int adopt(struct ggfs *fs)
             gguf_split_close(model);
             fl->seen_writer = s1.writer;
             fl->seen_seq = s1.seq;
-            return 1;       /* the version shown already */
+            return 0;       /* the version shown already */
         }
     }
     struct state *ns;
@@ -548,7 +545,7 @@ static int adopt(struct ggfs *fs)
         gguf_split_close(model);
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path,
                  strerror(e));
-        return 1;
+        return 0;
     }
     fl->seen_writer = s1.writer;
     fl->seen_seq = s1.seq;
@@ -563,16 +560,18 @@ static int adopt(struct ggfs *fs)
     }
     atomic_fetch_add(&fs->under_followed, 1);
     ggfs_state_swap(fs, ns);
-    return 1;
+    return moved ? FOLLOW_NEW_FILE : 0;
 }
 
-void ggfs_follow_update(struct ggfs *fs)
+int ggfs_follow_update(struct ggfs *fs)
 {
     if (!ggfs_follows(fs))
-        return;
+        return 0;
+    int r = 0;
     pthread_mutex_lock(&fs->commit_mu);
     for (int tries = 0; tries < 3 && !atomic_load(&fs->under); tries++)
-        if (adopt(fs))
+        if ((r = adopt(fs)) >= 0)
             break;
     pthread_mutex_unlock(&fs->commit_mu);
+    return r < 0 ? 0 : r;
 }

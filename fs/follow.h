@@ -63,7 +63,7 @@
  * relative to the data, the data's length; other shards unchanged), the
  * lock and the records are read again (no commit began meanwhile: the
  * header parsed is the one recorded), and the new state is swapped in as
- * after a local edit (commit.h ggfs_state_swap: new inodes for info,
+ * after a local edit (notify.h ggfs_state_swap: new inodes for info,
  * info.json, model.gguf and model.safetensors, the kernel's caches of
  * meta/ invalidated; handles opened before keep their version, a meta/
  * value too: on such a mount it is read from a copy taken at open, ops_open.c).
@@ -134,9 +134,12 @@ enum follow_verdict ggfs_follow_check(struct ggfs *fs, const struct fsig *want,
  * gguffs' (FOLLOW_OK: ggfs_follow_update will open it) or not. */
 enum follow_verdict ggfs_follow_path(struct ggfs *fs, const struct fsig *now);
 /* Adopts the version at the model's path if the records verify it (see
- * the top); marks the mount changed when the file changed and they do
- * not.  The inotify thread, no lock held. */
-void ggfs_follow_update(struct ggfs *fs);
+ * the top).  Returns what the caller (the inotify thread, no lock held:
+ * underneath.c) is to do: 0 nothing; UNDER_CHANGED or UNDER_REPLACED:
+ * the file changed and the records do not verify it, mark the mount;
+ * FOLLOW_NEW_FILE: a rewrite's new file was adopted, watch it. */
+enum { FOLLOW_NEW_FILE = 4 };
+int ggfs_follow_update(struct ggfs *fs);
 /* The records' file name (no folder), for the inotify watch of the
  * model's folder; NULL when this mount does not follow. */
 const char *ggfs_follow_file(const struct ggfs *fs);

@@ -288,6 +288,10 @@ struct ggfs {
      * computed (digest.c); made before the session, freed after it */
     struct digests *digests;
     struct notify *notify;
+    /* Hands a state whose last reference went to another thread to free
+     * (notify.c sets it when its threads start; NULL, or false returned:
+     * the caller frees it), so that state.c needs no notify.h. */
+    _Atomic(bool (*)(struct ggfs *, struct state *)) free_later;
     atomic_bool changed_logged;  /* a remote changed: logged once (read.c) */
 
     /* A local model changed underneath (underneath.c). */

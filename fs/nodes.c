@@ -5,8 +5,8 @@
 #include "log.h"
 #include "nodes.h"
 #include "core/model.h"
-#include "read.h"
 #include "state.h"
+#include "tensor.h"
 #include "cache/diskcache.h"
 
 #include "cache/blocksrc.h"
@@ -36,17 +36,6 @@ const struct root_entry ggfs_root[] = {
 };
 const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
 
-const struct hf_file ggfs_hf_files[] = {
-    { "config.json", VS_HF_CONFIG },
-    { "generation_config.json", VS_HF_GENERATION },
-    { "model.safetensors", VS_HF_SAFETENSORS },
-    /* made on first use by state.c's ggfs_hf_text; absent when
-     * gguf_hf_tokenizer_* says the tokenizer cannot be expressed */
-    { "tokenizer.json", VS_HF_TOKENIZER },
-    { "tokenizer_config.json", VS_HF_TOKENIZER_CONFIG },
-};
-const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
-
 bool ggfs_root_has(const struct state *st, unsigned e)
 {
     return ggfs_root[e].kind != K_HF || st->hf;
@@ -75,20 +64,6 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
 fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf)
 {
     return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
-}
-
-bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
-{
-    if (tf == TF_RAW_NPY)
-        return ggfs_npy_descr(st, idx) != NULL;
-    if (tf != TF_F32 && tf != TF_F32_NPY && tf != TF_STATS)
-        return true;
-    const struct tref *r = &st->tens[idx];
-    if (!kern_dequant_supported(r->t->type))
-        return false;
-    /* a big-endian file: the types whose big-endian layout is defined */
-    return !st->model->shards[r->shard].gf->enc.big_endian ||
-           kern_dequant_be_supported(r->t->type);
 }
 
 struct node ggfs_classify(const struct state *st, fuse_ino_t ino)

@@ -44,20 +44,10 @@ struct root_entry {
 };
 extern const struct root_entry ggfs_root[];
 extern const unsigned ggfs_root_n;
-/* hf/'s files, in readdir order: name and version slot (fs.h). */
-struct hf_file {
-    const char *name;
-    enum version_slot slot;
-};
-extern const struct hf_file ggfs_hf_files[];
-extern const unsigned ggfs_hf_files_n;
 /* The inode of root entry e in state st. */
 fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
 fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
 extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
-/* true if tensor idx has file tf (f32, f32.npy and stats only for types
- * with a dequantizer, raw.npy only for types numpy has: ggfs_npy_descr). */
-bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf);
 /* The state of version gen with a reference, or NULL when it is gone. */
 struct state *ggfs_version(struct state *st, uint64_t gen);
 /* true if root entry e is in st's tree (hf/ only for a model it can

@@ -47,7 +47,6 @@
  */
 #include "fs.h"
 #include "notify.h"
-#include "nodes.h"
 #include "state.h"
 #include "cache/thread.h"
 
@@ -300,6 +299,7 @@ int ggfs_notify_start(struct ggfs *fs)
         }
     }
     fs->notify = nt;
+    atomic_store(&fs->free_later, ggfs_notify_free_state);
     int e = queue_start(fs, &nt->meta, true);
     if (!e)
         e = queue_start(fs, &nt->root, false);
@@ -315,6 +315,7 @@ void ggfs_notify_stop(struct ggfs *fs)
     struct notify *nt = fs->notify;
     if (!nt)
         return;
+    atomic_store(&fs->free_later, NULL);
     queue_stop(&nt->root);
     queue_stop(&nt->meta);
     queue_stop(&nt->free);
@@ -372,4 +373,37 @@ void ggfs_notify_wait_all(struct ggfs *fs)
         queue_wait(&fs->notify->root);
         queue_wait(&fs->notify->meta);
     }
+}
+
+/* ---- a new version made current ------------------------------------------ */
+
+void ggfs_state_swap(struct ggfs *fs, struct state *ns)
+{
+    struct state *old = fs->st;
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->st = ns;
+    pthread_rwlock_unlock(&fs->lock);
+
+    /* Tell the kernel: info, info.json, model.gguf and model.safetensors
+     * of the new version are new inodes, found by the next lookup while
+     * open ones keep theirs (see fs.h); every name and file of the old
+     * meta/ may have changed (values, sizes, which names exist).  The commit returns once the root
+     * names are invalidated; flush also waits for meta/'s. */
+    ggfs_notify_versions(fs);
+    for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
+        ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
+        ggfs_notify_inode(fs, KV_BASE + old->kv_id[i]);
+    }
+    for (uint64_t i = 0; i < st_meta(ns)->n_kv; i++)
+        ggfs_notify_meta_entry(fs, ns->meta_names.names[i]);
+    ggfs_notify_inode(fs, INO_META);
+    ggfs_notify_inode(fs, FUSE_ROOT_ID);     /* a listing the kernel keeps */
+    ggfs_notify_wait_root(fs);
+    /* The old version lives on while info or model.gguf of it is open.
+     * Freeing it closes its descriptor; after a rewrite that is the last
+     * reference to the old file, and the file system then frees its blocks
+     * (a second for 4 GB on ext4 or btrfs): ggfs_state_put does that on
+     * the notify thread for frees (fs->free_later), which nobody waits for,
+     * so the writer's close() does not wait for it. */
+    ggfs_state_put(old);
 }

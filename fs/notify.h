@@ -1,5 +1,6 @@
 /*
- * fs/notify.h — telling the kernel what an edit changed (notify.c).
+ * fs/notify.h — telling the kernel what an edit changed (notify.c), and
+ * making a new version current (ggfs_state_swap, last), which tells it.
  *
  * The kernel caches names, attributes and data with long timeouts; after
  * a commit it is told which names and inodes changed.  The notifications
@@ -20,14 +21,19 @@
  * errno, and the mount must not go on: edits would leave the kernel's
  * caches stale for a year).  Without the threads (before they start, or
  * after ggfs_notify_stop) the calls do nothing (ggfs_notify_free_state
- * returns false: the caller frees the state itself).
+ * returns false: the caller frees the state itself).  While the threads
+ * run, fs->free_later is ggfs_notify_free_state: a state's last
+ * ggfs_state_put (state.c, below this file) hands the state over
+ * through it.
  *
  * Locks: the notify queues' mu is last in the lock order, never held
  * while waiting, so any of these may be called with any lock held; the
  * waits are called under commit_mu (by a commit, or a write handle's
  * close), never with the root directory's lock held by the kernel for
  * the caller (fs.h).  The threads take no lock above their own but the
- * state list's, and the state lock (read) for a sweep.
+ * state list's, and the state lock (read) for a sweep.  ggfs_state_swap
+ * runs under commit_mu and takes the state lock (write) for the swap
+ * alone, then waits for the root's queue as a commit does.
  */
 #ifndef FS_NOTIFY_H
 #define FS_NOTIFY_H
@@ -49,5 +55,14 @@ bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
  * the root names only, or everything. */
 void ggfs_notify_wait_root(struct ggfs *fs);
 void ggfs_notify_wait_all(struct ggfs *fs);
+
+/* Makes ns the current version (under commit_mu): swapped in under the
+ * state lock (write), the kernel told that the root's version files and
+ * every name and file of meta/ may have changed (waits for the root's),
+ * and the old version's reference dropped (open handles keep it).  After
+ * a commit (commit.c, which then watches the model's path again: a
+ * rewrite put a new file there), and when a read-only mount adopts
+ * another gguffs' edit (follow.c). */
+void ggfs_state_swap(struct ggfs *fs, struct state *ns);
 
 #endif

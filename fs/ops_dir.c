@@ -8,6 +8,7 @@
 #include "ops_impl.h"
 #include "nodes.h"
 #include "state.h"
+#include "tensor.h"
 #include "whandle.h"
 
 #include <errno.h>

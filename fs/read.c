@@ -14,6 +14,7 @@
 #include "core/model.h"
 #include "nodes.h"
 #include "state.h"
+#include "tensor.h"
 #include "underneath.h"
 
 #include "gguf/types.h"
@@ -32,19 +33,6 @@ void ggfs_reply_slice(fuse_req_t req, const char *data, size_t len, size_t size,
         return (void)fuse_reply_buf(req, NULL, 0);
     size_t n = len - (size_t)off < size ? len - (size_t)off : size;
     fuse_reply_buf(req, data + off, n);
-}
-
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
-{
-    struct remote *r = core_remote(src, fs->remote);
-    struct gguf_diag d;
-    if (!r || !remote_error_at(r, pos, len, &d))
-        return;
-    /* A remote that changed fails every read not yet cached: say so once.
-     * Other failures (after the retries) are rare enough to log each. */
-    if (remote_changed(r) && atomic_exchange(&fs->changed_logged, true))
-        return;
-    fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
 }
 
 /* Serves [off, off+size) of tensor idx's f32 view from pinned cache chunks,
@@ -73,13 +61,6 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
     /* served only if the reply went out (the chunks then go first) */
     int r = fuse_reply_iov(req, iov, (int)(n_pre + p.n));
     ggfs_f32_unpin(st->fs, &p, r == 0);
-}
-
-/* float32 stored little-endian is its own f32 view: served like raw */
-bool ggfs_f32_is_raw(const struct state *st, uint64_t idx)
-{
-    const struct tref *r = &st->tens[idx];
-    return r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian;
 }
 
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
@@ -656,31 +637,6 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
 }
 
 /* ---- raw.npy and f32.npy ---------------------------------------------------- */
-
-const char *ggfs_npy_descr(const struct state *st, uint64_t idx)
-{
-    const struct tref *r = &st->tens[idx];
-    bool be = st->model->shards[r->shard].gf->enc.big_endian;
-    switch (r->t->type) {
-    case GGML_T_F32: return be ? ">f4" : "<f4";
-    case GGML_T_F16: return be ? ">f2" : "<f2";
-    case GGML_T_F64: return be ? ">f8" : "<f8";
-    case GGML_T_I8: return "|i1";
-    case GGML_T_I16: return be ? ">i2" : "<i2";
-    case GGML_T_I32: return be ? ">i4" : "<i4";
-    case GGML_T_I64: return be ? ">i8" : "<i8";
-    default: return NULL;
-    }
-}
-
-size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf)
-{
-    const struct gguf_tensor *t = st->tens[idx].t;
-    const char *descr = tf == TF_F32_NPY ? "<f4" : ggfs_npy_descr(st, idx);
-    if (!descr || !ggfs_tensor_has(st, idx, tf))
-        return 0;
-    return gguf_npy_header(descr, t->n_dims, t->ne, buf);
-}
 
 void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,
                    size_t size, off_t off, struct f32_stream *s)

@@ -24,26 +24,13 @@
 
 #include "fs.h"
 
-#include "gguf/npy.h"
 
-/* A read of len bytes at pos of src failed with EIO: if src is remote,
- * logs one line (rate-limited, fs/log.h) with the reason: the redacted
- * URL, the range that failed (the latest failure among those of these
- * bytes, as remote_error_at finds it) and its cause.  A remote that
- * changed is logged once per mount.  Called wherever a read of a remote
- * source fails with EIO — a reply's (raw, model.gguf, model.safetensors,
- * the npy views), a digest's, an f32 chunk's fill (one line for all the
- * readers waiting on it) — so that no EIO reaches a reader unsaid. */
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len);
 void ggfs_read_raw(fuse_req_t req, const struct state *st, uint64_t idx, size_t size, off_t off);
 struct f32_stream;
 /* s: the open file's stream (NULL: none, no prefetching) */
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s);
 void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t off);
-/* true if tensor idx's f32 view is its raw bytes (little-endian float32):
- * served as raw, never through the cache. */
-bool ggfs_f32_is_raw(const struct state *st, uint64_t idx);
 /* model.safetensors of version st: the header from memory, then each
  * tensor's raw bytes (as raw reads are served) or f32 bytes (through the
  * block cache, prefetched as f32 files are by the open file's stream s,
@@ -59,13 +46,6 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
  * copied into one buffer.  ENOENT when st has no hf/. */
 void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off_t off,
                               struct f32_stream *s);
-/* The NPY header (format 1.0, what numpy.save writes: gguf/npy.h) of
- * raw.npy or f32.npy of tensor idx into buf (NPY_HEADER_MAX bytes): its
- * length, a multiple of 64; 0 if the tensor has no such file. */
-#define NPY_HEADER_MAX GGUF_NPY_HEADER_MAX
-size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf);
-/* numpy's dtype of tensor idx's raw bytes ("<f2", "|i1", ...), or NULL. */
-const char *ggfs_npy_descr(const struct state *st, uint64_t idx);
 /* raw.npy and f32.npy: the header, then raw's or f32's bytes (the same
  * paths, the offset shifted; a read may straddle the two). */
 void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_file tf,

@@ -3,9 +3,7 @@
 #include "fs.h"
 #include "state.h"
 #include "core/model.h"
-#include "nodes.h"
-#include "notify.h"
-#include "underneath.h"
+#include "tensor.h"
 
 #include "remote/source.h"
 
@@ -191,8 +189,20 @@ void ggfs_state_put(struct state *st)
     pthread_mutex_lock(&fs->states_mu);
     glist_del(&st->link);
     pthread_mutex_unlock(&fs->states_mu);
-    if (!ggfs_notify_free_state(fs, st))
+    /* closing a replaced model file may take a while: on another thread
+     * when one is there to do it (fs->free_later) */
+    bool (*later)(struct ggfs *, struct state *) = atomic_load(&fs->free_later);
+    if (!later || !later(fs, st))
         ggfs_state_free(st);
+}
+
+bool ggfs_sig_take(int fd, struct fsig *out)
+{
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0)
+        return false;
+    *out = (struct fsig){ sb.st_dev, sb.st_ino, sb.st_size, sb.st_nlink, sb.st_mtim, sb.st_ctim };
+    return true;
 }
 
 /* ---- building a state ------------------------------------------------------ */
@@ -594,6 +604,17 @@ static int hf_tok(struct state *st, enum version_slot slot, const struct text **
     *out = t;
     return 0;
 }
+
+const struct hf_file ggfs_hf_files[] = {
+    { "config.json", VS_HF_CONFIG },
+    { "generation_config.json", VS_HF_GENERATION },
+    { "model.safetensors", VS_HF_SAFETENSORS },
+    /* made on first use by state.c's ggfs_hf_text; absent when
+     * gguf_hf_tokenizer_* says the tokenizer cannot be expressed */
+    { "tokenizer.json", VS_HF_TOKENIZER },
+    { "tokenizer_config.json", VS_HF_TOKENIZER_CONFIG },
+};
+const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
 
 bool ggfs_hf_has(const struct state *st, enum version_slot slot)
 {

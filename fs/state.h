@@ -25,6 +25,19 @@
 
 #include "fs.h"
 
+/* What fstat says of a model file, compared to notice a change made by
+ * another program (underneath.c). */
+struct fsig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    nlink_t nlink;
+    struct timespec mtime, ctime;
+};
+
+/* fstat of fd into out; false when fstat fails. */
+bool ggfs_sig_take(int fd, struct fsig *out);
+
 /* Index of name in t, or -1. */
 int64_t ntab_find(const struct ntab *t, const char *name);
 
@@ -49,6 +62,11 @@ void ggfs_state_free(struct state *st);
  * Under commit_mu, or before the session. */
 int64_t ggfs_key_id(struct ggfs *fs, const char *fname);
 void ggfs_key_ids_free(struct ntab *ids);
+/* The index in st of the key of id, or -1 when st has no such key. */
+static inline int64_t ggfs_key_index(const struct state *st, uint64_t id)
+{
+    return id < st->n_ids ? st->id_kv[id] : -1;
+}
 /* info.json of st (rendered on first use, kept) into *out: 0, or the
  * errno of the failure as gguf_err_errno_made gives it (ENOMEM; EIO, and
  * logged, for a merged header that does not parse). */
@@ -62,6 +80,13 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out);
  * and kept, its errors mapped, as model.safetensors'; ENOENT when st has
  * no hf/. */
 int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out);
+/* hf/'s files, in readdir order: name and version slot (fs.h). */
+struct hf_file {
+    const char *name;
+    enum version_slot slot;
+};
+extern const struct hf_file ggfs_hf_files[];
+extern const unsigned ggfs_hf_files_n;
 /* true if st has hf/ and hf/'s file in slot (its presence may depend on
  * what the model holds: the tokenizer's files). */
 bool ggfs_hf_has(const struct state *st, enum version_slot slot);

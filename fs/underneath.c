@@ -76,6 +76,8 @@
 #include "follow.h"
 #include "state.h"
 #include "cache/thread.h"
+#include "core/model.h"
+#include "remote/source.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -86,15 +88,6 @@
 #include <unistd.h>
 
 #define WATCH_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE_SELF | IN_DELETE_SELF)
-
-bool ggfs_sig_take(int fd, struct fsig *out)
-{
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0)
-        return false;
-    *out = (struct fsig){ sb.st_dev, sb.st_ino, sb.st_size, sb.st_nlink, sb.st_mtim, sb.st_ctim };
-    return true;
-}
 
 static bool ts_eq(struct timespec a, struct timespec b)
 {
@@ -185,11 +178,6 @@ static bool changed(struct ggfs *fs, const struct state *st, unsigned i)
         return true;
     }
     return false;
-}
-
-void ggfs_under_mark(struct ggfs *fs, int bit, const char *file)
-{
-    mark(fs, bit, file, NULL);
 }
 
 int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i)
@@ -349,7 +337,14 @@ static void *watch_main(void *arg)
         struct state *st = ggfs_state_current(fs);
         ggfs_under_check(fs, st);
         ggfs_state_put(st);
-        ggfs_follow_update(fs);
+        int r = ggfs_follow_update(fs);
+        if (r & (UNDER_CHANGED | UNDER_REPLACED))
+            mark(fs, r & (UNDER_CHANGED | UNDER_REPLACED), fs->model_real, NULL);
+        if (r & FOLLOW_NEW_FILE) {
+            pthread_mutex_lock(&fs->commit_mu);
+            ggfs_under_rewatch(fs);
+            pthread_mutex_unlock(&fs->commit_mu);
+        }
     }
     return NULL;
 }
@@ -413,4 +408,19 @@ void ggfs_under_stop(struct ggfs *fs)
     close(fs->in_stop[0]);
     close(fs->in_stop[1]);
     fs->in_fd = -1;
+}
+
+/* ---- a source's failure, said ----------------------------------------------- */
+
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
+{
+    struct remote *r = core_remote(src, fs->remote);
+    struct gguf_diag d;
+    if (!r || !remote_error_at(r, pos, len, &d))
+        return;
+    /* A remote that changed fails every read not yet cached: say so once.
+     * Other failures (after the retries) are rare enough to log each. */
+    if (remote_changed(r) && atomic_exchange(&fs->changed_logged, true))
+        return;
+    fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
 }

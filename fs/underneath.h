@@ -1,7 +1,8 @@
 /*
  * fs/underneath.h — noticing that another program changed a local model
  * while it is mounted (underneath.c: inotify, and fstat before bytes are
- * served).
+ * served); and, for a remote model, saying in the log why a read of its
+ * source failed (ggfs_source_failed, last).
  *
  * Each state records, per shard, what fstat said of the file it opened
  * (struct fsig, below).  Promises: once a shard's file is not the one a
@@ -38,26 +39,11 @@
 
 #include "fs.h"
 
-/* What fstat says of a model file, compared to notice a change made by
- * another program (underneath.c). */
-struct fsig {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    nlink_t nlink;
-    struct timespec mtime, ctime;
-};
-
-/* fstat of fd into out; false when fstat fails. */
-bool ggfs_sig_take(int fd, struct fsig *out);
 /* 0 when shard i of st's model is as gguffs knows it (or remote), else EIO:
  * another program changed it (the mount is marked, logged once).  Called
  * before a tensor's bytes are spliced from the file and after a chunk's
  * bytes were read for f32. */
 int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
-/* Marks the mount (UNDER_CHANGED or UNDER_REPLACED), logged once per
- * bit: for follow.c, which decides it on the inotify thread. */
-void ggfs_under_mark(struct ggfs *fs, int bit, const char *file);
 /* Every shard of st, and whether their paths still name the files
  * mounted: the mount's UNDER_* bits after the check. */
 int ggfs_under_check(struct ggfs *fs, const struct state *st);
@@ -75,5 +61,15 @@ void ggfs_under_start(struct ggfs *fs);
 void ggfs_under_stop(struct ggfs *fs);
 /* Watches path again (a rewrite put a new file there); under commit_mu. */
 void ggfs_under_rewatch(struct ggfs *fs);
+
+/* A read of len bytes at pos of src failed with EIO: if src is remote,
+ * logs one line (rate-limited, fs/log.h) with the reason: the redacted
+ * URL, the range that failed (the latest failure among those of these
+ * bytes, as remote_error_at finds it) and its cause.  A remote that
+ * changed is logged once per mount.  Called wherever a read of a remote
+ * source fails with EIO — a reply's (raw, model.gguf, model.safetensors,
+ * the npy views), a digest's, an f32 chunk's fill (one line for all the
+ * readers waiting on it) — so that no EIO reaches a reader unsaid. */
+void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * fs/whandle.c — meta/ files open for writing (see whandle.h): open,
  * create, write, read, truncate, flush, release, and the pending list of
- * created keys and scratch files.  What an edit does to the model is in
- * commit.c.
+ * created keys and scratch files; applying a handle's text, and unlink,
+ * rename and setxattr of meta/ files, as a new header that commit.c
+ * commits.
  */
 #include "fs.h"
 #include "whandle.h"
@@ -22,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static int edit_apply(struct whandle *h);
 
 /* ---- the handle lists -------------------------------------------------------
  * Every live handle is listed (the kernel may never send a release for the
@@ -416,7 +419,7 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
         h->bad = false;
         h->written = true;
         if (temp)
-            e = ggfs_edit_apply(h);
+            e = edit_apply(h);
     }
     pthread_mutex_unlock(&h->mu);
     if (temp)
@@ -473,7 +476,7 @@ int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid)
     bool was_dirty = h->dirty;
     int e = 0;
     if (h->written || (h->dirty && !open_elsewhere(fs, pid, KV_BASE + h->id)))
-        e = ggfs_edit_apply(h);
+        e = edit_apply(h);
     if (e)
         h->dirty = false;     /* reported by this close; release adds nothing */
     pthread_mutex_unlock(&h->mu);
@@ -492,8 +495,174 @@ void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi)
         return;       /* a scratch stays (pending) until renamed or removed */
     pthread_mutex_lock(&h->mu);
     if (h->kind != WH_DROPPED)
-        ggfs_edit_apply(h);  /* close() already reported a flush error; what still fails is lost */
+        edit_apply(h);  /* close() already reported a flush error; what still fails is lost */
     pthread_mutex_unlock(&h->mu);
     wh_pending_remove(h);
     wh_free(h);
+}
+
+/* ---- applying a handle's text; unlink, rename, setxattr ------------------- */
+
+/* Applies a handle's text to the model (commit_mu and h->mu held); 0
+ * when there is nothing to apply. */
+static int edit_apply(struct whandle *h)
+{
+    if (!h->dirty || h->kind == WH_SCRATCH || h->kind == WH_DROPPED)
+        return 0;
+    if (h->bad)
+        return EINVAL;
+    struct ggfs *fs = h->fs;
+    ggfs_edit_ahead(fs, fs->st);
+    const struct gguf_file *gf = st_meta(fs->st);
+    struct gguf_buf hdr = { 0 }, key = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e;
+    if (h->kind == WH_NEW) {
+        e = gguf_kvedit_decode_name(h->fname, strlen(h->fname), true, &key, &d);
+        if (!e && ggfs_key_index(fs->st, h->id) >= 0)
+            e = GGUF_E_EXIST;   /* someone committed the same name meanwhile */
+        if (!e)
+            e = gguf_kvedit_create(gf, key.data, key.len, h->typed ? &h->type : NULL,
+                                   h->text.data, h->text.len, &hdr, &d);
+    } else {
+        int64_t i = ggfs_key_index(fs->st, h->id);   /* < 0: deleted while open */
+        e = i < 0 ? GGUF_E_NOENT
+                  : gguf_kvedit_set(gf, (uint64_t)i, h->text.data, h->text.len, &hdr, &d);
+    }
+    gguf_buf_free(&key);
+    int r = ggfs_commit_header(fs, e, &hdr, &d, h->fname, "edit");
+    if (!r) {
+        h->dirty = false;
+        h->kind = WH_KEY;
+    }
+    return r;
+}
+
+/* ---- unlink, rename, setxattr ------------------------------------------------ */
+
+int ggfs_edit_unlink(struct ggfs *fs, const char *name)
+{
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    if (w == EROFS && fs->read_only)
+        return ggfs_edit_refused(fs, name, w, why);
+    struct whandle *p = wh_pending_find(fs, 0, name);
+    if (p) {                 /* a created key not committed, or a scratch: forget it */
+        pthread_mutex_lock(&p->mu);
+        p->dirty = false;
+        pthread_mutex_unlock(&p->mu);
+        wh_pending_remove(p);
+        if (p->opens == 0)
+            wh_free(p);
+        else
+            p->kind = WH_DROPPED;  /* its release frees it, applying nothing */
+        return 0;
+    }
+    int64_t i = ntab_find(&fs->st->meta_names, name);
+    if (i < 0)
+        return ENOENT;
+    if (w)
+        return ggfs_edit_refused(fs, name, w, why);
+    struct gguf_buf hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_delete(st_meta(fs->st), (uint64_t)i, &hdr, &d);
+    return ggfs_commit_header(fs, e, &hdr, &d, name, "delete");
+}
+
+/* rename(scratch, key): the way sed -i and editors save.  The scratch's
+ * text becomes the key's value (parsed for the key's type, or inferred for
+ * a new key). */
+static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
+{
+    if (p->opens)
+        return EBUSY;
+    int64_t j = ntab_find(&fs->st->meta_names, to);
+    struct whandle *h;
+    int e;
+    if (j >= 0) {
+        struct fuse_file_info fi = { .flags = O_WRONLY | O_TRUNC };
+        e = ggfs_edit_open(fs, (uint64_t)j, O_WRONLY | O_TRUNC, &fi);
+        if (e)
+            return e;
+        h = (struct whandle *)(uintptr_t)fi.fh;
+    } else {
+        if (!ggfs_key_name_new(to, strlen(to)))
+            return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
+                                     "lower_snake_case segments)");
+        int64_t id = ggfs_key_id(fs, to);
+        if (id < 0 || !(h = wh_new(fs, (uint64_t)id, to, WH_NEW)))
+            return ENOMEM;
+        h->typed = p->typed;
+        h->type = p->type;
+    }
+    pthread_mutex_lock(&h->mu);
+    struct gguf_buf tmp = h->text;   /* lend the scratch's text */
+    h->text = p->text;
+    p->text = tmp;
+    h->dirty = h->written = true;
+    e = edit_apply(h);
+    tmp = h->text;                   /* and take it back */
+    h->text = p->text;
+    p->text = tmp;
+    pthread_mutex_unlock(&h->mu);
+    wh_free(h);
+    if (!e) {
+        wh_pending_remove(p);
+        wh_free(p);
+    }
+    return e;
+}
+
+int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
+{
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    if (w)
+        return ggfs_edit_refused(fs, to, w, why);
+    struct whandle *p = wh_pending_find(fs, 0, from);
+    if (p && p->kind == WH_SCRATCH)
+        return rename_scratch(fs, p, to);
+    const struct state *st = fs->st;
+    int64_t i = ntab_find(&st->meta_names, from);
+    if (i < 0)
+        return p ? EBUSY : ENOENT;
+    if (strcmp(from, to) == 0)
+        return 0;
+    /* a new name must follow the rule; an existing one is kept as it is */
+    bool exists = ntab_find(&st->meta_names, to) >= 0;
+    struct gguf_buf key = { 0 }, hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_decode_name(to, strlen(to), !exists, &key, &d);
+    if (!e)
+        e = gguf_kvedit_rename(st_meta(st), (uint64_t)i, key.data ? key.data : "", key.len,
+                               &hdr, &d);
+    gguf_buf_free(&key);
+    return ggfs_commit_header(fs, e, &hdr, &d, from, "rename");
+}
+
+int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size)
+{
+    const char *why;
+    int w = ggfs_write_check(fs, &why);
+    const char *fname = id < fs->ids.n ? fs->ids.names[id] : "?";
+    if (w == EROFS && fs->read_only)
+        return ggfs_edit_refused(fs, fname, w, why);
+    struct gguf_typedesc td;
+    if (!gguf_typedesc_parse(value, size, &td))
+        return ggfs_edit_refused(fs, fname, EINVAL, "user.gguf.type: not a type");
+    struct whandle *p = wh_pending_find(fs, id, NULL);
+    if (p) {                 /* a new key: the type to parse it as at close */
+        p->type = td;
+        p->typed = true;
+        return 0;
+    }
+    int64_t i = ggfs_key_index(fs->st, id);
+    if (i < 0)
+        return ENOENT;
+    if (w)
+        return ggfs_edit_refused(fs, fname, w, why);
+    struct gguf_buf hdr = { 0 };
+    struct gguf_diag d;
+    enum gguf_err e = gguf_kvedit_retype(st_meta(fs->st), (uint64_t)i, &td, &hdr, &d);
+    return ggfs_commit_header(fs, e, &hdr, &d, fs->st->meta_names.names[i], "set type");
 }

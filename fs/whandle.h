@@ -60,6 +60,12 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
  * close from the last one */
 int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
 void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi);                /* (C) */
+/* unlink, rename and setxattr (user.gguf.type) of meta/ files: of a key
+ * (committed at once), or of a pending file (a scratch renamed over a key
+ * commits its text) */
+int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
+int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
+int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
 /* Size (and id) of a created key or scratch file not committed, found by
  * id or, if fname is not NULL, by file name; false if there is none. */
 bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,

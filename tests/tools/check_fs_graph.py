@@ -1,16 +1,9 @@
 #!/usr/bin/python3
 """fs/'s include graph, checked on the sources: a file of fs/ depends on
-another when it (or its header) includes that one's header.  The graph is
-to point downward only (doc/HACKING.md).  Today ten files still form one
-cycle through calls both ways (state and notify, state and nodes, read
-and f32, commit, follow and underneath, whandle and commit); until it is
-broken, this check is a ratchet:
-
-  - every cycle lies within CYCLE, through the edges of CYCLE_EDGES only:
-    a new edge that closes a cycle, or one more file drawn into it, fails;
-  - an edge of CYCLE_EDGES that is gone fails too, until it is struck
-    from the list (so the list only shrinks; when it is empty, fs/ is a
-    downward graph and CYCLE goes).
+another when it (or its header) includes that one's header.  The graph
+points downward only (doc/HACKING.md, "Layout"): no file depends, through
+any chain of includes, on one that depends on it.  Each cycle found is a
+breach, named with its files and the includes that close it.
 
     check_fs_graph.py SRCDIR     (exit 0, or 1 with one line per breach)
 """
@@ -19,25 +12,6 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-CYCLE = {"commit", "digest", "f32", "follow", "nodes", "notify", "read", "state",
-         "underneath", "whandle"}
-CYCLE_EDGES = {
-    ("commit", "follow"), ("commit", "nodes"), ("commit", "notify"), ("commit", "state"),
-    ("commit", "underneath"), ("commit", "whandle"),
-    ("digest", "f32"), ("digest", "nodes"), ("digest", "read"), ("digest", "state"),
-    ("digest", "underneath"),
-    ("f32", "read"), ("f32", "state"), ("f32", "underneath"),
-    ("follow", "commit"), ("follow", "state"), ("follow", "underneath"),
-    ("nodes", "digest"), ("nodes", "read"), ("nodes", "state"),
-    ("notify", "nodes"), ("notify", "state"),
-    ("read", "f32"), ("read", "nodes"), ("read", "state"), ("read", "underneath"),
-    ("state", "nodes"), ("state", "notify"), ("state", "underneath"),
-    ("underneath", "follow"), ("underneath", "state"),
-    ("whandle", "commit"), ("whandle", "nodes"), ("whandle", "notify"), ("whandle", "read"),
-    ("whandle", "state"),
-}
-
 
 def graph(src):
     d = os.path.join(src, "fs")
@@ -102,31 +76,37 @@ def breaches(src):
     for comp in sccs(g):
         if len(comp) < 2:
             continue
-        extra = comp - CYCLE
-        if extra:
-            out.append("fs/: %s drawn into the include cycle (%s): depend downward"
-                       % (", ".join(sorted(extra)), ", ".join(sorted(comp))))
-        for a in sorted(comp):
-            for b in sorted(g[a] & comp):
-                if (a, b) not in CYCLE_EDGES:
-                    out.append("fs/%s includes %s.h: a new edge in the include cycle" % (a, b))
-    for a, b in sorted(CYCLE_EDGES):
-        if b not in g.get(a, ()):
-            out.append("fs/%s no longer includes %s.h: strike (%r, %r) from CYCLE_EDGES"
-                       % (a, b, a, b))
-    return out, len(g)
+        edges = ", ".join("%s -> %s" % (a, b) for a in sorted(comp) for b in sorted(g[a] & comp))
+        out.append("fs/: %s include each other (%s): depend downward"
+                   % (", ".join(sorted(comp)), edges))
+    return out, g
+
+
+def order(g):
+    """The files bottom up: each after everything it includes."""
+    done, out = set(), []
+    while len(done) < len(g):
+        ready = sorted(n for n in g if n not in done and g[n] <= done)
+        if not ready:
+            break
+        out.append(" ".join(ready))
+        done.update(ready)
+    return out
 
 
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    found, n = breaches(src)
+    found, g = breaches(src)
     for line in found:
         print(line)
-    if n < 20:
-        print("check_fs_graph: only %d files of fs/ under %s: wrong directory?" % (n, src))
+    if len(g) < 20:
+        print("check_fs_graph: only %d files of fs/ under %s: wrong directory?" % (len(g), src))
         return 1
-    print("check_fs_graph: %d files of fs/, %d edges left in the cycle, %d breaches"
-          % (n, len(CYCLE_EDGES), len(found)))
+    if not found:
+        for i, level in enumerate(order(g)):
+            print("  level %d: %s" % (i, level))
+    print("check_fs_graph: %d files of fs/, %d includes, %d breaches"
+          % (len(g), sum(len(v) for v in g.values()), len(found)))
     return 1 if found else 0
 
 

@@ -174,7 +174,7 @@ void ggfs_state_free(struct state *st)
     __atomic_add_fetch(&freed, 1, __ATOMIC_SEQ_CST);
 }
 
-/* hf/'s files (fs/nodes.c): a version's, invalidated with the root's names */
+/* hf/'s files (fs/state.c): a version's, invalidated with the root's names */
 const struct hf_file ggfs_hf_files[] = { { "config.json", VS_HF_CONFIG } };
 const unsigned ggfs_hf_files_n = 1;
 
@@ -210,6 +210,7 @@ static void test_start_all_or_none(void **state)
         create_ok = ok;
         assert_int_equal(ggfs_notify_start(&fs), EAGAIN);
         assert_null(fs.notify);
+        assert_null(atomic_load(&fs.free_later));   /* state.c frees at once */
         /* the calls do nothing then (the caller frees a state itself) */
         ggfs_notify_meta_entry(&fs, "general.name");
         ggfs_notify_wait_all(&fs);
@@ -241,7 +242,10 @@ static void test_sent_in_order(void **state)
     assert_string_equal(sent[6].name, "general.name");
     assert_true(!sent[7].entry && sent[7].ino == KV_BASE + 7);
     assert_true(ggfs_notify_free_state(&fs, &current));
+    /* state.c hands a state over through the hook while the threads run */
+    assert_ptr_equal(atomic_load(&fs.free_later), ggfs_notify_free_state);
     ggfs_notify_stop(&fs);
+    assert_null(atomic_load(&fs.free_later));
     /* the threads' copy of the descriptor is closed with them */
     assert_true(written_fd >= 0);
     assert_int_equal(fcntl(written_fd, F_GETFD), -1);
@@ -249,6 +253,40 @@ static void test_sent_in_order(void **state)
     assert_int_equal(freed, 1);
     assert_int_equal(atomic_load(&fs.notes_lost), 0);
     assert_true(ggfs_timeout(&fs) > 0);
+}
+
+/* A swap makes the new version current, tells the kernel that the root's
+ * version names, every old and new meta/ name, the old keys' inodes, meta/
+ * and / changed (the root's sent before it returns), and drops the old
+ * version's reference. */
+static void test_swap(void **state)
+{
+    (void)state;
+    char *next_names[] = { "general.name", "llama.context_length" };
+    uint64_t next_ids[] = { 7, 12 };
+    struct state next = { .model = &split, .meta_names = { .names = next_names, .n = 2 },
+                          .kv_id = next_ids };
+    assert_int_equal(pthread_rwlock_init(&fs.lock, NULL), 0);
+    assert_int_equal(ggfs_notify_start(&fs), 0);
+    fs.st = &current;
+    refs = 1;                       /* fs->st's */
+    ggfs_state_swap(&fs, &next);
+    assert_ptr_equal(fs.st, &next);
+    assert_int_equal(refs, 0);
+    /* the root's names, at least, before it returns */
+    assert_true(was_sent(true, INO_ROOT, "info"));
+    assert_true(was_sent(true, INO_HF, "config.json"));
+    ggfs_notify_wait_all(&fs);
+    assert_true(was_sent(true, INO_META, "general.name"));
+    assert_true(was_sent(true, INO_META, names[1]));
+    assert_true(was_sent(true, INO_META, "llama.context_length"));
+    assert_true(was_sent(false, KV_BASE + 7, NULL));
+    assert_true(was_sent(false, KV_BASE + 9, NULL));
+    assert_false(was_sent(false, KV_BASE + 12, NULL));  /* a new key: no inode to drop */
+    assert_true(was_sent(false, INO_META, NULL));
+    assert_true(was_sent(false, INO_ROOT, NULL));
+    ggfs_notify_stop(&fs);
+    pthread_rwlock_destroy(&fs.lock);
 }
 
 /* Notes that cannot be allocated: the queues sweep, waits wait for it, and
@@ -293,6 +331,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_all_or_none),
         cmocka_unit_test_setup(test_sent_in_order, setup),
+        cmocka_unit_test_setup(test_swap, setup),
         cmocka_unit_test_setup(test_lost_note_sweeps, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
