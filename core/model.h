@@ -3,7 +3,7 @@
  * or every shard of a split model (gguf/split.h), each through a byte
  * source (a local file, or a remote one: remote/source.h, read through the
  * block cache), after finishing (or, read-only, refusing) an interrupted
- * edit of the file that edits go to.  No FUSE, no struct ggfs: the mount
+ * edit of the file that edits go to.  No FUSE, no struct mount: the mount
  * (fs/) passes what it knows; tested by tests/unit/test_model.c.
  *
  * Promises: a model comes back with every shard open and its header

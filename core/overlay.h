@@ -1,7 +1,7 @@
 /*
  * core/overlay.h — edits of a remote model in a local overlay file
  * (overlay.c; -o overlay=FILE; the file's format and the spliced source
- * are gguf/overlay.h).  No FUSE, no struct ggfs: the mount (fs/) passes
+ * are gguf/overlay.h).  No FUSE, no struct mount: the mount (fs/) passes
  * the overlay's path, the base model, and the checksum and lock it keeps;
  * tested by tests/unit/test_core_overlay.c.
  *

@@ -20,7 +20,7 @@
 #include "core/model.h"
 #include "notify.h"
 #include "core/overlay.h"
-#include "state.h"
+#include "core/state.h"
 #include "underneath.h"
 
 #include "gguf/commit.h"
@@ -35,7 +35,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why)
+int ggfs_edit_refused(struct mount *fs, const char *fname, int err, const char *why)
 {
     fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: edit refused (%s): %s\n", fs->model_path,
              fname, strerror(err), why);
@@ -43,7 +43,7 @@ int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *w
 }
 
 /* Logs why an edit of meta/NAME was refused, and gives its errno. */
-static int refused(struct ggfs *fs, const char *fname, enum gguf_err e, const struct gguf_diag *d)
+static int refused(struct mount *fs, const char *fname, enum gguf_err e, const struct gguf_diag *d)
 {
     char line[1024];
     char name[300];
@@ -60,7 +60,7 @@ static int access_errno(int e)
     return e == EROFS ? EROFS : EACCES;
 }
 
-int ggfs_write_check(struct ggfs *fs, const char **why)
+int ggfs_write_check(struct mount *fs, const char **why)
 {
     *why = "";
     if (fs->read_only) {
@@ -125,7 +125,7 @@ int ggfs_write_check(struct ggfs *fs, const char **why)
 /* Writes the new header into the model, re-opens it and swaps the new state
  * in.  Returns 0 or an errno; on error the model and the state are
  * unchanged. */
-static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname,
+static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fname,
                   const char *why)
 {
     struct state *old = fs->st;
@@ -191,7 +191,7 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
         return EIO;
     }
     struct state *ns;
-    int e = ggfs_state_new(fs, model, old->gen + 1, &ns);
+    int e = core_state_new(fs, model, old->gen + 1, &ns);
     /* the files as this commit left them, the new state's included (its
      * sig was taken after the last write): the window closes; read-only
      * mounts get the record of the edit (follow.h) */
@@ -209,7 +209,7 @@ static int commit(struct ggfs *fs, const struct gguf_buf *hdr, const char *fname
     return ce == GGUF_OK ? 0 : EIO;
 }
 
-int ggfs_commit_header(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
+int ggfs_commit_header(struct mount *fs, enum gguf_err e, struct gguf_buf *hdr,
                  const struct gguf_diag *d, const char *fname, const char *why)
 {
     int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, fname, why);
@@ -233,7 +233,7 @@ bool ggfs_key_name_new(const char *fname, size_t len)
     return ok;
 }
 
-void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st)
+void ggfs_edit_ahead(const struct mount *fs, const struct state *st)
 {
     if (fs->overlay)
         return;

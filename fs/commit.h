@@ -41,15 +41,15 @@
  * (remounted so after the mount too), EACCES when gguffs may not write
  * the model or the folder that holds it (where the journal and a
  * rewrite's new file go).  A few system calls, no I/O on the model. */
-int ggfs_write_check(struct ggfs *fs, const char **why);
+int ggfs_write_check(struct mount *fs, const char **why);
 /* Logs that an edit of meta/fname was refused with errno err, and why;
  * returns err. */
-int ggfs_edit_refused(struct ggfs *fs, const char *fname, int err, const char *why);
+int ggfs_edit_refused(struct mount *fs, const char *fname, int err, const char *why);
 /* (C) Commits the header hdr an edit of meta/fname built (e: the
  * builder's result, d its reason, logged when e is not GGUF_OK; why:
  * "edit", "delete", ... for the log), and frees hdr: 0, or the refusal
  * as an errno. */
-int ggfs_commit_header(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
+int ggfs_commit_header(struct mount *fs, enum gguf_err e, struct gguf_buf *hdr,
                        const struct gguf_diag *d, const char *fname, const char *why);
 
 /* Asks the kernel to read st's header into the page cache, without
@@ -60,7 +60,7 @@ int ggfs_commit_header(struct ggfs *fs, enum gguf_err e, struct gguf_buf *hdr,
  * applied, so that the disk works while the text is written and the new
  * header built.  A hint: nothing waits for it, nothing fails without it;
  * nothing for an overlay.  No lock: st is the caller's. */
-void ggfs_edit_ahead(const struct ggfs *fs, const struct state *st);
+void ggfs_edit_ahead(const struct mount *fs, const struct state *st);
 
 /* Key i cannot be written (general.alignment, gguffs.padding:
  * EPERM); fname decodes to a valid new key name (gguf/kvedit.h). */

@@ -30,15 +30,15 @@
  * walk of the tree (ls -lR, du, find) reads no tensor data.
  *
  * Everything here runs with a reference to a state, not the state lock,
- * as reads do (fs.h): a computation may take a while (/hashes reads the
+ * as reads do (core/mount.h): a computation may take a while (/hashes reads the
  * whole model, perhaps from a slow server), and an edit waiting for the
  * lock, which prefers writers, would hold every handler back meanwhile.
  */
 #include "fs.h"
 #include "digest.h"
 #include "f32.h"
-#include "state.h"
-#include "tensor.h"
+#include "core/state.h"
+#include "core/tensor.h"
 #include "underneath.h"
 
 #include "core/digest.h"
@@ -68,7 +68,7 @@ struct digests {
     pthread_mutex_t hashes_mu;           /* one /hashes computation at a time */
 };
 
-int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors)
+int ggfs_digests_new(struct mount *fs, uint64_t n_tensors)
 {
     struct digests *d = calloc(1, sizeof *d);
     /* n_tensors is bounded by the model's header, which holds their infos */
@@ -92,7 +92,7 @@ static void text_free(struct text *t)
     free(t);
 }
 
-void ggfs_digests_free(struct ggfs *fs)
+void ggfs_digests_free(struct mount *fs)
 {
     struct digests *d = fs->digests;
     if (!d)
@@ -136,7 +136,7 @@ static struct text *text_of(struct gguf_buf *b)
 
 /* Tensor idx's stats, read from st (a reference the caller holds, or the
  * state lock).  0 or an errno. */
-static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
+static int stats_compute(struct mount *fs, const struct state *st, uint64_t idx,
                          struct text **out)
 {
     struct gguf_fstats acc;
@@ -155,7 +155,7 @@ static int stats_compute(struct ggfs *fs, const struct state *st, uint64_t idx,
     const struct gguf_shard *sh = &st->model->shards[r->shard];
     for (uint64_t c = 0; c < chunks && !err; c++) {
         size_t n = ggfs_chunk_len(st, idx, c);
-        if (ggfs_f32_is_raw(st, idx)) {
+        if (core_f32_is_raw(st, idx)) {
             if (!raw && !(raw = malloc(fs->chunk_bytes)))
                 err = ENOMEM;
             else if (gguf_source_read_all(sh->src, raw, n * sizeof(float),
@@ -206,7 +206,7 @@ struct hashing {
 
 /* Feeds tensor idx's raw bytes (from the source raw reads use) to h, in
  * pieces of buf (DIGEST_PIECE bytes).  0 or an errno. */
-static int hash_tensor(struct ggfs *fs, const struct state *st, uint64_t idx, uint8_t *buf,
+static int hash_tensor(struct mount *fs, const struct state *st, uint64_t idx, uint8_t *buf,
                        const struct hashing *h)
 {
     const struct tref *r = &st->tens[idx];
@@ -253,7 +253,7 @@ static struct tdig *tdig_publish(struct digests *dg, uint64_t idx, struct core_h
 
 /* Tensor idx's digests (st: held by the caller, under the state lock or
  * a reference).  0 or an errno. */
-static int dig_compute(struct ggfs *fs, const struct state *st, uint64_t idx)
+static int dig_compute(struct mount *fs, const struct state *st, uint64_t idx)
 {
     uint8_t *buf = malloc(DIGEST_PIECE);
     struct core_hash *t = core_hash_new();
@@ -301,7 +301,7 @@ uint64_t ggfs_hashes_size(const struct state *st)
  * (digests already known are reused, those computed are kept), then the
  * model's: the digests of all tensors' bytes in that order.  0 or an
  * errno. */
-static int hashes_compute(struct ggfs *fs, const struct state *st, struct text **out)
+static int hashes_compute(struct mount *fs, const struct state *st, struct text **out)
 {
     struct digests *dg = fs->digests;
     uint8_t *buf = malloc(DIGEST_PIECE);
@@ -359,7 +359,7 @@ static const struct text *known(const struct digests *dg, uint64_t idx, enum ten
 const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
                                       int *err)
 {
-    struct ggfs *fs = st->fs;
+    struct mount *fs = st->fs;
     struct digests *dg = fs->digests;
     const struct text *t = known(dg, idx, tf);
     if (t)

@@ -23,8 +23,8 @@
 
 /* The table of what digest.c keeps, for n_tensors tensors (fs->digests):
  * 0 or ENOMEM.  Before the session; freed after it. */
-int ggfs_digests_new(struct ggfs *fs, uint64_t n_tensors);
-void ggfs_digests_free(struct ggfs *fs);
+int ggfs_digests_new(struct mount *fs, uint64_t n_tensors);
+void ggfs_digests_free(struct mount *fs);
 /* The text of tensor idx's stats, xxh64 or sha256 file (tf), computed on
  * first use and kept for the mount; NULL with *err set (EIO, ENOMEM).  st:
  * a reference the caller holds (a read). */

@@ -4,7 +4,7 @@
  */
 #include "fs.h"
 #include "f32.h"
-#include "state.h"
+#include "core/state.h"
 #include "underneath.h"
 #include "cache/prefetch.h"
 #include "cache/stream.h"
@@ -74,19 +74,19 @@ static uint8_t *thread_buffer(size_t bytes)
 /* The state a fill reads is the call's (cache/cache.h: the caller of
  * cache_get or cache_fill_claimed passes it); the caller's reference keeps
  * it alive through the fill, with no lock held. */
-static struct prefetch *engine(const struct ggfs *fs);
+static struct prefetch *engine(const struct mount *fs);
 
 struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err)
 {
-    struct ggfs *fs = st->fs;
+    struct mount *fs = st->fs;
     return prefetch_get(engine(fs), fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
 int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
                  uint64_t off, size_t len, struct f32_pin *p)
 {
-    struct ggfs *fs = st->fs;
+    struct mount *fs = st->fs;
     uint64_t total = st->tens[tensor].t->n_elems * sizeof(float), cb = fs->chunk_bytes;
     p->n = p->len = 0;
     if (off >= total || !len)
@@ -127,7 +127,7 @@ int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
     return 0;
 }
 
-void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served)
+void ggfs_f32_unpin(struct mount *fs, struct f32_pin *p, bool served)
 {
     for (size_t i = 0; i < p->n; i++)
         cache_put(fs->cache, p->b[i], served ? p->iov[i].iov_len : 0);
@@ -149,7 +149,7 @@ void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served)
 int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
                     size_t len)
 {
-    struct ggfs *fs = ctx;
+    struct mount *fs = ctx;
     size_t n = len / sizeof(float);
     const struct state *st = call;         /* the caller holds a reference */
     if (!st || tensor >= st->n_tensors)
@@ -256,7 +256,7 @@ struct workers {
 };
 
 /* The workers' prefetch engine, or NULL when none runs. */
-static struct prefetch *engine(const struct ggfs *fs)
+static struct prefetch *engine(const struct mount *fs)
 {
     return fs->workers ? fs->workers->pf : NULL;
 }
@@ -266,13 +266,13 @@ static struct prefetch *engine(const struct ggfs *fs)
  * cached), and lets that version go. */
 static void run_chunk(void *ctx, struct cache_block *blk, void *arg, bool drop)
 {
-    struct ggfs *fs = ctx;
+    struct mount *fs = ctx;
     struct state *st = arg;
     cache_fill_claimed(fs->cache, blk, drop ? NULL : st);
-    ggfs_state_put(st);
+    core_state_put(st);
 }
 
-int ggfs_workers_start(struct ggfs *fs, unsigned n)
+int ggfs_workers_start(struct mount *fs, unsigned n)
 {
     /* Prefetching more chunks than a quarter of the cache would evict what
      * the readers are about to use. */
@@ -294,7 +294,7 @@ int ggfs_workers_start(struct ggfs *fs, unsigned n)
     return prefetch_start(wk->pf, n) ? 0 : EAGAIN;
 }
 
-void ggfs_workers_stop(struct ggfs *fs)
+void ggfs_workers_stop(struct mount *fs)
 {
     struct workers *wk = fs->workers;
     if (!wk)
@@ -311,12 +311,12 @@ void ggfs_workers_stop(struct ggfs *fs)
 static bool enqueue(struct workers *wk, const struct state *st, uint64_t tensor, uint64_t c,
                     bool urgent)
 {
-    struct state *ref = ggfs_state_ref((struct state *)st);
+    struct state *ref = core_state_ref((struct state *)st);
     enum prefetch_added r = prefetch_add(wk->pf, tensor, c,
                                          ggfs_chunk_len(st, tensor, c) * sizeof(float), ref,
                                          urgent);
     if (r != PREFETCH_QUEUED)
-        ggfs_state_put(ref);        /* not the last: the caller holds one */
+        core_state_put(ref);        /* not the last: the caller holds one */
     return r != PREFETCH_FULL;
 }
 
@@ -349,7 +349,7 @@ static void stream_ahead(struct workers *wk, struct f32_stream *s, uint64_t firs
     stream_move(&s->pat, last, end, max, n_chunks, from, to);
 }
 
-void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+void ggfs_prefetch(struct mount *fs, const struct state *st, struct f32_stream *s,
                    uint64_t tensor, uint64_t first, uint64_t last, uint64_t end)
 {
     struct workers *wk = fs->workers;
@@ -380,7 +380,7 @@ void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s
 
 /* ---- streams ---------------------------------------------------------------- */
 
-struct f32_stream *ggfs_stream_new(struct ggfs *fs)
+struct f32_stream *ggfs_stream_new(struct mount *fs)
 {
     struct f32_stream *s = calloc(1, sizeof *s);
     if (!s)
@@ -391,7 +391,7 @@ struct f32_stream *ggfs_stream_new(struct ggfs *fs)
     return s;
 }
 
-void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s)
+void ggfs_stream_free(struct mount *fs, struct f32_stream *s)
 {
     struct workers *wk = fs->workers;
     if (wk && s->seq) {
@@ -405,7 +405,7 @@ void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s)
     free(s);
 }
 
-void ggfs_streams_free(struct ggfs *fs)
+void ggfs_streams_free(struct mount *fs)
 {
     while (!glist_empty(&fs->streams)) {
         struct glist *l = fs->streams.next;

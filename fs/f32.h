@@ -38,7 +38,7 @@ struct f32_stream;               /* an open f32 file's reading pattern */
  * its floats. */
 #define F32_CHUNK_SLACK 4096u
 
-/* The cache's fill callback (ctx: the struct ggfs; call: the state the
+/* The cache's fill callback (ctx: the struct mount; call: the state the
  * caller of cache_get or cache_fill_claimed holds a reference to —
  * ggfs_chunk_get's, or a worker's): dequantizes chunk of tensor into dst
  * (len bytes: 4 per float), read from that state (tensor data is the same
@@ -55,15 +55,15 @@ struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint
  * engine of n threads (cache/prefetch.h), started after daemonizing
  * (threads do not survive fork); 0, or an errno when none could start.
  * Stopping drops what is queued. */
-int ggfs_workers_start(struct ggfs *fs, unsigned n);
-void ggfs_workers_stop(struct ggfs *fs);
+int ggfs_workers_start(struct mount *fs, unsigned n);
+void ggfs_workers_stop(struct mount *fs);
 /* A read of chunks [first, last] of tensor, ending at byte end of its
  * view, through stream s (NULL: none):
  * learns the pattern (a stream that moves to another tensor starts over
  * at its chunk 0: model.safetensors' stream), and queues for the workers the chunks the read needs
  * besides the first (filled in parallel with it) and, on a sequential
  * pattern, those after it.  st: a reference the caller holds. */
-void ggfs_prefetch(struct ggfs *fs, const struct state *st, struct f32_stream *s,
+void ggfs_prefetch(struct mount *fs, const struct state *st, struct f32_stream *s,
                    uint64_t tensor, uint64_t first, uint64_t last, uint64_t end);
 /* The most chunks one pin holds: a read of up to (F32_PIN_MAX - 1) chunks
  * at any offset (the kernel asks at most 1 MiB, the chunks are at least
@@ -95,15 +95,15 @@ int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
                  uint64_t off, size_t len, struct f32_pin *p);
 /* Releases a pin: served, its bytes went to the kernel (cache_put counts
  * them as used); else nothing of it was used. */
-void ggfs_f32_unpin(struct ggfs *fs, struct f32_pin *p, bool served);
+void ggfs_f32_unpin(struct mount *fs, struct f32_pin *p, bool served);
 /* Floats in chunk of tensor (shorter for a tensor's last chunk). */
 size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk);
 /* Chunks of tensor's f32 view. */
 uint64_t ggfs_chunks(const struct state *st, uint64_t tensor);
 /* An open f32 file's stream (listed in fs->streams), or NULL when out of
  * memory; freed by ggfs_stream_free, or at the end by ggfs_streams_free. */
-struct f32_stream *ggfs_stream_new(struct ggfs *fs);
-void ggfs_stream_free(struct ggfs *fs, struct f32_stream *s);
-void ggfs_streams_free(struct ggfs *fs);
+struct f32_stream *ggfs_stream_new(struct mount *fs);
+void ggfs_stream_free(struct mount *fs, struct f32_stream *s);
+void ggfs_streams_free(struct mount *fs);
 
 #endif

@@ -8,7 +8,7 @@
 #include "follow.h"
 #include "notify.h"
 #include "core/model.h"
-#include "state.h"
+#include "core/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,7 +232,7 @@ static bool chain(const struct snap *s, const struct fsig *from, const struct fs
 
 /* Every live version whose shard 0 was known as want learns now (the
  * records verified that only gguffs' header writes lie between). */
-static void learn(struct ggfs *fs, const struct fsig *want, const struct fsig *now)
+static void learn(struct mount *fs, const struct fsig *want, const struct fsig *now)
 {
     struct follow *fl = fs->follow;
     pthread_mutex_lock(&fs->states_mu);
@@ -250,7 +250,7 @@ static void learn(struct ggfs *fs, const struct fsig *want, const struct fsig *n
 
 /* ---- the mount's role -------------------------------------------------------- */
 
-int ggfs_follow_init(struct ggfs *fs)
+int ggfs_follow_init(struct mount *fs)
 {
     if (fs->remote || fs->overlay || !fs->model_real || !fs->st->sig)
         return 0;
@@ -280,7 +280,7 @@ int ggfs_follow_init(struct ggfs *fs)
     return 0;
 }
 
-void ggfs_follow_fini(struct ggfs *fs)
+void ggfs_follow_fini(struct mount *fs)
 {
     struct follow *fl = fs->follow;
     if (!fl)
@@ -294,19 +294,19 @@ void ggfs_follow_fini(struct ggfs *fs)
     fs->follow = NULL;
 }
 
-bool ggfs_follows(const struct ggfs *fs)
+bool ggfs_follows(const struct mount *fs)
 {
     return fs->follow && fs->follow->follower;
 }
 
-const char *ggfs_follow_file(const struct ggfs *fs)
+const char *ggfs_follow_file(const struct mount *fs)
 {
     return ggfs_follows(fs) ? fs->follow->file : NULL;
 }
 
 /* ---- the writer ------------------------------------------------------------------ */
 
-static void warn_once(struct ggfs *fs, const char *what, int e)
+static void warn_once(struct mount *fs, const char *what, int e)
 {
     struct follow *fl = fs->follow;
     if (fl->warned)
@@ -317,7 +317,7 @@ static void warn_once(struct ggfs *fs, const char *what, int e)
              fl->path, strerror(e));
 }
 
-void ggfs_follow_begin(struct ggfs *fs, const struct state *old)
+void ggfs_follow_begin(struct mount *fs, const struct state *old)
 {
     struct follow *fl = fs->follow;
     if (!fl || fl->follower || !old->sig)
@@ -346,7 +346,7 @@ void ggfs_follow_begin(struct ggfs *fs, const struct state *old)
         warn_once(fs, "cannot lock", errno);
 }
 
-void ggfs_follow_end(struct ggfs *fs, const struct state *ns)
+void ggfs_follow_end(struct mount *fs, const struct state *ns)
 {
     struct follow *fl = fs->follow;
     if (!fl || fl->wfd < 0)
@@ -386,7 +386,7 @@ void ggfs_follow_end(struct ggfs *fs, const struct state *ns)
 
 /* ---- the follower ------------------------------------------------------------------ */
 
-enum follow_verdict ggfs_follow_check(struct ggfs *fs, const struct fsig *want,
+enum follow_verdict ggfs_follow_check(struct mount *fs, const struct fsig *want,
                                       const struct fsig *now)
 {
     struct follow *fl = fs->follow;
@@ -407,7 +407,7 @@ enum follow_verdict ggfs_follow_check(struct ggfs *fs, const struct fsig *want,
     return FOLLOW_NO;
 }
 
-enum follow_verdict ggfs_follow_path(struct ggfs *fs, const struct fsig *now)
+enum follow_verdict ggfs_follow_path(struct mount *fs, const struct fsig *now)
 {
     struct follow *fl = fs->follow;
     if (!fl || !fl->follower)
@@ -463,7 +463,7 @@ static void sig_of_stat(const struct stat *sb, struct fsig *out)
 
 /* One try of ggfs_follow_update: what it returns (0: adopted in place,
  * or nothing to adopt), or -1 to try again (a commit began meanwhile). */
-static int adopt(struct ggfs *fs)
+static int adopt(struct mount *fs)
 {
     struct follow *fl = fs->follow;
     struct state *old = fs->st;
@@ -503,7 +503,7 @@ static int adopt(struct ggfs *fs)
     /* what was parsed is the file recorded: no commit began meanwhile */
     struct fsig got;
     take(fl, &s2);
-    bool stable = ggfs_sig_take(model->shards[0].src->fd, &got) && same(&got, &now) &&
+    bool stable = core_sig_take(model->shards[0].src->fd, &got) && same(&got, &now) &&
                   !s2.busy && s2.ok == s1.ok && s2.writer == s1.writer && s2.seq == s1.seq;
     if (!stable) {
         gguf_split_close(model);
@@ -519,7 +519,7 @@ static int adopt(struct ggfs *fs)
             pthread_mutex_lock(&fs->sig_mu);
             struct fsig want = old->sig[i];
             pthread_mutex_unlock(&fs->sig_mu);
-            ok = ggfs_sig_take(model->shards[i].src->fd, &si) && same(&si, &want);
+            ok = core_sig_take(model->shards[i].src->fd, &si) && same(&si, &want);
         }
     }
     if (!ok) {
@@ -540,7 +540,7 @@ static int adopt(struct ggfs *fs)
         }
     }
     struct state *ns;
-    int e = ggfs_state_new(fs, model, old->gen + 1, &ns);
+    int e = core_state_new(fs, model, old->gen + 1, &ns);
     if (e) {
         gguf_split_close(model);
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path,
@@ -563,7 +563,7 @@ static int adopt(struct ggfs *fs)
     return moved ? FOLLOW_NEW_FILE : 0;
 }
 
-int ggfs_follow_update(struct ggfs *fs)
+int ggfs_follow_update(struct mount *fs)
 {
     if (!ggfs_follows(fs))
         return 0;

@@ -100,24 +100,24 @@ struct fsig;
  * file of an earlier mount now, holding the model's lock); a local mount
  * that never writes follows them; any other records nothing.  0 or
  * ENOMEM. */
-int ggfs_follow_init(struct ggfs *fs);
+int ggfs_follow_init(struct mount *fs);
 /* At the end: the writer removes its file (before the model's lock goes). */
-void ggfs_follow_fini(struct ggfs *fs);
+void ggfs_follow_fini(struct mount *fs);
 
 /* ---- the writer (commit.c, under commit_mu) ---- */
 
 /* Before the commit's first write: the lock taken, old's shard 0 as the
  * commit verified it remembered. */
-void ggfs_follow_begin(struct ggfs *fs, const struct state *old);
+void ggfs_follow_begin(struct mount *fs, const struct state *old);
 /* After the commit and the re-open: the record of old -> ns written (ns
  * NULL: none, the model could not be re-opened), the lock released, the
  * file closed. */
-void ggfs_follow_end(struct ggfs *fs, const struct state *ns);
+void ggfs_follow_end(struct mount *fs, const struct state *ns);
 
 /* ---- the follower ---- */
 
 /* Whether this mount follows a writer's records. */
-bool ggfs_follows(const struct ggfs *fs);
+bool ggfs_follows(const struct mount *fs);
 
 enum follow_verdict {
     FOLLOW_NO,      /* not an edit of gguffs' that can be verified */
@@ -128,20 +128,20 @@ enum follow_verdict {
 /* st's shard 0 (the file it reads) is now as fstat said (now), not as st
  * knew it (want): verified as gguffs' edits in place, every live state
  * knowing want learns now (FOLLOW_OK). */
-enum follow_verdict ggfs_follow_check(struct ggfs *fs, const struct fsig *want,
+enum follow_verdict ggfs_follow_check(struct mount *fs, const struct fsig *want,
                                       const struct fsig *now);
 /* The model's path names another file now (now: its stat): a rewrite of
  * gguffs' (FOLLOW_OK: ggfs_follow_update will open it) or not. */
-enum follow_verdict ggfs_follow_path(struct ggfs *fs, const struct fsig *now);
+enum follow_verdict ggfs_follow_path(struct mount *fs, const struct fsig *now);
 /* Adopts the version at the model's path if the records verify it (see
  * the top).  Returns what the caller (the inotify thread, no lock held:
  * underneath.c) is to do: 0 nothing; UNDER_CHANGED or UNDER_REPLACED:
  * the file changed and the records do not verify it, mark the mount;
  * FOLLOW_NEW_FILE: a rewrite's new file was adopted, watch it. */
 enum { FOLLOW_NEW_FILE = 4 };
-int ggfs_follow_update(struct ggfs *fs);
+int ggfs_follow_update(struct mount *fs);
 /* The records' file name (no folder), for the inotify watch of the
  * model's folder; NULL when this mount does not follow. */
-const char *ggfs_follow_file(const struct ggfs *fs);
+const char *ggfs_follow_file(const struct mount *fs);
 
 #endif

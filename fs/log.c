@@ -1,6 +1,7 @@
 /* fs/log.c — where messages go (see log.h). */
 #include "fs.h"
 #include "log.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +153,15 @@ static void handler(enum fuse_log_level level, const char *fmt, va_list ap)
     pthread_mutex_unlock(&lg.mu);
 }
 
+/* core/'s messages (core/log.h): the same handler, at syslog's levels,
+ * which are fuse_log's */
+_Static_assert(FUSE_LOG_ERR == LOG_ERR && FUSE_LOG_INFO == LOG_INFO &&
+               FUSE_LOG_WARNING == LOG_WARNING, "fuse_log's levels are syslog's");
+static void core_handler(int level, const char *fmt, va_list ap)
+{
+    handler((enum fuse_log_level)level, fmt, ap);
+}
+
 bool ggfs_log_open(const char *mountpoint, const char *log_file)
 {
     lg.mountpoint = mountpoint ? strdup(mountpoint) : NULL;
@@ -163,6 +173,7 @@ bool ggfs_log_open(const char *mountpoint, const char *log_file)
         }
     }
     fuse_set_log_func(handler);
+    core_log_set(core_handler);
     return true;
 }
 
@@ -242,4 +253,5 @@ void ggfs_log_close(void)
     lg.bytes = 0;
     pthread_mutex_unlock(&lg.mu);
     fuse_set_log_func(NULL);
+    core_log_set(NULL);
 }

@@ -22,7 +22,7 @@
  * (containers) and no -o log_file.  Memory: at most LOG_KEEP lines of at
  * most LOG_LINE_MAX bytes.
  *
- * Locks: one mutex of its own, taken last (fs.h): nothing else is locked
+ * Locks: one mutex of its own, taken last (core/mount.h): nothing else is locked
  * or waited for while it is held.
  */
 #ifndef FS_LOG_H

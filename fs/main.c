@@ -24,7 +24,7 @@
 #include "options.h"
 #include "session.h"
 #include "signals.h"
-#include "state.h"
+#include "core/state.h"
 
 #include "cache/blocksrc.h"
 #include "cache/cache.h"
@@ -60,7 +60,7 @@ int main(int argc, char *argv[])
     struct options o;
     struct fuse_args args;
     int ret = 1;
-    struct ggfs fs = { .mnt_id = -1, .timeout = 365.0 * 86400, .lock_fd = -1 };
+    struct mount fs = { .mnt_id = -1, .timeout = 365.0 * 86400, .lock_fd = -1 };
 
     enum options_result r = options_parse(argc, argv, &o, &args);
     if (r != OPTS_RUN) {
@@ -117,18 +117,18 @@ int main(int argc, char *argv[])
         ggfs_digests_free(&fs);
         cache_free(fs.cache);
         ggfs_dcache_close(&fs);
-        ggfs_state_put(fs.st);
+        core_state_put(fs.st);
         /* versions still held by opens whose release never came */
         while (!glist_empty(&fs.states)) {
             struct glist *l = fs.states.next;
             glist_del(l);
-            ggfs_state_free(GLIST_ENTRY(l, struct state, link));
+            core_state_free(GLIST_ENTRY(l, struct state, link));
         }
     }
     gguf_split_close(fs.base);   /* after every version that borrowed it */
     free((char *)fs.overlay);
     rcache_put(fs.rcache);     /* freed with the last shard's source */
-    ggfs_key_ids_free(&fs.ids);
+    core_key_ids_free(&fs.ids);
     /* the records of this mount's edits (follow.h), while the model is
      * still locked */
     ggfs_follow_fini(&fs);

@@ -44,7 +44,7 @@ bool ggfs_check_cache_dir(struct options *o)
  * cache cannot be opened (another gguffs has it open; a file error) is read
  * without one, said once on stderr: the mount goes on.  What names a
  * shard's cache: dcache_key (cache/diskcache.h). */
-void ggfs_dcache_open(struct ggfs *fs, const struct options *o)
+void ggfs_dcache_open(struct mount *fs, const struct options *o)
 {
     if (!o->cache_dir || !fs->remote || !fs->rcache)
         return;
@@ -95,7 +95,7 @@ void ggfs_dcache_open(struct ggfs *fs, const struct options *o)
     }
 }
 
-void ggfs_dcache_close(struct ggfs *fs)
+void ggfs_dcache_close(struct mount *fs)
 {
     for (unsigned i = 0; i < fs->n_dcache; i++)
         dcache_close(fs->dcache[i]);

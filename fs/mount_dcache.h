@@ -12,12 +12,12 @@
 
 #include <stdbool.h>
 
-struct ggfs;
+struct mount;
 struct options;
 
 /* false after a one-line error (a directory that cannot be used). */
 bool ggfs_check_cache_dir(struct options *o);
-void ggfs_dcache_open(struct ggfs *fs, const struct options *o);
-void ggfs_dcache_close(struct ggfs *fs);
+void ggfs_dcache_open(struct mount *fs, const struct options *o);
+void ggfs_dcache_close(struct mount *fs);
 
 #endif

@@ -8,7 +8,7 @@
 #include "options.h"
 #include "core/overlay.h"
 #include "remote_setup.h"
-#include "state.h"
+#include "core/state.h"
 #include "follow.h"
 
 #include "cache/blocksrc.h"
@@ -87,7 +87,7 @@ static void say_waiting(const char *name, int fd)
 /* -o overlay: the remote model just opened becomes fs->base (closed at
  * the end), and *model the one the overlay's edits make; false after a
  * one-line error naming the overlay file. */
-static bool open_overlay(struct ggfs *fs, const struct options *o, struct gguf_split **model)
+static bool open_overlay(struct mount *fs, const struct options *o, struct gguf_split **model)
 {
     char why[512];
     char *path = core_overlay_path(o->overlay, !o->ro, why, sizeof why);
@@ -208,7 +208,7 @@ static pid_t lock_holder(int fd, char comm[64])
  * gguffs may not write (an edit writes its journal or new file there), is
  * mounted with meta/ read-only and every edit failing at open with EROFS
  * or EACCES, said on stderr in one line.  false after a one-line error. */
-static bool lock_model(struct ggfs *fs, const char *real, const char *given)
+static bool lock_model(struct mount *fs, const char *real, const char *given)
 {
     size_t plen;
     unsigned no, count;
@@ -281,7 +281,7 @@ static bool lock_model(struct ggfs *fs, const char *real, const char *given)
 
 /* Opens and validates the model (every shard) and builds the first state:
  * before anything is mounted. */
-bool ggfs_mount_model(struct ggfs *fs, const struct options *o)
+bool ggfs_mount_model(struct mount *fs, const struct options *o)
 {
     char *real = NULL, *token = NULL;
     struct remote_store *store = NULL;
@@ -342,7 +342,7 @@ bool ggfs_mount_model(struct ggfs *fs, const struct options *o)
         return false;
     /* edits go to the first shard, wherever the user pointed */
     char *first = strdup(model->shards[0].name);
-    int e = first ? ggfs_state_new(fs, model, 0, &fs->st) : ENOMEM;
+    int e = first ? core_state_new(fs, model, 0, &fs->st) : ENOMEM;
     if (e) {
         free(first);
         gguf_split_close(model);

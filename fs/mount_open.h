@@ -12,12 +12,12 @@
 #include <stdbool.h>
 #include <time.h>
 
-struct ggfs;
+struct mount;
 struct options;
 
 /* Opens and validates the model (every shard) and builds the first state
  * (fs->st), takes the writer's lock; false after a one-line error. */
-bool ggfs_mount_model(struct ggfs *fs, const struct options *o);
+bool ggfs_mount_model(struct mount *fs, const struct options *o);
 /* For waits on what another process holds (the lock, the disk cache):
  * true after a short pause, if less than 10 s have passed since t0
  * (CLOCK_MONOTONIC); false once they have (no pause then). */

@@ -1,12 +1,12 @@
-/* fs/nodes.c — the inode layout (see fs.h): what an inode is, its
+/* fs/nodes.c — the inode layout (see core/mount.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
 #include "digest.h"
 #include "log.h"
 #include "nodes.h"
 #include "core/model.h"
-#include "state.h"
-#include "tensor.h"
+#include "core/state.h"
+#include "core/tensor.h"
 #include "cache/diskcache.h"
 
 #include "cache/blocksrc.h"
@@ -88,8 +88,8 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
         n.idx = slot;
         /* hf/'s files exist in a version that has hf/ and them (the
          * version's own state says: of another version, checked where it
-         * is found, ggfs_hf_size and open) */
-        if (n.kind == K_HF_FILE && n.gen == st->gen && !ggfs_hf_has(st, (enum version_slot)slot))
+         * is found, core_hf_size and open) */
+        if (n.kind == K_HF_FILE && n.gen == st->gen && !core_hf_has(st, (enum version_slot)slot))
             n.kind = K_NONE;
     } else if (ino >= KV_BASE && ino < VERSION_BASE) {
         uint64_t id = ino - KV_BASE;
@@ -101,7 +101,7 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
         uint64_t rel = ino - TENSOR_BASE;
         n.idx = rel / TENSOR_STRIDE;
         n.tf = (enum tensor_file)(rel % TENSOR_STRIDE);
-        if (n.tf < TF_COUNT && ggfs_tensor_has(st, n.idx, n.tf))
+        if (n.tf < TF_COUNT && core_tensor_has(st, n.idx, n.tf))
             n.kind = K_TENSOR;
     }
     return n;
@@ -109,7 +109,7 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
 
 struct state *ggfs_version(struct state *st, uint64_t gen)
 {
-    return gen == st->gen ? ggfs_state_ref(st) : ggfs_state_by_gen(st->fs, gen);
+    return gen == st->gen ? core_state_ref(st) : core_state_by_gen(st->fs, gen);
 }
 
 /* ---- texts ------------------------------------------------------------------ */
@@ -155,7 +155,7 @@ size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file t
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap)
+size_t ggfs_stats_text(struct mount *fs, char *buf, size_t cap)
 {
     struct cache_stats cs;
     cache_get_stats(fs->cache, &cs);
@@ -289,7 +289,7 @@ static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino
  * allow_other).  Owner and times are the model's too (fill_common). */
 mode_t ggfs_perm(const struct state *st, enum perm_of of)
 {
-    const struct ggfs *fs = st->fs;
+    const struct mount *fs = st->fs;
     mode_t m = st->model_st.st_mode & 0777;
     mode_t r = m & 0444, x = r >> 2;
     mode_t w = fs->read_only || fs->write_err ? 0 : m & 0222;
@@ -322,7 +322,7 @@ static void stat_file(struct stat *out, mode_t perm, uint64_t size)
     out->st_size = (off_t)size;
 }
 
-int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out)
+int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *out)
 {
     struct node n = ggfs_classify(st, ino);
     fill_common(st, out, ino);
@@ -347,13 +347,13 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         if (!v)
             return ESTALE;
         const struct text *j = NULL;
-        int je = n.kind == K_INFO_JSON ? ggfs_info_json(v, &j) : 0;
+        int je = n.kind == K_INFO_JSON ? core_info_json(v, &j) : 0;
         if (je) {
-            ggfs_state_put(v);
+            core_state_put(v);
             return je;
         }
         stat_file(out, ro, n.kind == K_INFO ? v->info.len : j ? j->len : v->model_size);
-        ggfs_state_put(v);
+        core_state_put(v);
         break;
     }
     case K_SAFETENSORS: {
@@ -361,10 +361,10 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         if (!v)
             return ESTALE;
         const struct gguf_st_layout *l = NULL;
-        int e = ggfs_safetensors(v, &l);
+        int e = core_safetensors(v, &l);
         if (!e)
             stat_file(out, ro, l->size);
-        ggfs_state_put(v);
+        core_state_put(v);
         if (e)
             return e;
         break;
@@ -377,8 +377,8 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         if (!v)
             return ESTALE;
         uint64_t size = 0;
-        int e = ggfs_hf_size(v, (enum version_slot)n.idx, &size);
-        ggfs_state_put(v);
+        int e = core_hf_size(v, (enum version_slot)n.idx, &size);
+        core_state_put(v);
         if (e)
             return e;
         stat_file(out, ro, size);
@@ -409,7 +409,7 @@ int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *ou
         else if (n.tf == TF_F32)
             stat_file(out, ro, t->n_elems * 4);
         else if (n.tf == TF_RAW_NPY || n.tf == TF_F32_NPY)
-            stat_file(out, ro, ggfs_npy_header(st, n.idx, n.tf, buf) +
+            stat_file(out, ro, core_npy_header(st, n.idx, n.tf, buf) +
                                (n.tf == TF_RAW_NPY ? t->nbytes : t->n_elems * 4));
         else if (n.tf == TF_XXH64 || n.tf == TF_SHA256)
             stat_file(out, ro, n.tf == TF_XXH64 ? 17 : 65);    /* hex digits, "\n" */

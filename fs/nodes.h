@@ -1,5 +1,5 @@
 /*
- * fs/nodes.h — the inode layout (nodes.c; the numbers are in fs.h): what
+ * fs/nodes.h — the inode layout (nodes.c; the numbers are in core/mount.h): what
  * an inode is in a version of the model, its attributes, and the small
  * texts the tree shows (type, shape, stats, meta/ values).
  *
@@ -54,7 +54,7 @@ struct state *ggfs_version(struct state *st, uint64_t gen);
  * show). */
 bool ggfs_root_has(const struct state *st, unsigned e);
 /* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
-int ggfs_stat(struct ggfs *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *out);
 /* Permission bits of the tree's nodes, derived from the model file's
  * (nodes.c). */
 enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
@@ -68,6 +68,6 @@ const struct text *ggfs_kv_text(struct state *st, uint64_t i);
 size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
                         char *buf, size_t cap);
 /* The stats file's text into buf; its length. */
-size_t ggfs_stats_text(struct ggfs *fs, char *buf, size_t cap);
+size_t ggfs_stats_text(struct mount *fs, char *buf, size_t cap);
 
 #endif

@@ -47,7 +47,7 @@
  */
 #include "fs.h"
 #include "notify.h"
-#include "state.h"
+#include "core/state.h"
 #include "cache/thread.h"
 
 #include <errno.h>
@@ -69,13 +69,13 @@ struct note {
     char name[];
 };
 
-/* The names in / that change with every version (fs.h: each version has
+/* The names in / that change with every version (core/mount.h: each version has
  * inodes of its own for them). */
 static const char *const version_names[] = { "info", "model.gguf", "info.json",
                                              "model.safetensors", "hf" };
 
 struct queue {
-    struct ggfs *fs;
+    struct mount *fs;
     pthread_mutex_t mu;
     pthread_cond_t cv;             /* a note was queued, or stop */
     pthread_cond_t done_cv;        /* a note was sent */
@@ -117,10 +117,10 @@ static void inval_inode(int fd, fuse_ino_t ino)
         (void)!writev(fd, iov, 2);
 }
 
-static void send_note(struct ggfs *fs, const struct note *n)
+static void send_note(struct mount *fs, const struct note *n)
 {
     if (n->free_state)
-        ggfs_state_free(n->free_state);
+        core_state_free(n->free_state);
     else if (n->entry)
         inval_entry(fs->notify->fd, n->ino, n->name);
     else
@@ -131,7 +131,7 @@ static void send_note(struct ggfs *fs, const struct note *n)
  * root's version names, or meta/ and every name and inode of the current
  * version (a reference to it, taken under the state lock, which no
  * thread holds while it waits for this queue). */
-static void sweep(struct ggfs *fs, bool meta)
+static void sweep(struct mount *fs, bool meta)
 {
     int fd = fs->notify->fd;
     if (fd < 0)
@@ -139,18 +139,18 @@ static void sweep(struct ggfs *fs, bool meta)
     if (!meta) {
         for (size_t i = 0; i < sizeof version_names / sizeof *version_names; i++)
             inval_entry(fd, INO_ROOT, version_names[i]);
-        for (unsigned i = 0; i < ggfs_hf_files_n; i++)
-            inval_entry(fd, INO_HF, ggfs_hf_files[i].name);
+        for (unsigned i = 0; i < core_hf_files_n; i++)
+            inval_entry(fd, INO_HF, core_hf_files[i].name);
         inval_inode(fd, INO_ROOT);
         return;
     }
-    struct state *st = ggfs_state_current(fs);
+    struct state *st = core_state_current(fs);
     if (st) {
         for (uint64_t i = 0; i < st_meta(st)->n_kv; i++) {
             inval_entry(fd, INO_META, st->meta_names.names[i]);
             inval_inode(fd, KV_BASE + st->kv_id[i]);
         }
-        ggfs_state_put(st);
+        core_state_put(st);
     }
     inval_inode(fd, INO_META);
 }
@@ -220,7 +220,7 @@ static void queue_wait(struct queue *q)
 
 /* A note for q could not be made: the caches' timeouts turn down for the
  * rest of the mount, and q's thread sweeps (it counts for waiters). */
-static void lose(struct ggfs *fs, struct queue *q)
+static void lose(struct mount *fs, struct queue *q)
 {
     atomic_fetch_add(&fs->notes_lost, 1);
     pthread_mutex_lock(&q->mu);
@@ -232,7 +232,7 @@ static void lose(struct ggfs *fs, struct queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-static int queue_start(struct ggfs *fs, struct queue *q, bool is_meta)
+static int queue_start(struct mount *fs, struct queue *q, bool is_meta)
 {
     q->fs = fs;
     q->is_meta = is_meta;
@@ -267,7 +267,7 @@ static void queue_stop(struct queue *q)
     pthread_cond_destroy(&q->done_cv);
 }
 
-static void note(struct ggfs *fs, struct queue *q, bool entry, fuse_ino_t ino,
+static void note(struct mount *fs, struct queue *q, bool entry, fuse_ino_t ino,
                  const char *name)
 {
     size_t len = name ? strlen(name) + 1 : 0;
@@ -284,7 +284,7 @@ static void note(struct ggfs *fs, struct queue *q, bool entry, fuse_ino_t ino,
     }
 }
 
-int ggfs_notify_start(struct ggfs *fs)
+int ggfs_notify_start(struct mount *fs)
 {
     struct notify *nt = calloc(1, sizeof *nt);
     if (!nt)
@@ -310,7 +310,7 @@ int ggfs_notify_start(struct ggfs *fs)
     return e;
 }
 
-void ggfs_notify_stop(struct ggfs *fs)
+void ggfs_notify_stop(struct mount *fs)
 {
     struct notify *nt = fs->notify;
     if (!nt)
@@ -325,29 +325,29 @@ void ggfs_notify_stop(struct ggfs *fs)
     free(nt);
 }
 
-void ggfs_notify_meta_entry(struct ggfs *fs, const char *name)
+void ggfs_notify_meta_entry(struct mount *fs, const char *name)
 {
     if (fs->notify)
         note(fs, &fs->notify->meta, true, INO_META, name);
 }
 
-void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino)
+void ggfs_notify_inode(struct mount *fs, fuse_ino_t ino)
 {
     if (fs->notify)
         note(fs, &fs->notify->meta, false, ino, NULL);
 }
 
-void ggfs_notify_versions(struct ggfs *fs)
+void ggfs_notify_versions(struct mount *fs)
 {
     if (!fs->notify)
         return;
     for (size_t i = 0; i < sizeof version_names / sizeof *version_names; i++)
         note(fs, &fs->notify->root, true, INO_ROOT, version_names[i]);
-    for (unsigned i = 0; i < ggfs_hf_files_n; i++)
-        note(fs, &fs->notify->root, true, INO_HF, ggfs_hf_files[i].name);
+    for (unsigned i = 0; i < core_hf_files_n; i++)
+        note(fs, &fs->notify->root, true, INO_HF, core_hf_files[i].name);
 }
 
-bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)
+bool ggfs_notify_free_state(struct mount *fs, struct state *st)
 {
     if (!fs->notify)
         return false;
@@ -361,13 +361,13 @@ bool ggfs_notify_free_state(struct ggfs *fs, struct state *st)
     return false;
 }
 
-void ggfs_notify_wait_root(struct ggfs *fs)
+void ggfs_notify_wait_root(struct mount *fs)
 {
     if (fs->notify)
         queue_wait(&fs->notify->root);
 }
 
-void ggfs_notify_wait_all(struct ggfs *fs)
+void ggfs_notify_wait_all(struct mount *fs)
 {
     if (fs->notify) {
         queue_wait(&fs->notify->root);
@@ -377,7 +377,7 @@ void ggfs_notify_wait_all(struct ggfs *fs)
 
 /* ---- a new version made current ------------------------------------------ */
 
-void ggfs_state_swap(struct ggfs *fs, struct state *ns)
+void ggfs_state_swap(struct mount *fs, struct state *ns)
 {
     struct state *old = fs->st;
     pthread_rwlock_wrlock(&fs->lock);
@@ -386,7 +386,7 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
 
     /* Tell the kernel: info, info.json, model.gguf and model.safetensors
      * of the new version are new inodes, found by the next lookup while
-     * open ones keep theirs (see fs.h); every name and file of the old
+     * open ones keep theirs (see core/mount.h); every name and file of the old
      * meta/ may have changed (values, sizes, which names exist).  The commit returns once the root
      * names are invalidated; flush also waits for meta/'s. */
     ggfs_notify_versions(fs);
@@ -402,8 +402,8 @@ void ggfs_state_swap(struct ggfs *fs, struct state *ns)
     /* The old version lives on while info or model.gguf of it is open.
      * Freeing it closes its descriptor; after a rewrite that is the last
      * reference to the old file, and the file system then frees its blocks
-     * (a second for 4 GB on ext4 or btrfs): ggfs_state_put does that on
+     * (a second for 4 GB on ext4 or btrfs): core_state_put does that on
      * the notify thread for frees (fs->free_later), which nobody waits for,
      * so the writer's close() does not wait for it. */
-    ggfs_state_put(old);
+    core_state_put(old);
 }

@@ -23,14 +23,14 @@
  * after ggfs_notify_stop) the calls do nothing (ggfs_notify_free_state
  * returns false: the caller frees the state itself).  While the threads
  * run, fs->free_later is ggfs_notify_free_state: a state's last
- * ggfs_state_put (state.c, below this file) hands the state over
+ * core_state_put (state.c, below this file) hands the state over
  * through it.
  *
  * Locks: the notify queues' mu is last in the lock order, never held
  * while waiting, so any of these may be called with any lock held; the
  * waits are called under commit_mu (by a commit, or a write handle's
  * close), never with the root directory's lock held by the kernel for
- * the caller (fs.h).  The threads take no lock above their own but the
+ * the caller (core/mount.h).  The threads take no lock above their own but the
  * state list's, and the state lock (read) for a sweep.  ggfs_state_swap
  * runs under commit_mu and takes the state lock (write) for the swap
  * alone, then waits for the root's queue as a commit does.
@@ -41,20 +41,20 @@
 #include "fs.h"
 
 /* 0, or an errno (no thread runs then). */
-int ggfs_notify_start(struct ggfs *fs);
-void ggfs_notify_stop(struct ggfs *fs);     /* sends what is queued first */
-void ggfs_notify_meta_entry(struct ggfs *fs, const char *name);
-void ggfs_notify_inode(struct ggfs *fs, fuse_ino_t ino);
+int ggfs_notify_start(struct mount *fs);
+void ggfs_notify_stop(struct mount *fs);     /* sends what is queued first */
+void ggfs_notify_meta_entry(struct mount *fs, const char *name);
+void ggfs_notify_inode(struct mount *fs, fuse_ino_t ino);
 /* The names in / that every version has its own inodes for (info,
- * model.gguf, info.json, model.safetensors, hf: fs.h), and the files of
+ * model.gguf, info.json, model.safetensors, hf: core/mount.h), and the files of
  * hf/ (a version's too), on the root's queue: the commit waits for them. */
-void ggfs_notify_versions(struct ggfs *fs);
+void ggfs_notify_versions(struct mount *fs);
 /* Queues st to be freed on a notify thread; false if they do not run. */
-bool ggfs_notify_free_state(struct ggfs *fs, struct state *st);
+bool ggfs_notify_free_state(struct mount *fs, struct state *st);
 /* Wait (at most a second) until what was queued so far has been sent:
  * the root names only, or everything. */
-void ggfs_notify_wait_root(struct ggfs *fs);
-void ggfs_notify_wait_all(struct ggfs *fs);
+void ggfs_notify_wait_root(struct mount *fs);
+void ggfs_notify_wait_all(struct mount *fs);
 
 /* Makes ns the current version (under commit_mu): swapped in under the
  * state lock (write), the kernel told that the root's version files and
@@ -63,6 +63,6 @@ void ggfs_notify_wait_all(struct ggfs *fs);
  * a commit (commit.c, which then watches the model's path again: a
  * rewrite put a new file there), and when a read-only mount adopts
  * another gguffs' edit (follow.c). */
-void ggfs_state_swap(struct ggfs *fs, struct state *ns);
+void ggfs_state_swap(struct mount *fs, struct state *ns);
 
 #endif

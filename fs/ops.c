@@ -20,7 +20,7 @@
  * so it is written by the first request after INIT that can come before
  * an open (lookup, getattr, ...).  An open reads it (a file's readahead is
  * fixed at open), so every open sees the value written. */
-void ggfs_set_readahead(struct ggfs *fs)
+void ggfs_set_readahead(struct mount *fs)
 {
     if (!atomic_load_explicit(&fs->ra_pending, memory_order_acquire) ||
         !atomic_exchange(&fs->ra_pending, false))
@@ -36,7 +36,7 @@ void ggfs_set_readahead(struct ggfs *fs)
 
 static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    struct ggfs *fs = userdata;
+    struct mount *fs = userdata;
     /* Let the kernel move raw tensor bytes from the model's fd by splice. */
     if (conn->capable & FUSE_CAP_SPLICE_WRITE)
         conn->want |= FUSE_CAP_SPLICE_WRITE;
@@ -59,7 +59,7 @@ static void ggfs_op_init(void *userdata, struct fuse_conn_info *conn)
     }
 }
 
-static void do_statfs(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino)
+static void do_statfs(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino)
 {
     (void)fs, (void)ino;
     struct statvfs sv;

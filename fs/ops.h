@@ -9,7 +9,7 @@
  * version they read (the handle's, or the current one's), never the state
  * lock, since their bytes may wait on a server; handlers that may edit
  * take commit_mu (commit.h), and namespace changes outside meta/ are
- * refused without it (see the lock order in fs.h).
+ * refused without it (see the lock order in core/mount.h).
  *
  * Locks: the handlers take what they need (the state lock for reading,
  * commit_mu); ggfs_count_read takes none; ggfs_opens_free runs at the
@@ -21,13 +21,13 @@
 #include "fs.h"
 
 /* Counts a read request of size bytes. */
-void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size);
+void ggfs_count_read(struct mount *fs, enum read_kind k, size_t size);
 
 /* Frees what open files hold whose release never came (gguffs ended by a
  * signal while they were open): meta/ snapshots and model.safetensors
  * handles (at the end, before the streams and the versions they hold are
  * freed from their own lists). */
-void ggfs_opens_free(struct ggfs *fs);
+void ggfs_opens_free(struct mount *fs);
 
 /* The low-level operations table (ops.c). */
 extern const struct fuse_lowlevel_ops ggfs_ops;

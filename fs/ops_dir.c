@@ -7,8 +7,8 @@
 #include "fs.h"
 #include "ops_impl.h"
 #include "nodes.h"
-#include "state.h"
-#include "tensor.h"
+#include "core/state.h"
+#include "core/tensor.h"
 #include "whandle.h"
 
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 /* ---- names ----------------------------------------------------------------- */
 
-static void reply_entry(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino)
+static void reply_entry(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino)
 {
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
@@ -35,7 +35,7 @@ static void reply_entry(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_
 
 /* A key created and not committed yet: a new file until its close, so no
  * caching (timeouts 0). */
-static bool reply_pending(fuse_req_t req, struct ggfs *fs, struct state *st, const char *name)
+static bool reply_pending(fuse_req_t req, struct mount *fs, struct state *st, const char *name)
 {
     uint64_t id;
     size_t size;
@@ -50,7 +50,7 @@ static bool reply_pending(fuse_req_t req, struct ggfs *fs, struct state *st, con
     return true;
 }
 
-static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t parent,
+static void do_lookup(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t parent,
                       const char *name)
 {
     struct node p = ggfs_classify(st, parent);
@@ -62,10 +62,10 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
                 return reply_entry(req, fs, st, ggfs_root_ino(st, e));
         break;
     case K_HF:
-        for (unsigned e = 0; e < ggfs_hf_files_n; e++)
-            if (strcmp(name, ggfs_hf_files[e].name) == 0 &&
-                ggfs_hf_has(st, ggfs_hf_files[e].slot))
-                return reply_entry(req, fs, st, INO_HF_FILE(st->gen, ggfs_hf_files[e].slot));
+        for (unsigned e = 0; e < core_hf_files_n; e++)
+            if (strcmp(name, core_hf_files[e].name) == 0 &&
+                core_hf_has(st, core_hf_files[e].slot))
+                return reply_entry(req, fs, st, INO_HF_FILE(st->gen, core_hf_files[e].slot));
         break;
     case K_META:
         /* a key longer than a file name may be (statfs says 255, as most
@@ -73,13 +73,13 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
          * says: not listed (readdir), not found */
         if (strlen(name) > NAME_MAX)
             return (void)fuse_reply_err(req, ENAMETOOLONG);
-        if ((i = ntab_find(&st->meta_names, name)) >= 0)
+        if ((i = core_ntab_find(&st->meta_names, name)) >= 0)
             return reply_entry(req, fs, st, KV_BASE + st->kv_id[i]);
         if (reply_pending(req, fs, st, name))
             return;
         break;
     case K_TENSORS:
-        if ((i = ntab_find(&st->tensor_names, name)) >= 0)
+        if ((i = core_ntab_find(&st->tensor_names, name)) >= 0)
             return reply_entry(req, fs, st, ggfs_tensor_ino((uint64_t)i, TF_DIR));
         break;
     case K_TENSOR:
@@ -87,7 +87,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
             return (void)fuse_reply_err(req, ENOTDIR);
         for (int f = TF_RAW; f < TF_COUNT; f++)
             if (strcmp(name, ggfs_tensor_files[f]) == 0 &&
-                ggfs_tensor_has(st, p.idx, (enum tensor_file)f))
+                core_tensor_has(st, p.idx, (enum tensor_file)f))
                 return reply_entry(req, fs, st, ggfs_tensor_ino(p.idx, (enum tensor_file)f));
         break;
     case K_NONE:
@@ -106,7 +106,7 @@ static void do_lookup(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_in
  * reference to its state and no lock. */
 READ_LOCKED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), parent, name)
 
-static void do_getattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_getattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
     struct stat out;
@@ -153,10 +153,10 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
             *mode = S_IFDIR;
         return true;
     case K_HF:
-        if (e >= ggfs_hf_files_n)
+        if (e >= core_hf_files_n)
             return false;
-        *name = ggfs_hf_files[e].name;
-        *child = INO_HF_FILE(st->gen, ggfs_hf_files[e].slot);
+        *name = core_hf_files[e].name;
+        *child = INO_HF_FILE(st->gen, core_hf_files[e].slot);
         return true;
     case K_META:
         if (e >= st_meta(st)->n_kv)
@@ -186,7 +186,7 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
 /* One entry of a readdir (plus: a readdirplus, with the entry's attributes,
  * so that ls -l, find and du need no lookup of each name); its size, which
  * is past the room left when it does not fit. */
-static size_t add_entry(fuse_req_t req, struct ggfs *fs, struct state *st, bool plus, char *buf,
+static size_t add_entry(fuse_req_t req, struct mount *fs, struct state *st, bool plus, char *buf,
                         size_t room, const char *name, fuse_ino_t child, mode_t mode, off_t next)
 {
     if (!plus) {
@@ -221,7 +221,7 @@ static int dir_error(struct node n)
            (n.kind == K_TENSOR && n.tf == TF_DIR) ? 0 : ENOTDIR;
 }
 
-static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_readdir_any(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                            size_t size, off_t off, bool plus)
 {
     struct node n = ggfs_classify(st, ino);
@@ -240,13 +240,13 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
     bool full = false;
     /* entry k is followed by offset k+1 */
     for (uint64_t k = (uint64_t)off; dir_entry(st, ino, &n, k, &name, &child, &mode); k++) {
-        if (n.kind == K_TENSOR && k >= 2 && !ggfs_tensor_has(st, n.idx, (enum tensor_file)(child % TENSOR_STRIDE)))
+        if (n.kind == K_TENSOR && k >= 2 && !core_tensor_has(st, n.idx, (enum tensor_file)(child % TENSOR_STRIDE)))
             continue;
         if (n.kind == K_META && k >= 2 && strlen(name) > NAME_MAX)
             continue;           /* in info only (do_lookup) */
         if (n.kind == K_ROOT && k >= 2 && !ggfs_root_has(st, (unsigned)(k - 2)))
             continue;
-        if (n.kind == K_HF && k >= 2 && !ggfs_hf_has(st, ggfs_hf_files[k - 2].slot))
+        if (n.kind == K_HF && k >= 2 && !core_hf_has(st, core_hf_files[k - 2].slot))
             continue;
         size_t len = add_entry(req, fs, st, plus, buf + used, size - used, name, child, mode,
                                (off_t)(k + 1));
@@ -263,7 +263,7 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
     char pname[NAME_MAX + 1];
     uint64_t id = (uint64_t)off >= PEND_OFF ? (uint64_t)off - PEND_OFF : 0;
     while (n.kind == K_META && !full && ggfs_pending_next(fs, id, &id, pname, sizeof pname)) {
-        if (ntab_find(&st->meta_names, pname) < 0) {    /* committed meanwhile */
+        if (core_ntab_find(&st->meta_names, pname) < 0) {    /* committed meanwhile */
             struct stat a = { .st_ino = KV_BASE + id, .st_mode = S_IFREG };
             size_t len;
             if (plus) {
@@ -293,7 +293,7 @@ static void do_readdir_any(fuse_req_t req, struct ggfs *fs, struct state *st, fu
  * they change (a new version, a pending file of meta/ gone); otherwise
  * the root (its version inodes) and meta/ (keys come and go) are not
  * cached. */
-static void do_opendir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_opendir(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
     if (fs->no_opendir)
@@ -310,12 +310,12 @@ static void do_opendir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_i
 }
 READ_LOCKED(opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), ino, fi)
 
-static void do_readdir(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_readdir(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                        size_t size, off_t off)
 {
     do_readdir_any(req, fs, st, ino, size, off, false);
 }
-static void do_readdirplus(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_readdirplus(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                            size_t size, off_t off)
 {
     do_readdir_any(req, fs, st, ino, size, off, true);

@@ -8,7 +8,7 @@
 #include "ops_impl.h"
 #include "commit.h"
 #include "nodes.h"
-#include "state.h"
+#include "core/state.h"
 #include "whandle.h"
 
 #include <errno.h>
@@ -35,7 +35,7 @@ void ggfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                            mode_t mode, struct fuse_file_info *fi)
 {
     (void)mode;
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     int e = not_meta(parent);
     if (e)
         return (void)fuse_reply_err(req, e);
@@ -58,7 +58,7 @@ void ggfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     int e = 0;
     if (IS_WHANDLE(fi)) {
         pthread_mutex_lock(&fs->commit_mu);
@@ -70,7 +70,7 @@ void ggfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     int e = not_meta(parent);
     if (!e) {
         pthread_mutex_lock(&fs->commit_mu);
@@ -83,7 +83,7 @@ void ggfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                            fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     int e = not_meta(parent);
     if (!e && newparent != parent)
         e = EXDEV;
@@ -91,7 +91,7 @@ void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         e = EINVAL;
     if (!e) {
         pthread_mutex_lock(&fs->commit_mu);
-        if ((flags & RENAME_NOREPLACE) && ntab_find(&fs->st->meta_names, newname) >= 0)
+        if ((flags & RENAME_NOREPLACE) && core_ntab_find(&fs->st->meta_names, newname) >= 0)
             e = EEXIST;
         else
             e = ggfs_edit_rename(fs, name, newname);
@@ -103,7 +103,7 @@ void ggfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                             int to_set, struct fuse_file_info *fi)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     pthread_mutex_lock(&fs->commit_mu);
     struct node n = ggfs_classify(fs->st, ino);
     size_t psize = 0;

@@ -9,7 +9,7 @@
  * the state lock held for reading (READ_LOCKED below); reads hold a
  * reference to the version they read instead (the handle's, or the
  * current one's), never the lock, since their bytes may wait on a server;
- * those that may edit take the commit lock (see the lock order in fs.h).
+ * those that may edit take the commit lock (see the lock order in core/mount.h).
  */
 #ifndef FS_OPS_IMPL_H
 #define FS_OPS_IMPL_H
@@ -40,7 +40,7 @@
 
 /* Writes the mount's readahead (-o readahead) to its bdi once, at the first
  * request after INIT that can come before an open (ops.c). */
-void ggfs_set_readahead(struct ggfs *fs);
+void ggfs_set_readahead(struct mount *fs);
 
 /* Defines ggfs_op_NAME: the handler do_NAME(req, fs, st, ...) with the
  * state lock held for reading, so it sees one version from start to end. */
@@ -49,7 +49,7 @@ void ggfs_set_readahead(struct ggfs *fs);
 #define READ_LOCKED(name, params, ...)                  \
     void ggfs_op_##name params                          \
     {                                                   \
-        struct ggfs *fs = req_fs(req);                  \
+        struct mount *fs = req_fs(req);                  \
         ggfs_set_readahead(fs);                         \
         pthread_rwlock_rdlock(&fs->lock);               \
         do_##name(req, fs, fs->st, __VA_ARGS__);        \

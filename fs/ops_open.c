@@ -14,7 +14,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "read.h"
-#include "state.h"
+#include "core/state.h"
 #include "underneath.h"
 #include "follow.h"
 #include "whandle.h"
@@ -30,7 +30,7 @@
  * ended by a signal while the file was open) is freed at the end. */
 struct st_open {
     _Atomic unsigned refs;
-    struct ggfs *fs;
+    struct mount *fs;
     struct glist link;             /* in fs->st_opens, under pend_mu */
     struct state *v;
     struct f32_stream *s;
@@ -40,13 +40,13 @@ static void st_open_put(struct st_open *so)
 {
     if (atomic_fetch_sub(&so->refs, 1) != 1)
         return;
-    struct ggfs *fs = so->fs;
+    struct mount *fs = so->fs;
     pthread_mutex_lock(&fs->pend_mu);
     glist_del(&so->link);
     pthread_mutex_unlock(&fs->pend_mu);
     if (so->s)
         ggfs_stream_free(fs, so->s);
-    ggfs_state_put(so->v);
+    core_state_put(so->v);
     free(so);
 }
 
@@ -55,7 +55,7 @@ static void st_open_put(struct st_open *so)
  * Reads hold a reference while they reply, so a release racing a read (the
  * kernel sends it once the reply is copied) never frees under it. */
 struct snap {
-    struct ggfs *fs;
+    struct mount *fs;
     _Atomic unsigned refs;
     struct glist link;             /* in fs->snaps, under pend_mu */
     size_t len;
@@ -66,7 +66,7 @@ static void snap_put(struct snap *s)
 {
     if (atomic_fetch_sub(&s->refs, 1) != 1)
         return;
-    struct ggfs *fs = s->fs;
+    struct mount *fs = s->fs;
     pthread_mutex_lock(&fs->pend_mu);
     glist_del(&s->link);
     pthread_mutex_unlock(&fs->pend_mu);
@@ -75,7 +75,7 @@ static void snap_put(struct snap *s)
 
 /* A snapshot of len bytes at data, listed in fs->snaps; NULL when out of
  * memory. */
-static struct snap *snap_new(struct ggfs *fs, const char *data, size_t len)
+static struct snap *snap_new(struct mount *fs, const char *data, size_t len)
 {
     struct snap *snap = malloc(sizeof *snap + len);
     if (!snap)
@@ -92,7 +92,7 @@ static struct snap *snap_new(struct ggfs *fs, const char *data, size_t len)
     return snap;
 }
 
-void ggfs_opens_free(struct ggfs *fs)
+void ggfs_opens_free(struct mount *fs)
 {
     while (!glist_empty(&fs->snaps)) {
         struct glist *l = fs->snaps.next;
@@ -109,7 +109,7 @@ void ggfs_opens_free(struct ggfs *fs)
 
 /* ---- opening and reading ---------------------------------------------------- */
 
-static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                     struct fuse_file_info *fi)
 {
     struct node n = ggfs_classify(st, ino);
@@ -146,19 +146,19 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
         fi->direct_io = 1;
     } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
                n.kind == K_SAFETENSORS || n.kind == K_HF_FILE) {
-        /* The handle reads the version it was opened on (see fs.h). */
+        /* The handle reads the version it was opened on (see core/mount.h). */
         struct state *v = ggfs_version(st, n.gen);
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
-        if (n.kind == K_HF_FILE && !ggfs_hf_has(v, (enum version_slot)n.idx)) {
-            ggfs_state_put(v);
+        if (n.kind == K_HF_FILE && !core_hf_has(v, (enum version_slot)n.idx)) {
+            core_state_put(v);
             return (void)fuse_reply_err(req, ENOENT);
         }
         fi->fh = (uint64_t)(uintptr_t)v | FH_STATE;
         if (IS_SAFETENSORS(ino)) {
             struct st_open *so = malloc(sizeof *so);
             if (!so) {
-                ggfs_state_put(v);
+                core_state_put(v);
                 return (void)fuse_reply_err(req, ENOMEM);
             }
             atomic_init(&so->refs, 1);
@@ -202,7 +202,7 @@ static void do_open(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
     fuse_reply_open(req, fi);
 }
 
-static int open_for_edit(struct ggfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+static int open_for_edit(struct mount *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct node n = ggfs_classify(fs->st, ino);
     switch (n.kind) {
@@ -220,7 +220,7 @@ static int open_for_edit(struct ggfs *fs, fuse_ino_t ino, struct fuse_file_info 
 
 void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     ggfs_set_readahead(fs);
     bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
     if (rdonly) {
@@ -247,7 +247,7 @@ void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
 }
 
-void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size)
+void ggfs_count_read(struct mount *fs, enum read_kind k, size_t size)
 {
     atomic_fetch_add_explicit(&fs->reads[k].n, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&fs->reads[k].bytes, size, memory_order_relaxed);
@@ -256,7 +256,7 @@ void ggfs_count_read(struct ggfs *fs, enum read_kind k, size_t size)
         ;
 }
 
-static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                     size_t size, off_t off, struct f32_stream *s)
 {
     struct node n = ggfs_classify(st, ino);
@@ -326,7 +326,7 @@ static void do_read(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_
 }
 
 /* info: the line about a change underneath (underneath.c), then the text */
-static void reply_info(fuse_req_t req, struct ggfs *fs, const struct state *v, size_t size,
+static void reply_info(fuse_req_t req, struct mount *fs, const struct state *v, size_t size,
                        off_t off)
 {
     char line[1024];
@@ -353,7 +353,7 @@ static void reply_info(fuse_req_t req, struct ggfs *fs, const struct state *v, s
 void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                          struct fuse_file_info *fi)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     if (off < 0)
         return (void)fuse_reply_err(req, EINVAL);
     if (IS_STATE(fi)) {                   /* a version's file: its version */
@@ -361,7 +361,7 @@ void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         struct st_open *so = IS_SAFETENSORS(ino) ? FH_ST_OPEN(fi) : NULL;
         if (so)
             atomic_fetch_add(&so->refs, 1);
-        struct state *v = ggfs_state_ref(so ? so->v : FH_STATE_OF(fi));
+        struct state *v = core_state_ref(so ? so->v : FH_STATE_OF(fi));
         uint64_t slot = (ino - VERSION_BASE) % VERSION_STRIDE;
         if (slot == VS_MODEL) {
             ggfs_count_read(fs, RK_MODEL, size);
@@ -379,7 +379,7 @@ void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             ggfs_count_read(fs, RK_HF, size);
             const char *d = NULL;
             size_t len = 0;
-            int e = ggfs_hf_text(v, (enum version_slot)slot, &d, &len);
+            int e = core_hf_text(v, (enum version_slot)slot, &d, &len);
             if (e)
                 fuse_reply_err(req, e);
             else
@@ -387,7 +387,7 @@ void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         } else if (slot == VS_INFO_JSON) {
             ggfs_count_read(fs, RK_INFO_JSON, size);
             const struct text *j;
-            int je = ggfs_info_json(v, &j);
+            int je = core_info_json(v, &j);
             if (je)
                 fuse_reply_err(req, je);
             else
@@ -395,7 +395,7 @@ void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         } else {
             reply_info(req, fs, v, size, off);
         }
-        ggfs_state_put(v);
+        core_state_put(v);
         if (so)
             st_open_put(so);
     } else if (IS_SNAPSHOT(fi)) {         /* meta/ open for reading */
@@ -411,22 +411,22 @@ void ggfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
          * mount: the current version, held by a reference, not the state
          * lock.  A fill, fetch or splice may wait (on a slow server); the
          * lock held meanwhile would make a commit's swap wait, and every
-         * handler after it (the lock prefers writers): see fs.h. */
-        struct state *st = ggfs_state_current(fs);
+         * handler after it (the lock prefers writers): see core/mount.h. */
+        struct state *st = core_state_current(fs);
         do_read(req, fs, st, ino, size, off, IS_F32(fi) ? FH_STREAM(fi) : NULL);
-        ggfs_state_put(st);
+        core_state_put(st);
     }
 }
 
 void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     if (IS_SNAPSHOT(fi)) {
         snap_put(SNAPSHOT(fi));
     } else if (IS_STATE(fi) && IS_SAFETENSORS(ino)) {
         st_open_put(FH_ST_OPEN(fi));
     } else if (IS_STATE(fi)) {
-        ggfs_state_put(FH_STATE_OF(fi));
+        core_state_put(FH_STATE_OF(fi));
     } else if (IS_F32(fi)) {
         ggfs_stream_free(fs, FH_STREAM(fi));
     } else if (IS_WHANDLE(fi)) {

@@ -18,12 +18,12 @@
 
 /* ino is a pending file of meta/ (a created key not closed yet, a scratch
  * file): listed by readdir, so ls -l asks for its xattrs (none). */
-static bool is_pending(struct ggfs *fs, fuse_ino_t ino)
+static bool is_pending(struct mount *fs, fuse_ino_t ino)
 {
     return ino >= KV_BASE && ino < VERSION_BASE && ggfs_pending_exists(fs, ino - KV_BASE, NULL);
 }
 
-static void do_getxattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_getxattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                         const char *name, size_t size)
 {
     struct node n = ggfs_classify(st, ino);
@@ -48,7 +48,7 @@ static void do_getxattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_
 READ_LOCKED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
             ino, name, size)
 
-static void do_listxattr(fuse_req_t req, struct ggfs *fs, struct state *st, fuse_ino_t ino,
+static void do_listxattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                          size_t size)
 {
     struct node n = ggfs_classify(st, ino);
@@ -69,7 +69,7 @@ void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                              const char *value, size_t size, int flags)
 {
     (void)flags;
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     pthread_mutex_lock(&fs->commit_mu);
     struct node n = ggfs_classify(fs->st, ino);
     bool pend = n.kind == K_NONE && ino >= KV_BASE && ino < VERSION_BASE &&

@@ -13,8 +13,8 @@
 #include "f32.h"
 #include "core/model.h"
 #include "nodes.h"
-#include "state.h"
-#include "tensor.h"
+#include "core/state.h"
+#include "core/tensor.h"
 #include "underneath.h"
 
 #include "gguf/types.h"
@@ -66,7 +66,7 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
                    struct f32_stream *s)
 {
-    if (ggfs_f32_is_raw(st, idx))
+    if (core_f32_is_raw(st, idx))
         return ggfs_read_raw(req, st, idx, size, off);
     read_f32(req, st, idx, size, off, s, NULL, 0);
 }
@@ -484,7 +484,7 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
                            struct f32_stream *s)
 {
     const struct gguf_st_layout *l = NULL;
-    int e = ggfs_safetensors(st, &l);
+    int e = core_safetensors(st, &l);
     struct pieces p;
     uint64_t a = 0, end = 0;
     if (!st_read_start(req, st, e, l, size, off, &p, &a, &end))
@@ -522,7 +522,7 @@ void ggfs_read_safetensors(fuse_req_t req, struct state *st, size_t size, off_t 
 static int tensor_copy(struct state *st, uint64_t idx, bool f32, uint64_t off, uint64_t len,
                        char *dst)
 {
-    if (f32 && !ggfs_f32_is_raw(st, idx)) {
+    if (f32 && !core_f32_is_raw(st, idx)) {
         struct copy_to c = { st->fs->cache, dst };
         return span_f32(st, idx, off, len, NULL, use_copy, &c);
     }
@@ -593,7 +593,7 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
                               struct f32_stream *s)
 {
     const struct gguf_st_layout *l = NULL;
-    int e = ggfs_hf_safetensors(st, &l);
+    int e = core_hf_safetensors(st, &l);
     struct pieces p;
     uint64_t a = 0, end = 0;
     if (!st_read_start(req, st, e, l, size, off, &p, &a, &end))
@@ -612,7 +612,7 @@ void ggfs_read_hf_safetensors(fuse_req_t req, struct state *st, size_t size, off
             struct gguf_hf_seg g;
             gguf_hf_seg(h, in, n, &g);
             uint64_t src = h->src[g.src];
-            if (h->f32 && !ggfs_f32_is_raw(st, src)) {
+            if (h->f32 && !core_f32_is_raw(st, src)) {
                 int err = span_f32(st, src, g.off, g.len, s, use_piece, &p);
                 if (err && !p.err)
                     p.err = err;
@@ -642,10 +642,10 @@ void ggfs_read_npy(fuse_req_t req, struct state *st, uint64_t idx, enum tensor_f
                    size_t size, off_t off, struct f32_stream *s)
 {
     char hdr[NPY_HEADER_MAX];
-    size_t hl = ggfs_npy_header(st, idx, tf, hdr);
+    size_t hl = core_npy_header(st, idx, tf, hdr);
     if (!hl)
         return (void)fuse_reply_err(req, ENOENT);
-    bool raw = tf == TF_RAW_NPY || ggfs_f32_is_raw(st, idx);
+    bool raw = tf == TF_RAW_NPY || core_f32_is_raw(st, idx);
     uint64_t a = (uint64_t)off;
     if (a >= hl) {
         off_t d = (off_t)(a - hl);

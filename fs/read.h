@@ -14,9 +14,9 @@
  * reads EIO (underneath.h), and so does a failed read of a source.
  *
  * Locks: the ggfs_read_* functions run with none held: the caller holds a
- * reference to the version read (the handle's, or ggfs_state_current's),
+ * reference to the version read (the handle's, or core_state_current's),
  * never the state lock, since a splice, fetch or fill may wait on a slow
- * server (see the lock order in fs.h).  The others take no lock and may
+ * server (see the lock order in core/mount.h).  The others take no lock and may
  * be called under any.
  */
 #ifndef FS_READ_H

@@ -53,18 +53,18 @@ uint32_t ggfs_request_size(void)
  * (one across a border, one for the workers), at most the cache's. */
 static void *reserve_main(void *arg)
 {
-    struct ggfs *fs = arg;
+    struct mount *fs = arg;
     cache_reserve(fs->cache, fs->readahead / fs->req_bytes + 2);
     return NULL;
 }
 
-static bool start_reserve(struct ggfs *fs, pthread_t *th)
+static bool start_reserve(struct mount *fs, pthread_t *th)
 {
     return cache_thread_start(th, reserve_main, fs) == 0;
 }
 
 /* Mounts, serves until unmounted or signalled, unmounts; the exit status. */
-int ggfs_session_run(struct ggfs *fs, struct options *o, struct fuse_args *args)
+int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args)
 {
     char *fsname = options_fsname(fs->model_path);
     if (!fsname || fuse_opt_add_arg(args, fsname) != 0 ||

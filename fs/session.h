@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-struct ggfs;
+struct mount;
 struct options;
 struct fuse_args;
 
@@ -18,6 +18,6 @@ struct fuse_args;
 uint32_t ggfs_request_size(void);
 /* Mounts fs at o's mount point and serves it; the exit status (0: an
  * unmount or a signal; 1: a mount, thread or /dev/fuse error, said). */
-int ggfs_session_run(struct ggfs *fs, struct options *o, struct fuse_args *args);
+int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args);
 
 #endif

@@ -74,7 +74,7 @@
 #include "fs.h"
 #include "underneath.h"
 #include "follow.h"
-#include "state.h"
+#include "core/state.h"
 #include "cache/thread.h"
 #include "core/model.h"
 #include "remote/source.h"
@@ -110,7 +110,7 @@ static const char *base_name(const char *p)
 }
 
 /* Marks the mount (bit), once per bit logged. */
-static void mark(struct ggfs *fs, int bit, const char *file, const struct timespec *when)
+static void mark(struct mount *fs, int bit, const char *file, const struct timespec *when)
 {
     pthread_mutex_lock(&fs->sig_mu);
     if (!atomic_load(&fs->under)) {
@@ -134,14 +134,14 @@ static void mark(struct ggfs *fs, int bit, const char *file, const struct timesp
                  "edits are refused; remount to see the new one\n", fs->model_path, file);
 }
 
-static bool local(const struct ggfs *fs, const struct state *st, unsigned i)
+static bool local(const struct mount *fs, const struct state *st, unsigned i)
 {
     return !fs->remote && !fs->overlay && i < st->model->n && st->sig &&
            st->model->shards[i].src->fd >= 0;
 }
 
 /* true when shard i is not as recorded (the mount is then marked) */
-static bool changed(struct ggfs *fs, const struct state *st, unsigned i)
+static bool changed(struct mount *fs, const struct state *st, unsigned i)
 {
     if (atomic_load(&fs->under) & UNDER_CHANGED)
         return true;
@@ -152,7 +152,7 @@ static bool changed(struct ggfs *fs, const struct state *st, unsigned i)
         uint64_t e1 = fs->own_epoch;
         pthread_mutex_unlock(&fs->sig_mu);
         struct fsig now;
-        if (!ggfs_sig_take(st->model->shards[i].src->fd, &now))
+        if (!core_sig_take(st->model->shards[i].src->fd, &now))
             return false;       /* cannot tell: the read itself will say */
         if (sig_eq(&want, &now))
             return false;
@@ -180,7 +180,7 @@ static bool changed(struct ggfs *fs, const struct state *st, unsigned i)
     return false;
 }
 
-int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i)
+int ggfs_under_check_shard(struct mount *fs, const struct state *st, unsigned i)
 {
     if (!local(fs, st, i) || !changed(fs, st, i))
         return 0;
@@ -188,7 +188,7 @@ int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i)
     return EIO;
 }
 
-int ggfs_under_check(struct ggfs *fs, const struct state *st)
+int ggfs_under_check(struct mount *fs, const struct state *st)
 {
     for (unsigned i = 0; i < st->model->n; i++) {
         if (!local(fs, st, i))
@@ -228,14 +228,14 @@ int ggfs_under_check(struct ggfs *fs, const struct state *st)
     return atomic_load(&fs->under);
 }
 
-void ggfs_under_begin(struct ggfs *fs)
+void ggfs_under_begin(struct mount *fs)
 {
     pthread_mutex_lock(&fs->sig_mu);
     fs->own_writing = true;
     pthread_mutex_unlock(&fs->sig_mu);
 }
 
-void ggfs_under_end(struct ggfs *fs)
+void ggfs_under_end(struct mount *fs)
 {
     /* every live version's first shard as the commit left it: the file
      * written in place, or the old file renamed over (its ctime) */
@@ -244,7 +244,7 @@ void ggfs_under_end(struct ggfs *fs)
     for (struct glist *l = fs->states.next; l != &fs->states; l = l->next) {
         struct state *st = GLIST_ENTRY(l, struct state, link);
         if (local(fs, st, 0))
-            ggfs_sig_take(st->model->shards[0].src->fd, &st->sig[0]);
+            core_sig_take(st->model->shards[0].src->fd, &st->sig[0]);
     }
     /* the file at the path is the commit's (a rewrite renamed a new one
      * there) */
@@ -259,7 +259,7 @@ void ggfs_under_end(struct ggfs *fs)
     pthread_mutex_unlock(&fs->states_mu);
 }
 
-size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap)
+size_t ggfs_under_line(struct mount *fs, char *buf, size_t cap)
 {
     int u = atomic_load(&fs->under);
     if (!u || !cap)
@@ -281,7 +281,7 @@ size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap)
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-const char *ggfs_under_why(struct ggfs *fs)
+const char *ggfs_under_why(struct mount *fs)
 {
     int u = atomic_load(&fs->under);
     if (u & UNDER_CHANGED)
@@ -297,7 +297,7 @@ const char *ggfs_under_why(struct ggfs *fs)
 /* Whether the n bytes of events at buf concern the model: any event of
  * a model file's watch; of the folder's (a follower's), those naming the
  * model (a rename over it) or the records' file (an edit recorded). */
-static bool relevant(struct ggfs *fs, const char *buf, size_t n)
+static bool relevant(struct mount *fs, const char *buf, size_t n)
 {
     const char *rec = ggfs_follow_file(fs), *model = base_name(fs->model_real);
     for (size_t at = 0; at + sizeof(struct inotify_event) <= n;) {
@@ -315,7 +315,7 @@ static bool relevant(struct ggfs *fs, const char *buf, size_t n)
 
 static void *watch_main(void *arg)
 {
-    struct ggfs *fs = arg;
+    struct mount *fs = arg;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     struct pollfd pf[2] = { { fs->in_fd, POLLIN, 0 }, { fs->in_stop[0], POLLIN, 0 } };
     for (;;) {
@@ -334,9 +334,9 @@ static void *watch_main(void *arg)
             continue;
         /* whatever the events, the check decides; a read-only mount then
          * adopts what another gguffs' edit made of the model (follow.h) */
-        struct state *st = ggfs_state_current(fs);
+        struct state *st = core_state_current(fs);
         ggfs_under_check(fs, st);
-        ggfs_state_put(st);
+        core_state_put(st);
         int r = ggfs_follow_update(fs);
         if (r & (UNDER_CHANGED | UNDER_REPLACED))
             mark(fs, r & (UNDER_CHANGED | UNDER_REPLACED), fs->model_real, NULL);
@@ -349,7 +349,7 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-void ggfs_under_start(struct ggfs *fs)
+void ggfs_under_start(struct mount *fs)
 {
     fs->in_fd = -1;
     fs->in_dir_wd = -1;
@@ -390,13 +390,13 @@ void ggfs_under_start(struct ggfs *fs)
     }
 }
 
-void ggfs_under_rewatch(struct ggfs *fs)
+void ggfs_under_rewatch(struct mount *fs)
 {
     if (fs->in_fd >= 0)
         inotify_add_watch(fs->in_fd, fs->st->model->shards[0].src->name, WATCH_MASK);
 }
 
-void ggfs_under_stop(struct ggfs *fs)
+void ggfs_under_stop(struct mount *fs)
 {
     if (fs->in_fd < 0)
         return;
@@ -412,7 +412,7 @@ void ggfs_under_stop(struct ggfs *fs)
 
 /* ---- a source's failure, said ----------------------------------------------- */
 
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
+void ggfs_source_failed(struct mount *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
 {
     struct remote *r = core_remote(src, fs->remote);
     struct gguf_diag d;

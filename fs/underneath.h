@@ -23,7 +23,7 @@
  *
  * Locks: the checks and begin take sig_mu alone (for a copy or an update,
  * never during I/O), which is below every lock but the notify queues'
- * (fs.h), so they may be called with any of those above held: from reads
+ * (core/mount.h), so they may be called with any of those above held: from reads
  * holding a state reference, from handlers holding the state lock (read),
  * from edits under commit_mu; line and why take none (the UNDER_* bits
  * are atomic, the file and time set before them).  A follower's checks
@@ -31,7 +31,7 @@
  * sig_mu to record what they verified).  ggfs_under_end takes
  * states_mu, then sig_mu (it records every live state's shard 0); it,
  * begin and rewatch run under commit_mu.  The inotify thread holds none:
- * it checks the current state through a reference (ggfs_state_current),
+ * it checks the current state through a reference (core_state_current),
  * then, for a follower, takes commit_mu to adopt a new version.
  */
 #ifndef FS_UNDERNEATH_H
@@ -43,24 +43,24 @@
  * another program changed it (the mount is marked, logged once).  Called
  * before a tensor's bytes are spliced from the file and after a chunk's
  * bytes were read for f32. */
-int ggfs_under_check_shard(struct ggfs *fs, const struct state *st, unsigned i);
+int ggfs_under_check_shard(struct mount *fs, const struct state *st, unsigned i);
 /* Every shard of st, and whether their paths still name the files
  * mounted: the mount's UNDER_* bits after the check. */
-int ggfs_under_check(struct ggfs *fs, const struct state *st);
+int ggfs_under_check(struct mount *fs, const struct state *st);
 /* Around gguffs' own commit of an edit (under commit_mu): its writes are
  * not a change underneath.  end records the files as the commit left them. */
-void ggfs_under_begin(struct ggfs *fs);
-void ggfs_under_end(struct ggfs *fs);
+void ggfs_under_begin(struct mount *fs);
+void ggfs_under_end(struct mount *fs);
 /* info's line about it into buf (0: nothing noticed). */
-size_t ggfs_under_line(struct ggfs *fs, char *buf, size_t cap);
+size_t ggfs_under_line(struct mount *fs, char *buf, size_t cap);
 /* Why an edit is refused now (under commit_mu, after ggfs_under_check), or
  * NULL. */
-const char *ggfs_under_why(struct ggfs *fs);
+const char *ggfs_under_why(struct mount *fs);
 /* The inotify watch of every shard (a thread; after daemonizing). */
-void ggfs_under_start(struct ggfs *fs);
-void ggfs_under_stop(struct ggfs *fs);
+void ggfs_under_start(struct mount *fs);
+void ggfs_under_stop(struct mount *fs);
 /* Watches path again (a rewrite put a new file there); under commit_mu. */
-void ggfs_under_rewatch(struct ggfs *fs);
+void ggfs_under_rewatch(struct mount *fs);
 
 /* A read of len bytes at pos of src failed with EIO: if src is remote,
  * logs one line (rate-limited, fs/log.h) with the reason: the redacted
@@ -70,6 +70,6 @@ void ggfs_under_rewatch(struct ggfs *fs);
  * source fails with EIO — a reply's (raw, model.gguf, model.safetensors,
  * the npy views), a digest's, an f32 chunk's fill (one line for all the
  * readers waiting on it) — so that no EIO reaches a reader unsaid. */
-void ggfs_source_failed(struct ggfs *fs, struct gguf_source *src, uint64_t pos, uint64_t len);
+void ggfs_source_failed(struct mount *fs, struct gguf_source *src, uint64_t pos, uint64_t len);
 
 #endif

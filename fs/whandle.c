@@ -11,7 +11,7 @@
 #include "nodes.h"
 #include "notify.h"
 #include "read.h"
-#include "state.h"
+#include "core/state.h"
 
 #include "gguf/kvedit.h"
 #include "gguf/names.h"
@@ -32,7 +32,7 @@ static int edit_apply(struct whandle *h);
  * keys and scratch files are also pending, so that lookup and getattr find
  * them before they are committed.  Both under pend_mu. */
 
-struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_kind kind)
+struct whandle *wh_new(struct mount *fs, uint64_t id, const char *fname, enum wh_kind kind)
 {
     struct whandle *h = calloc(1, sizeof *h);
     if (!h)
@@ -54,7 +54,7 @@ struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_
 
 void wh_free(struct whandle *h)
 {
-    struct ggfs *fs = h->fs;
+    struct mount *fs = h->fs;
     pthread_mutex_lock(&fs->pend_mu);
     glist_del(&h->link);
     pthread_mutex_unlock(&fs->pend_mu);
@@ -87,7 +87,7 @@ void wh_pending_remove(struct whandle *h)
         ggfs_notify_inode(h->fs, INO_META);
 }
 
-static struct whandle *find_locked(struct ggfs *fs, uint64_t id, const char *fname)
+static struct whandle *find_locked(struct mount *fs, uint64_t id, const char *fname)
 {
     struct whandle *h = fs->pending;
     while (h && !(fname ? strcmp(h->fname, fname) == 0 : h->id == id))
@@ -95,7 +95,7 @@ static struct whandle *find_locked(struct ggfs *fs, uint64_t id, const char *fna
     return h;
 }
 
-struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname)
+struct whandle *wh_pending_find(struct mount *fs, uint64_t id, const char *fname)
 {
     pthread_mutex_lock(&fs->pend_mu);
     struct whandle *h = find_locked(fs, id, fname);
@@ -103,7 +103,7 @@ struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname)
     return h;
 }
 
-bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
+bool ggfs_pending_size(struct mount *fs, uint64_t id, const char *fname, uint64_t *id_out,
                        size_t *size)
 {
     /* under pend_mu: a handle is taken off the list before it is freed */
@@ -118,7 +118,7 @@ bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t
     return h != NULL;
 }
 
-bool ggfs_edit_is_open(struct ggfs *fs, uint64_t id)
+bool ggfs_edit_is_open(struct mount *fs, uint64_t id)
 {
     bool found = false;
     pthread_mutex_lock(&fs->pend_mu);
@@ -128,12 +128,12 @@ bool ggfs_edit_is_open(struct ggfs *fs, uint64_t id)
     return found;
 }
 
-bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname)
+bool ggfs_pending_exists(struct mount *fs, uint64_t id, const char *fname)
 {
     return wh_pending_find(fs, id, fname) != NULL;
 }
 
-bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap)
+bool ggfs_pending_next(struct mount *fs, uint64_t from, uint64_t *id, char *name, size_t cap)
 {
     pthread_mutex_lock(&fs->pend_mu);
     const struct whandle *best = NULL;
@@ -148,7 +148,7 @@ bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name,
     return best != NULL;
 }
 
-void ggfs_edit_stop(struct ggfs *fs)
+void ggfs_edit_stop(struct mount *fs)
 {
     fs->pending = NULL;
     while (!glist_empty(&fs->live))
@@ -163,7 +163,7 @@ static void set_fh(struct fuse_file_info *fi, struct whandle *h)
     fi->direct_io = 1;        /* reads and writes go through the handle */
 }
 
-int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi)
+int ggfs_edit_open(struct mount *fs, uint64_t idx, int flags, struct fuse_file_info *fi)
 {
     const struct state *st = fs->st;
     const struct gguf_file *gf = st_meta(st);
@@ -201,7 +201,7 @@ int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_in
     return 0;
 }
 
-int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi)
+int ggfs_edit_reopen(struct mount *fs, uint64_t id, int flags, struct fuse_file_info *fi)
 {
     struct whandle *h = wh_pending_find(fs, id, NULL);
     if (!h)
@@ -221,7 +221,7 @@ int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_i
 
 void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi)
 {
-    struct ggfs *fs = req_fs(req);
+    struct mount *fs = req_fs(req);
     const struct state *st = fs->st;
     const char *why;
     int w = ggfs_write_check(fs, &why);
@@ -230,7 +230,7 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
     if (strcmp(name, "general.alignment") == 0 || strcmp(name, "gguffs.padding") == 0)
         return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EPERM, "this key "
                                                            "decides the file's layout"));
-    if (ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
+    if (core_ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
         return (void)fuse_reply_err(req, EEXIST);
     /* A tool's temporary file, or a new key whose name must follow the
      * GGUF rule (scratch names first: sed's may look like a key). */
@@ -239,7 +239,7 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
         return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EINVAL, "not a valid new "
                                                            "key name ('.'-separated "
                                                            "lower_snake_case segments)"));
-    int64_t id = ggfs_key_id(fs, name);
+    int64_t id = core_key_id(fs, name);
     struct whandle *h = id < 0 ? NULL : wh_new(fs, (uint64_t)id, name,
                                                scratch ? WH_SCRATCH : WH_NEW);
     if (!h)
@@ -378,7 +378,7 @@ void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_
     pthread_mutex_unlock(&h->mu);
 }
 
-int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
+int ggfs_edit_truncate(struct mount *fs, struct fuse_file_info *fi, uint64_t idx,
                        bool has_idx, off_t size)
 {
     const char *why;
@@ -433,7 +433,7 @@ int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
  * mount.  At a flush the descriptor being closed is already gone from its
  * table, so this tells a close of one of several descriptors (dup2) from
  * the last one.  false when it cannot tell (no /proc, unknown mount id). */
-static bool open_elsewhere(const struct ggfs *fs, pid_t pid, uint64_t ino)
+static bool open_elsewhere(const struct mount *fs, pid_t pid, uint64_t ino)
 {
     if (pid <= 0 || fs->mnt_id < 0)
         return false;
@@ -464,7 +464,7 @@ static bool open_elsewhere(const struct ggfs *fs, pid_t pid, uint64_t ino)
     return found;
 }
 
-int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid)
+int ggfs_edit_flush(struct mount *fs, struct fuse_file_info *fi, pid_t pid)
 {
     struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
     pthread_mutex_lock(&h->mu);
@@ -487,7 +487,7 @@ int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid)
     return e;
 }
 
-void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi)
+void ggfs_edit_release(struct mount *fs, struct fuse_file_info *fi)
 {
     (void)fs;
     struct whandle *h = (struct whandle *)(uintptr_t)fi->fh;
@@ -511,7 +511,7 @@ static int edit_apply(struct whandle *h)
         return 0;
     if (h->bad)
         return EINVAL;
-    struct ggfs *fs = h->fs;
+    struct mount *fs = h->fs;
     ggfs_edit_ahead(fs, fs->st);
     const struct gguf_file *gf = st_meta(fs->st);
     struct gguf_buf hdr = { 0 }, key = { 0 };
@@ -519,13 +519,13 @@ static int edit_apply(struct whandle *h)
     enum gguf_err e;
     if (h->kind == WH_NEW) {
         e = gguf_kvedit_decode_name(h->fname, strlen(h->fname), true, &key, &d);
-        if (!e && ggfs_key_index(fs->st, h->id) >= 0)
+        if (!e && core_key_index(fs->st, h->id) >= 0)
             e = GGUF_E_EXIST;   /* someone committed the same name meanwhile */
         if (!e)
             e = gguf_kvedit_create(gf, key.data, key.len, h->typed ? &h->type : NULL,
                                    h->text.data, h->text.len, &hdr, &d);
     } else {
-        int64_t i = ggfs_key_index(fs->st, h->id);   /* < 0: deleted while open */
+        int64_t i = core_key_index(fs->st, h->id);   /* < 0: deleted while open */
         e = i < 0 ? GGUF_E_NOENT
                   : gguf_kvedit_set(gf, (uint64_t)i, h->text.data, h->text.len, &hdr, &d);
     }
@@ -540,7 +540,7 @@ static int edit_apply(struct whandle *h)
 
 /* ---- unlink, rename, setxattr ------------------------------------------------ */
 
-int ggfs_edit_unlink(struct ggfs *fs, const char *name)
+int ggfs_edit_unlink(struct mount *fs, const char *name)
 {
     const char *why;
     int w = ggfs_write_check(fs, &why);
@@ -558,7 +558,7 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name)
             p->kind = WH_DROPPED;  /* its release frees it, applying nothing */
         return 0;
     }
-    int64_t i = ntab_find(&fs->st->meta_names, name);
+    int64_t i = core_ntab_find(&fs->st->meta_names, name);
     if (i < 0)
         return ENOENT;
     if (w)
@@ -572,11 +572,11 @@ int ggfs_edit_unlink(struct ggfs *fs, const char *name)
 /* rename(scratch, key): the way sed -i and editors save.  The scratch's
  * text becomes the key's value (parsed for the key's type, or inferred for
  * a new key). */
-static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
+static int rename_scratch(struct mount *fs, struct whandle *p, const char *to)
 {
     if (p->opens)
         return EBUSY;
-    int64_t j = ntab_find(&fs->st->meta_names, to);
+    int64_t j = core_ntab_find(&fs->st->meta_names, to);
     struct whandle *h;
     int e;
     if (j >= 0) {
@@ -589,7 +589,7 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
         if (!ggfs_key_name_new(to, strlen(to)))
             return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
                                      "lower_snake_case segments)");
-        int64_t id = ggfs_key_id(fs, to);
+        int64_t id = core_key_id(fs, to);
         if (id < 0 || !(h = wh_new(fs, (uint64_t)id, to, WH_NEW)))
             return ENOMEM;
         h->typed = p->typed;
@@ -613,7 +613,7 @@ static int rename_scratch(struct ggfs *fs, struct whandle *p, const char *to)
     return e;
 }
 
-int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
+int ggfs_edit_rename(struct mount *fs, const char *from, const char *to)
 {
     const char *why;
     int w = ggfs_write_check(fs, &why);
@@ -623,13 +623,13 @@ int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
     if (p && p->kind == WH_SCRATCH)
         return rename_scratch(fs, p, to);
     const struct state *st = fs->st;
-    int64_t i = ntab_find(&st->meta_names, from);
+    int64_t i = core_ntab_find(&st->meta_names, from);
     if (i < 0)
         return p ? EBUSY : ENOENT;
     if (strcmp(from, to) == 0)
         return 0;
     /* a new name must follow the rule; an existing one is kept as it is */
-    bool exists = ntab_find(&st->meta_names, to) >= 0;
+    bool exists = core_ntab_find(&st->meta_names, to) >= 0;
     struct gguf_buf key = { 0 }, hdr = { 0 };
     struct gguf_diag d;
     enum gguf_err e = gguf_kvedit_decode_name(to, strlen(to), !exists, &key, &d);
@@ -640,7 +640,7 @@ int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to)
     return ggfs_commit_header(fs, e, &hdr, &d, from, "rename");
 }
 
-int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size)
+int ggfs_edit_settype(struct mount *fs, uint64_t id, const char *value, size_t size)
 {
     const char *why;
     int w = ggfs_write_check(fs, &why);
@@ -656,7 +656,7 @@ int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t si
         p->typed = true;
         return 0;
     }
-    int64_t i = ggfs_key_index(fs->st, id);
+    int64_t i = core_key_index(fs->st, id);
     if (i < 0)
         return ENOENT;
     if (w)

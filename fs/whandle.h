@@ -38,11 +38,11 @@
  * Functions marked (C) run with commit_mu held and may commit; they return
  * 0 or an errno. */
 
-void ggfs_edit_stop(struct ggfs *fs);       /* frees handles never released */
-int ggfs_edit_open(struct ggfs *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
+void ggfs_edit_stop(struct mount *fs);       /* frees handles never released */
+int ggfs_edit_open(struct mount *fs, uint64_t idx, int flags, struct fuse_file_info *fi); /* (C) */
 /* Opens a tool's scratch file again (any mode); EBUSY for a new key that
  * is being written, ENOENT if there is no such file. */
-int ggfs_edit_reopen(struct ggfs *fs, uint64_t id, int flags, struct fuse_file_info *fi); /* (C) */
+int ggfs_edit_reopen(struct mount *fs, uint64_t id, int flags, struct fuse_file_info *fi); /* (C) */
 void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *fi);  /* (C) */
 int ggfs_edit_write(struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
 void ggfs_edit_read(struct fuse_file_info *fi, fuse_req_t req, size_t size, off_t off);
@@ -52,29 +52,29 @@ size_t ggfs_edit_size(const struct fuse_file_info *fi);
 /* Is a handle open for writing key id?  Its attributes are then given
  * with no cache time, so that the writer's lseek(SEEK_END) asks again
  * (with its handle: ggfs_edit_size). */
-bool ggfs_edit_is_open(struct ggfs *fs, uint64_t id);
+bool ggfs_edit_is_open(struct mount *fs, uint64_t id);
 /* truncate of key idx (has_idx) or of an open handle (fi) */
-int ggfs_edit_truncate(struct ggfs *fs, struct fuse_file_info *fi, uint64_t idx,
+int ggfs_edit_truncate(struct mount *fs, struct fuse_file_info *fi, uint64_t idx,
                        bool has_idx, off_t size);                                   /* (C) */
 /* pid: the caller of close (fuse_req_ctx), to tell a dup'ed descriptor's
  * close from the last one */
-int ggfs_edit_flush(struct ggfs *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
-void ggfs_edit_release(struct ggfs *fs, struct fuse_file_info *fi);                /* (C) */
+int ggfs_edit_flush(struct mount *fs, struct fuse_file_info *fi, pid_t pid);        /* (C) */
+void ggfs_edit_release(struct mount *fs, struct fuse_file_info *fi);                /* (C) */
 /* unlink, rename and setxattr (user.gguf.type) of meta/ files: of a key
  * (committed at once), or of a pending file (a scratch renamed over a key
  * commits its text) */
-int ggfs_edit_unlink(struct ggfs *fs, const char *name);                            /* (C) */
-int ggfs_edit_rename(struct ggfs *fs, const char *from, const char *to);            /* (C) */
-int ggfs_edit_settype(struct ggfs *fs, uint64_t id, const char *value, size_t size);/* (C) */
+int ggfs_edit_unlink(struct mount *fs, const char *name);                            /* (C) */
+int ggfs_edit_rename(struct mount *fs, const char *from, const char *to);            /* (C) */
+int ggfs_edit_settype(struct mount *fs, uint64_t id, const char *value, size_t size);/* (C) */
 /* Size (and id) of a created key or scratch file not committed, found by
  * id or, if fname is not NULL, by file name; false if there is none. */
-bool ggfs_pending_size(struct ggfs *fs, uint64_t id, const char *fname, uint64_t *id_out,
+bool ggfs_pending_size(struct mount *fs, uint64_t id, const char *fname, uint64_t *id_out,
                        size_t *size);
-bool ggfs_pending_exists(struct ggfs *fs, uint64_t id, const char *fname);
+bool ggfs_pending_exists(struct mount *fs, uint64_t id, const char *fname);
 /* The pending file (a created key not committed yet, a scratch file) of
  * the smallest id >= from: its id and name (at most cap bytes with the
  * NUL); false when there is none (readdir of meta/ lists them). */
-bool ggfs_pending_next(struct ggfs *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
+bool ggfs_pending_next(struct mount *fs, uint64_t from, uint64_t *id, char *name, size_t cap);
 
 /* ---- the handles (whandle.c and commit.c) ---- */
 
@@ -88,7 +88,7 @@ enum wh_kind { WH_KEY, WH_NEW, WH_SCRATCH, WH_DROPPED };
 enum wh_check { CHECK_NONE, CHECK_SCALAR, CHECK_UTF8, CHECK_LINES };
 
 struct whandle {
-    struct ggfs *fs;               /* immutable */
+    struct mount *fs;               /* immutable */
     uint64_t id;                   /* immutable: key id, inode KV_BASE + id */
     char *fname;                   /* immutable: encoded file name */
     enum wh_check check_kind;      /* immutable */
@@ -115,11 +115,11 @@ struct whandle {
 };
 
 /* whandle.c */
-struct whandle *wh_new(struct ggfs *fs, uint64_t id, const char *fname, enum wh_kind kind);
+struct whandle *wh_new(struct mount *fs, uint64_t id, const char *fname, enum wh_kind kind);
 void wh_free(struct whandle *h);
 void wh_pending_add(struct whandle *h);
 void wh_pending_remove(struct whandle *h);
 /* The pending handle of id or (fname not NULL) of fname; NULL if none. */
-struct whandle *wh_pending_find(struct ggfs *fs, uint64_t id, const char *fname);
+struct whandle *wh_pending_find(struct mount *fs, uint64_t id, const char *fname);
 
 #endif

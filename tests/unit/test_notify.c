@@ -19,7 +19,7 @@
 #include "fs/fs.h"
 #include "fs/nodes.h"
 #include "fs/notify.h"
-#include "fs/state.h"
+#include "core/state.h"
 #include "work.h"
 
 #include <errno.h>
@@ -155,32 +155,32 @@ static struct state current = { .model = &split, .meta_names = { .names = names,
                                 .kv_id = ids };
 static int refs, freed;
 
-struct state *ggfs_state_current(struct ggfs *fs)
+struct state *core_state_current(struct mount *fs)
 {
     (void)fs;
     __atomic_add_fetch(&refs, 1, __ATOMIC_SEQ_CST);
     return &current;
 }
 
-void ggfs_state_put(struct state *st)
+void core_state_put(struct state *st)
 {
     assert_ptr_equal(st, &current);
     __atomic_sub_fetch(&refs, 1, __ATOMIC_SEQ_CST);
 }
 
-void ggfs_state_free(struct state *st)
+void core_state_free(struct state *st)
 {
     (void)st;
     __atomic_add_fetch(&freed, 1, __ATOMIC_SEQ_CST);
 }
 
 /* hf/'s files (fs/state.c): a version's, invalidated with the root's names */
-const struct hf_file ggfs_hf_files[] = { { "config.json", VS_HF_CONFIG } };
-const unsigned ggfs_hf_files_n = 1;
+const struct hf_file core_hf_files[] = { { "config.json", VS_HF_CONFIG } };
+const unsigned core_hf_files_n = 1;
 
 /* ---- the tests ------------------------------------------------------------ */
 
-static struct ggfs fs;
+static struct mount fs;
 
 static int setup(void **state)
 {

@@ -1,9 +1,9 @@
-/* fs/state.c — one version of the model: name tables, key ids, rendered
+/* core/state.c — one version of the model: name tables, key ids, rendered
  * text; and the counted list of live versions. */
-#include "fs.h"
-#include "state.h"
+#include "core/state.h"
+#include "core/log.h"
 #include "core/model.h"
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include "remote/source.h"
 
@@ -27,7 +27,7 @@ static const void *name_of(const void *ctx, uint64_t i, size_t *len)
     return names[i];
 }
 
-int64_t ntab_find(const struct ntab *t, const char *name)
+int64_t core_ntab_find(const struct ntab *t, const char *name)
 {
     uint64_t v;
     return t->names && gguf_ntab_find(&t->t, name, strlen(name), &v) ? (int64_t)v : -1;
@@ -93,10 +93,10 @@ static bool tensor_name(const struct state *st, uint64_t i, struct gguf_buf *out
  * only grows; it is changed only while a state is built, and states are
  * built one at a time (at mount, then under the commit lock).
  */
-int64_t ggfs_key_id(struct ggfs *fs, const char *fname)
+int64_t core_key_id(struct mount *fs, const char *fname)
 {
     struct ntab *r = &fs->ids;
-    int64_t id = ntab_find(r, fname);
+    int64_t id = core_ntab_find(r, fname);
     if (id >= 0)
         return id;
     if (KV_BASE + r->n + 1 >= VERSION_BASE)
@@ -120,7 +120,7 @@ int64_t ggfs_key_id(struct ggfs *fs, const char *fname)
     return (int64_t)r->n++;
 }
 
-void ggfs_key_ids_free(struct ntab *ids)
+void core_key_ids_free(struct ntab *ids)
 {
     ntab_free(ids);
 }
@@ -130,12 +130,12 @@ void ggfs_key_ids_free(struct ntab *ids)
  * Every live state is on one list, so that an inode of an older version
  * (info or model.gguf held open across an edit) can find its state.  A
  * state leaves the list when its last reference goes, under the lock
- * that ggfs_state_by_gen searches the list under; references themselves
- * are an atomic count (see ggfs_state_ref).
+ * that core_state_by_gen searches the list under; references themselves
+ * are an atomic count (see core_state_ref).
  */
 static void states_add(struct state *st)
 {
-    struct ggfs *fs = st->fs;
+    struct mount *fs = st->fs;
     pthread_mutex_lock(&fs->states_mu);
     glist_add(&fs->states, &st->link);
     pthread_mutex_unlock(&fs->states_mu);
@@ -143,24 +143,24 @@ static void states_add(struct state *st)
 
 /* A reference is counted without a lock: the caller holds one already (or
  * the state lock, under which fs->st holds the mount's), so the count is
- * above 0 and the state cannot go meanwhile.  Only ggfs_state_by_gen finds
+ * above 0 and the state cannot go meanwhile.  Only core_state_by_gen finds
  * a state it holds no reference to, on the list, and takes one only while
  * the count is above 0 (a state at 0 is on its way out). */
-struct state *ggfs_state_ref(struct state *st)
+struct state *core_state_ref(struct state *st)
 {
     atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
     return st;
 }
 
-struct state *ggfs_state_current(struct ggfs *fs)
+struct state *core_state_current(struct mount *fs)
 {
     pthread_rwlock_rdlock(&fs->lock);
-    struct state *st = ggfs_state_ref(fs->st);
+    struct state *st = core_state_ref(fs->st);
     pthread_rwlock_unlock(&fs->lock);
     return st;
 }
 
-struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
+struct state *core_state_by_gen(struct mount *fs, uint64_t gen)
 {
     struct state *found = NULL;
     pthread_mutex_lock(&fs->states_mu);
@@ -175,28 +175,28 @@ struct state *ggfs_state_by_gen(struct ggfs *fs, uint64_t gen)
     return found;
 }
 
-void ggfs_state_put(struct state *st)
+void core_state_put(struct state *st)
 {
     if (!st)
         return;
-    struct ggfs *fs = st->fs;
+    struct mount *fs = st->fs;
     /* release: what this holder did with the state happens before its
      * free; the last holder acquires it */
     if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) != 1)
         return;
-    /* at 0 nobody can take a reference again (ggfs_state_by_gen skips
+    /* at 0 nobody can take a reference again (core_state_by_gen skips
      * it), so it leaves the list now */
     pthread_mutex_lock(&fs->states_mu);
     glist_del(&st->link);
     pthread_mutex_unlock(&fs->states_mu);
     /* closing a replaced model file may take a while: on another thread
      * when one is there to do it (fs->free_later) */
-    bool (*later)(struct ggfs *, struct state *) = atomic_load(&fs->free_later);
+    bool (*later)(struct mount *, struct state *) = atomic_load(&fs->free_later);
     if (!later || !later(fs, st))
-        ggfs_state_free(st);
+        core_state_free(st);
 }
 
-bool ggfs_sig_take(int fd, struct fsig *out)
+bool core_sig_take(int fd, struct fsig *out)
 {
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0)
@@ -255,7 +255,7 @@ static int keep_padding(struct state *st)
     return 0;
 }
 
-void ggfs_state_free(struct state *st)
+void core_state_free(struct state *st)
 {
     if (!st)
         return;
@@ -331,7 +331,7 @@ static int index_tensors(struct state *st)
 }
 
 /* Names, ids and the lazily rendered texts of the keys. */
-static int index_keys(struct ggfs *fs, struct state *st)
+static int index_keys(struct mount *fs, struct state *st)
 {
     const struct gguf_file *gf = st_meta(st);
     if (gf->n_kv > UINT32_MAX / 2)
@@ -344,7 +344,7 @@ static int index_keys(struct ggfs *fs, struct state *st)
     if (!st->kv_text || !st->kv_id)
         return ENOMEM;
     for (uint64_t i = 0; i < gf->n_kv; i++) {
-        int64_t id = ggfs_key_id(fs, st->meta_names.names[i]);
+        int64_t id = core_key_id(fs, st->meta_names.names[i]);
         if (id < 0)
             return ENOMEM;
         st->kv_id[i] = (uint64_t)id;
@@ -452,7 +452,7 @@ static int render_info(struct state *st, const char *path)
  * model.gguf shows it), as JSON; rendered on first use (a stat or a read),
  * like meta/'s values: its size follows the header's, so a version nobody
  * asks about costs nothing. */
-int ggfs_info_json(struct state *st, const struct text **out)
+int core_info_json(struct state *st, const struct text **out)
 {
     struct text *t = atomic_load_explicit(&st->info_json, memory_order_acquire);
     *out = t;
@@ -466,7 +466,7 @@ int ggfs_info_json(struct state *st, const struct text **out)
                                       st->model_size, &merged, &d, NULL);
         if (pe != GGUF_OK) {
             if (pe != GGUF_E_NOMEM)
-                fuse_log(FUSE_LOG_ERR, "gguffs: info.json: the merged header: %s\n", d.msg);
+                core_log(LOG_ERR, "gguffs: info.json: the merged header: %s\n", d.msg);
             return gguf_err_errno_made(pe);
         }
         shown = merged;
@@ -500,7 +500,7 @@ static void st_tensor(void *ctx, uint64_t i, struct gguf_st_in *out)
     out->name_len = r->t->name_len;
     out->t = r->t;
     out->big_endian = gf->enc.big_endian;
-    out->has_f32 = ggfs_tensor_has(st, i, TF_F32);
+    out->has_f32 = core_tensor_has(st, i, TF_F32);
 }
 
 /* The end of laying out file (model.safetensors or hf/model.safetensors)
@@ -518,7 +518,7 @@ static int publish_layout(_Atomic(struct gguf_st_layout *) *slot, struct gguf_st
         gguf_st_free(l);
         free(l);
         if (e != GGUF_E_NOMEM)
-            fuse_log(FUSE_LOG_ERR, "gguffs: %s: %s\n", file, d->msg);
+            core_log(LOG_ERR, "gguffs: %s: %s\n", file, d->msg);
         return gguf_err_errno_made(e);
     }
     struct gguf_st_layout *expected = NULL;
@@ -534,7 +534,7 @@ static int publish_layout(_Atomic(struct gguf_st_layout *) *slot, struct gguf_st
 
 /* model.safetensors: laid out on first use (a stat or a read), like
  * info.json; its header has the version's string keys. */
-int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
+int core_safetensors(struct state *st, const struct gguf_st_layout **out)
 {
     struct gguf_st_layout *l = atomic_load_explicit(&st->safetensors, memory_order_acquire);
     if (l) {
@@ -548,7 +548,7 @@ int ggfs_safetensors(struct state *st, const struct gguf_st_layout **out)
     return publish_layout(&st->safetensors, l, e, &d, "model.safetensors", out);
 }
 
-int ggfs_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
+int core_hf_safetensors(struct state *st, const struct gguf_st_layout **out)
 {
     if (!st->hf)
         return ENOENT;
@@ -599,24 +599,24 @@ static int hf_tok(struct state *st, enum version_slot slot, const struct text **
         free(t);
         t = expected;
     } else if (r > 0 && slot == VS_HF_TOKENIZER) {
-        fuse_log(FUSE_LOG_INFO, "gguffs: hf/: no tokenizer.json: %s\n", why);
+        core_log(LOG_INFO, "gguffs: hf/: no tokenizer.json: %s\n", why);
     }
     *out = t;
     return 0;
 }
 
-const struct hf_file ggfs_hf_files[] = {
+const struct hf_file core_hf_files[] = {
     { "config.json", VS_HF_CONFIG },
     { "generation_config.json", VS_HF_GENERATION },
     { "model.safetensors", VS_HF_SAFETENSORS },
-    /* made on first use by state.c's ggfs_hf_text; absent when
+    /* made on first use by state.c's core_hf_text; absent when
      * gguf_hf_tokenizer_* says the tokenizer cannot be expressed */
     { "tokenizer.json", VS_HF_TOKENIZER },
     { "tokenizer_config.json", VS_HF_TOKENIZER_CONFIG },
 };
-const unsigned ggfs_hf_files_n = sizeof ggfs_hf_files / sizeof *ggfs_hf_files;
+const unsigned core_hf_files_n = sizeof core_hf_files / sizeof *core_hf_files;
 
-bool ggfs_hf_has(const struct state *st, enum version_slot slot)
+bool core_hf_has(const struct state *st, enum version_slot slot)
 {
     if (!st->hf || slot < VS_HF_CONFIG || slot >= VERSION_STRIDE)
         return false;
@@ -630,7 +630,7 @@ bool ggfs_hf_has(const struct state *st, enum version_slot slot)
 
 /* hf/'s texts: config.json, generation_config.json (made with the
  * state), the tokenizer's files (made on first use) */
-int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
+int core_hf_text(struct state *st, enum version_slot slot, const char **data,
                  size_t *len)
 {
     if (!st->hf)
@@ -655,24 +655,24 @@ int ggfs_hf_text(struct state *st, enum version_slot slot, const char **data,
     return 0;
 }
 
-int ggfs_hf_size(struct state *st, enum version_slot slot, uint64_t *size)
+int core_hf_size(struct state *st, enum version_slot slot, uint64_t *size)
 {
     if (slot == VS_HF_SAFETENSORS) {
         const struct gguf_st_layout *l = NULL;
-        int e = ggfs_hf_safetensors(st, &l);
+        int e = core_hf_safetensors(st, &l);
         if (!e)
             *size = l->size;
         return e;
     }
     const char *d;
     size_t len;
-    int e = ggfs_hf_text(st, slot, &d, &len);
+    int e = core_hf_text(st, slot, &d, &len);
     if (!e)
         *size = len;
     return e;
 }
 
-int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
+int core_state_new(struct mount *fs, struct gguf_split *model, uint64_t gen,
                    struct state **out)
 {
     *out = NULL;
@@ -699,7 +699,7 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
     st->sig = calloc(model->n, sizeof *st->sig);
     int e = st->sig ? 0 : ENOMEM;
     for (unsigned i = 0; !e && i < model->n; i++)
-        ggfs_sig_take(model->shards[i].src->fd, &st->sig[i]);
+        core_sig_take(model->shards[i].src->fd, &st->sig[i]);
     if (!e)
         e = index_tensors(st);
     /* a split model is served merged; so is a version 1 file, whose
@@ -723,7 +723,7 @@ int ggfs_state_new(struct ggfs *fs, struct gguf_split *model, uint64_t gen,
         st->kv_text = NULL;
         st->model = NULL;      /* still the caller's */
         gguf_merged_free(&st->merged);
-        ggfs_state_free(st);
+        core_state_free(st);
         return e;
     }
     states_add(st);

@@ -1,14 +1,13 @@
-/* fs/tensor.c — what files a tensor has, and its views' layout (tensor.h). */
-#include "fs.h"
-#include "tensor.h"
+/* core/tensor.c — what files a tensor has, and its views' layout (tensor.h). */
+#include "core/tensor.h"
 
 #include "gguf/types.h"
 #include "kernels/dequant.h"
 
-bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
+bool core_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 {
     if (tf == TF_RAW_NPY)
-        return ggfs_npy_descr(st, idx) != NULL;
+        return core_npy_descr(st, idx) != NULL;
     if (tf != TF_F32 && tf != TF_F32_NPY && tf != TF_STATS)
         return true;
     const struct tref *r = &st->tens[idx];
@@ -20,13 +19,13 @@ bool ggfs_tensor_has(const struct state *st, uint64_t idx, enum tensor_file tf)
 }
 
 /* float32 stored little-endian is its own f32 view: served like raw */
-bool ggfs_f32_is_raw(const struct state *st, uint64_t idx)
+bool core_f32_is_raw(const struct state *st, uint64_t idx)
 {
     const struct tref *r = &st->tens[idx];
     return r->t->type == GGML_T_F32 && !st->model->shards[r->shard].gf->enc.big_endian;
 }
 
-const char *ggfs_npy_descr(const struct state *st, uint64_t idx)
+const char *core_npy_descr(const struct state *st, uint64_t idx)
 {
     const struct tref *r = &st->tens[idx];
     bool be = st->model->shards[r->shard].gf->enc.big_endian;
@@ -42,11 +41,11 @@ const char *ggfs_npy_descr(const struct state *st, uint64_t idx)
     }
 }
 
-size_t ggfs_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf)
+size_t core_npy_header(const struct state *st, uint64_t idx, enum tensor_file tf, char *buf)
 {
     const struct gguf_tensor *t = st->tens[idx].t;
-    const char *descr = tf == TF_F32_NPY ? "<f4" : ggfs_npy_descr(st, idx);
-    if (!descr || !ggfs_tensor_has(st, idx, tf))
+    const char *descr = tf == TF_F32_NPY ? "<f4" : core_npy_descr(st, idx);
+    if (!descr || !core_tensor_has(st, idx, tf))
         return 0;
     return gguf_npy_header(descr, t->n_dims, t->ne, buf);
 }

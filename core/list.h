@@ -1,12 +1,12 @@
 /*
- * fs/list.h — an intrusive circular doubly-linked list.
+ * core/list.h — an intrusive circular doubly-linked list.
  *
  * A list is a head (struct glist) that links to itself when empty; an
  * element embeds a struct glist and is found back with GLIST_ENTRY.  No
  * allocation, no locking: the owner of a list says which lock guards it.
  */
-#ifndef FS_LIST_H
-#define FS_LIST_H
+#ifndef CORE_LIST_H
+#define CORE_LIST_H
 
 #include <stddef.h>
 
