@@ -287,6 +287,10 @@ struct mount {
      * (fs/notify.c sets it when its threads start; NULL, or false returned:
      * the caller frees it), so that state.c needs no notify.h. */
     _Atomic(bool (*)(struct mount *, struct state *)) free_later;
+    /* Told by core_state_swap that ns replaced old as the current version
+     * (notify.c sets it while its threads run, to invalidate what the
+     * kernel keeps of them; NULL: nobody to tell). */
+    _Atomic(void (*)(struct mount *, const struct state *old, const struct state *ns)) swapped;
     atomic_bool changed_logged;  /* a remote changed: logged once (fs/underneath.c) */
 
     /* A local model changed underneath (fs/underneath.c). */

@@ -730,3 +730,24 @@ int core_state_new(struct mount *fs, struct gguf_split *model, uint64_t gen,
     *out = st;
     return 0;
 }
+
+/* ---- a new version made current ------------------------------------------ */
+
+void core_state_swap(struct mount *fs, struct state *ns)
+{
+    struct state *old = fs->st;
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->st = ns;
+    pthread_rwlock_unlock(&fs->lock);
+    void (*told)(struct mount *, const struct state *, const struct state *) =
+        atomic_load(&fs->swapped);
+    if (told)
+        told(fs, old, ns);
+    /* The old version lives on while info or model.gguf of it is open.
+     * Freeing it closes its descriptor; after a rewrite that is the last
+     * reference to the old file, and the file system then frees its blocks
+     * (a second for 4 GB on ext4 or btrfs): core_state_put does that on
+     * another thread when fs->free_later is set, which nobody waits for,
+     * so the writer's close() does not wait for it. */
+    core_state_put(old);
+}

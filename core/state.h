@@ -56,6 +56,12 @@ struct state *core_state_current(struct mount *fs);
 /* Drops a reference; the last one frees the state (on a notify thread
  * when they run: closing a replaced model file may take a while). */
 void core_state_put(struct state *st);
+/* Makes ns (with the reference the caller gives it) the current version,
+ * under commit_mu: swapped in under the state lock (write), fs->swapped
+ * told (fs/notify.c: the kernel's caches of what changed), and the old
+ * version's reference dropped (open handles keep it).  After a commit,
+ * and when a read-only mount adopts another gguffs' edit (follow.c). */
+void core_state_swap(struct mount *fs, struct state *ns);
 /* The live state of version gen, with a reference; NULL if it is gone. */
 struct state *core_state_by_gen(struct mount *fs, uint64_t gen);
 void core_state_free(struct state *st);

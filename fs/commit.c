@@ -16,12 +16,11 @@
  */
 #include "fs.h"
 #include "commit.h"
-#include "follow.h"
+#include "core/follow.h"
 #include "core/model.h"
-#include "notify.h"
 #include "core/overlay.h"
 #include "core/state.h"
-#include "underneath.h"
+#include "core/underneath.h"
 
 #include "gguf/commit.h"
 #include "gguf/kvedit.h"
@@ -77,8 +76,8 @@ int ggfs_write_check(struct mount *fs, const char **why)
     /* a model changed or replaced underneath by another program: an edit
      * would write this version's header over another file (underneath.c).
      * EIO: the file gguffs mounted is no longer what it shows. */
-    if (!fs->overlay && !fs->remote && ggfs_under_check(fs, fs->st)) {
-        *why = ggfs_under_why(fs);
+    if (!fs->overlay && !fs->remote && core_under_check(fs, fs->st)) {
+        *why = core_under_why(fs);
         atomic_fetch_add(&fs->under_refused, 1);
         return EIO;
     }
@@ -141,20 +140,20 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
                      fs->model_path, fname, why, strerror(EPERM), d.msg);
             return EPERM;      /* refused: nothing written */
         }
-    } else if (ggfs_under_check(fs, old)) {
+    } else if (core_under_check(fs, old)) {
         /* changed underneath since the edit was opened: checked here,
          * under commit_mu, where no write of gguffs' own can race it */
         atomic_fetch_add(&fs->under_refused, 1);
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n", fs->model_path,
-                 fname, why, strerror(EIO), ggfs_under_why(fs));
+                 fname, why, strerror(EIO), core_under_why(fs));
         return EIO;
     } else {
         /* padded (gguffs.padding) to be written in place, or cloned where
          * the file system can: O(metadata) either way; elsewhere a header
          * that outgrows its room is copied once, with room to spare */
         int nfd = -1;
-        ggfs_under_begin(fs);   /* our own writes: not a change underneath */
-        ggfs_follow_begin(fs, old);     /* read-only mounts: a commit under way */
+        core_under_begin(fs);   /* our own writes: not a change underneath */
+        core_follow_begin(fs, old);     /* read-only mounts: a commit under way */
         ce = gguf_commit_edit_locked(fs->model_real, st_meta(old), old->model->shards[0].src,
                                      (const uint8_t *)hdr->data, hdr->len, &how,
                                      fs->lock_fd >= 0 ? &nfd : NULL, &d);
@@ -185,8 +184,8 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
     if (oe != GGUF_OK) {
         fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         if (!fs->overlay) {
-            ggfs_under_end(fs);
-            ggfs_follow_end(fs, NULL);
+            core_under_end(fs);
+            core_follow_end(fs, NULL);
         }
         return EIO;
     }
@@ -196,16 +195,16 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
      * sig was taken after the last write): the window closes; read-only
      * mounts get the record of the edit (follow.h) */
     if (!fs->overlay) {
-        ggfs_under_end(fs);
-        ggfs_follow_end(fs, e ? NULL : ns);
+        core_under_end(fs);
+        core_follow_end(fs, e ? NULL : ns);
     }
     if (e) {
         gguf_split_close(model);
         return e;
     }
-    ggfs_state_swap(fs, ns);
+    core_state_swap(fs, ns);
     if (!fs->overlay)
-        ggfs_under_rewatch(fs);     /* a rewrite put a new file at the path */
+        core_under_rewatch(fs);     /* a rewrite put a new file at the path */
     return ce == GGUF_OK ? 0 : EIO;
 }
 

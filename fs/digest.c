@@ -39,7 +39,7 @@
 #include "f32.h"
 #include "core/state.h"
 #include "core/tensor.h"
-#include "underneath.h"
+#include "core/underneath.h"
 
 #include "core/digest.h"
 #include "gguf/buf.h"
@@ -161,10 +161,10 @@ static int stats_compute(struct mount *fs, const struct state *st, uint64_t idx,
             else if (gguf_source_read_all(sh->src, raw, n * sizeof(float),
                                           sh->gf->data_off + r->t->offset +
                                           c * fs->chunk_bytes) != 0) {
-                ggfs_source_failed(fs, sh->src, sh->gf->data_off + r->t->offset +
+                core_source_failed(fs, sh->src, sh->gf->data_off + r->t->offset +
                                    c * fs->chunk_bytes, n * sizeof(float));
                 err = EIO;
-            } else if (ggfs_under_check_shard(fs, st, r->shard)) {
+            } else if (core_under_check_shard(fs, st, r->shard)) {
                 err = EIO;
             } else {
                 gguf_fstats_add(&acc, raw, n);
@@ -215,12 +215,12 @@ static int hash_tensor(struct mount *fs, const struct state *st, uint64_t idx, u
     while (left) {
         size_t n = left < DIGEST_PIECE ? (size_t)left : DIGEST_PIECE;
         if (gguf_source_read_all(sh->src, buf, n, pos) != 0) {
-            ggfs_source_failed(fs, sh->src, pos, n);
+            core_source_failed(fs, sh->src, pos, n);
             return EIO;
         }
         /* the file changed underneath (underneath.c): checked after the
          * read, as f32 fills do */
-        if (ggfs_under_check_shard(fs, st, r->shard))
+        if (core_under_check_shard(fs, st, r->shard))
             return EIO;
         if ((h->t && core_hash_update(h->t, buf, n)) ||
             (h->m && core_hash_update(h->m, buf, n)))

@@ -5,7 +5,7 @@
 #include "fs.h"
 #include "f32.h"
 #include "core/state.h"
-#include "underneath.h"
+#include "core/underneath.h"
 #include "cache/prefetch.h"
 #include "cache/stream.h"
 
@@ -169,13 +169,13 @@ int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void
     uint64_t pos = sh->gf->data_off + r->t->offset + first_block * ti->blck_bytes;
     /* a read error, or the file shrank underneath */
     if (gguf_source_read_all(sh->src, buf, bytes, pos) != 0) {
-        ggfs_source_failed(fs, sh->src, pos, bytes);
+        core_source_failed(fs, sh->src, pos, bytes);
         return EIO;
     }
     /* the file changed underneath (underneath.c): checked after the read,
      * so bytes read before a change are kept and bytes read after it are
      * not (a write's mtime is updated before its bytes land) */
-    if (ggfs_under_check_shard(fs, st, r->shard))
+    if (core_under_check_shard(fs, st, r->shard))
         return EIO;
     if (sh->gf->enc.big_endian)       /* a type with a defined layout (nodes.c) */
         kern_dequant_be_swap(r->t->type, buf, n_blocks);

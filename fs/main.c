@@ -16,7 +16,7 @@
 #include "digest.h"
 #include "dump.h"
 #include "f32.h"
-#include "follow.h"
+#include "core/follow.h"
 #include "log.h"
 #include "mount_dcache.h"
 #include "mount_open.h"
@@ -110,7 +110,7 @@ int main(int argc, char *argv[])
         fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
         /* tensors never change: their stats and digests are kept per tensor */
         if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0 &&
-            ggfs_follow_init(&fs) == 0)
+            core_follow_init(&fs) == 0)
             ret = ggfs_session_run(&fs, &o, &args);
         else
             fprintf(stderr, "gguffs: out of memory\n");
@@ -131,7 +131,7 @@ int main(int argc, char *argv[])
     core_key_ids_free(&fs.ids);
     /* the records of this mount's edits (follow.h), while the model is
      * still locked */
-    ggfs_follow_fini(&fs);
+    core_follow_fini(&fs);
     /* the idle journal in-place edits kept between them (still locked) */
     if (fs.model_real && !fs.overlay && !fs.remote && !fs.read_only && !fs.write_err)
         gguf_commit_end(fs.model_real);

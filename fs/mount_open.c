@@ -9,7 +9,7 @@
 #include "core/overlay.h"
 #include "remote_setup.h"
 #include "core/state.h"
-#include "follow.h"
+#include "core/follow.h"
 
 #include "cache/blocksrc.h"
 #include "gguf/commit.h"

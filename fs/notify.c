@@ -284,6 +284,8 @@ static void note(struct mount *fs, struct queue *q, bool entry, fuse_ino_t ino,
     }
 }
 
+static void swapped(struct mount *fs, const struct state *old, const struct state *ns);
+
 int ggfs_notify_start(struct mount *fs)
 {
     struct notify *nt = calloc(1, sizeof *nt);
@@ -300,6 +302,7 @@ int ggfs_notify_start(struct mount *fs)
     }
     fs->notify = nt;
     atomic_store(&fs->free_later, ggfs_notify_free_state);
+    atomic_store(&fs->swapped, swapped);
     int e = queue_start(fs, &nt->meta, true);
     if (!e)
         e = queue_start(fs, &nt->root, false);
@@ -316,6 +319,7 @@ void ggfs_notify_stop(struct mount *fs)
     if (!nt)
         return;
     atomic_store(&fs->free_later, NULL);
+    atomic_store(&fs->swapped, NULL);
     queue_stop(&nt->root);
     queue_stop(&nt->meta);
     queue_stop(&nt->free);
@@ -377,18 +381,14 @@ void ggfs_notify_wait_all(struct mount *fs)
 
 /* ---- a new version made current ------------------------------------------ */
 
-void ggfs_state_swap(struct mount *fs, struct state *ns)
+/* fs->swapped (core_state_swap): old was current, ns is now.  Tells the
+ * kernel: info, info.json, model.gguf and model.safetensors of the new
+ * version are new inodes, found by the next lookup while open ones keep
+ * theirs (see core/mount.h); every name and file of the old meta/ may have
+ * changed (values, sizes, which names exist).  The commit returns once
+ * the root names are invalidated; flush also waits for meta/'s. */
+static void swapped(struct mount *fs, const struct state *old, const struct state *ns)
 {
-    struct state *old = fs->st;
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->st = ns;
-    pthread_rwlock_unlock(&fs->lock);
-
-    /* Tell the kernel: info, info.json, model.gguf and model.safetensors
-     * of the new version are new inodes, found by the next lookup while
-     * open ones keep theirs (see core/mount.h); every name and file of the old
-     * meta/ may have changed (values, sizes, which names exist).  The commit returns once the root
-     * names are invalidated; flush also waits for meta/'s. */
     ggfs_notify_versions(fs);
     for (uint64_t i = 0; i < st_meta(old)->n_kv; i++) {
         ggfs_notify_meta_entry(fs, old->meta_names.names[i]);
@@ -399,11 +399,4 @@ void ggfs_state_swap(struct mount *fs, struct state *ns)
     ggfs_notify_inode(fs, INO_META);
     ggfs_notify_inode(fs, FUSE_ROOT_ID);     /* a listing the kernel keeps */
     ggfs_notify_wait_root(fs);
-    /* The old version lives on while info or model.gguf of it is open.
-     * Freeing it closes its descriptor; after a rewrite that is the last
-     * reference to the old file, and the file system then frees its blocks
-     * (a second for 4 GB on ext4 or btrfs): core_state_put does that on
-     * the notify thread for frees (fs->free_later), which nobody waits for,
-     * so the writer's close() does not wait for it. */
-    core_state_put(old);
 }

@@ -1,6 +1,5 @@
 /*
- * fs/notify.h — telling the kernel what an edit changed (notify.c), and
- * making a new version current (ggfs_state_swap, last), which tells it.
+ * fs/notify.h — telling the kernel what an edit changed (notify.c).
  *
  * The kernel caches names, attributes and data with long timeouts; after
  * a commit it is told which names and inodes changed.  The notifications
@@ -31,9 +30,7 @@
  * waits are called under commit_mu (by a commit, or a write handle's
  * close), never with the root directory's lock held by the kernel for
  * the caller (core/mount.h).  The threads take no lock above their own but the
- * state list's, and the state lock (read) for a sweep.  ggfs_state_swap
- * runs under commit_mu and takes the state lock (write) for the swap
- * alone, then waits for the root's queue as a commit does.
+ * state list's, and the state lock (read) for a sweep.
  */
 #ifndef FS_NOTIFY_H
 #define FS_NOTIFY_H
@@ -55,14 +52,5 @@ bool ggfs_notify_free_state(struct mount *fs, struct state *st);
  * the root names only, or everything. */
 void ggfs_notify_wait_root(struct mount *fs);
 void ggfs_notify_wait_all(struct mount *fs);
-
-/* Makes ns the current version (under commit_mu): swapped in under the
- * state lock (write), the kernel told that the root's version files and
- * every name and file of meta/ may have changed (waits for the root's),
- * and the old version's reference dropped (open handles keep it).  After
- * a commit (commit.c, which then watches the model's path again: a
- * rewrite put a new file there), and when a read-only mount adopts
- * another gguffs' edit (follow.c). */
-void ggfs_state_swap(struct mount *fs, struct state *ns);
 
 #endif

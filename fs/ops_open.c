@@ -15,8 +15,8 @@
 #include "nodes.h"
 #include "read.h"
 #include "core/state.h"
-#include "underneath.h"
-#include "follow.h"
+#include "core/underneath.h"
+#include "core/follow.h"
 #include "whandle.h"
 
 #include <errno.h>
@@ -126,7 +126,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
          * line of a longer text: "_hf 0", the tail of "read_max_hf 0",
          * after a counter had grown a digit (seen by test_walk). */
         char buf[STATS_TEXT_MAX];
-        ggfs_under_check(fs, st);       /* counts what happened until now */
+        core_under_check(fs, st);       /* counts what happened until now */
         struct snap *snap = snap_new(fs, buf, ggfs_stats_text(fs, buf, sizeof buf));
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
@@ -173,11 +173,11 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
         /* info of a model changed underneath says so first (a line that
          * its size as the kernel cached it does not count): read past the
          * page cache */
-        if (n.kind == K_INFO && ggfs_under_check(fs, st))
+        if (n.kind == K_INFO && core_under_check(fs, st))
             fi->direct_io = 1;
         else
             fi->keep_cache = 1;
-    } else if (n.kind == K_KV && (!fs->read_only || ggfs_follows(fs))) {
+    } else if (n.kind == K_KV && (!fs->read_only || core_follows(fs))) {
         /* A writer of the same file changes the kernel's idea of its size
          * (O_TRUNC, ftruncate) before anything is committed, so the page
          * cache could hand a reader zeros or nothing.  Readers get a copy
@@ -269,7 +269,7 @@ static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
         return ggfs_reply_slice(req, t->data, t->len, size, off);
     }
     case K_STATS:
-        ggfs_under_check(fs, st);       /* counts what happened until now */
+        core_under_check(fs, st);       /* counts what happened until now */
         return ggfs_reply_slice(req, buf, ggfs_stats_text(fs, buf, sizeof buf), size, off);
     case K_LOG: {                       /* (an open gives a snapshot: not here) */
         size_t len;
@@ -330,7 +330,7 @@ static void reply_info(fuse_req_t req, struct mount *fs, const struct state *v, 
                        off_t off)
 {
     char line[1024];
-    size_t ll = ggfs_under_line(fs, line, sizeof line);
+    size_t ll = core_under_line(fs, line, sizeof line);
     if (!ll)
         return ggfs_reply_slice(req, v->info.data, v->info.len, size, off);
     uint64_t a = (uint64_t)off, end = a + size, total = ll + v->info.len;

@@ -15,7 +15,7 @@
 #include "nodes.h"
 #include "core/state.h"
 #include "core/tensor.h"
-#include "underneath.h"
+#include "core/underneath.h"
 
 #include "gguf/types.h"
 #include "remote/source.h"
@@ -84,7 +84,7 @@ void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, 
  * a short reply.) */
 static bool file_changed(const struct state *st, unsigned shard)
 {
-    return ggfs_under_check_shard(st->fs, st, shard) != 0;
+    return core_under_check_shard(st->fs, st, shard) != 0;
 }
 
 static const char zeros[4096];
@@ -176,7 +176,7 @@ static void piece_source(struct pieces *p, const struct state *st, unsigned shar
     int n;
     int e = gguf_source_spans(src, pos, size, p->sp + p->n, REPLY_SPANS, &n);
     if (e == EIO)
-        ggfs_source_failed(st->fs, src, pos, size);
+        core_source_failed(st->fs, src, pos, size);
     if (e)
         p->err = e;
     else
@@ -446,7 +446,7 @@ static int safetensors_copy(struct state *st, const struct gguf_st_layout *l, ui
                 gguf_source_read_all(sh->src, dst, (size_t)n,
                                      sh->gf->data_off + r->t->offset + in);
             if (e == EIO)
-                ggfs_source_failed(st->fs, sh->src, sh->gf->data_off + r->t->offset + in, n);
+                core_source_failed(st->fs, sh->src, sh->gf->data_off + r->t->offset + in, n);
         }
         if (e)
             return e;
@@ -532,7 +532,7 @@ static int tensor_copy(struct state *st, uint64_t idx, bool f32, uint64_t off, u
     int e = file_changed(st, r->shard) ? EIO :
             gguf_source_read_all(sh->src, dst, (size_t)len, pos);
     if (e == EIO)
-        ggfs_source_failed(st->fs, sh->src, pos, len);
+        core_source_failed(st->fs, sh->src, pos, len);
     return e;
 }
 

@@ -12,7 +12,7 @@
 #include "ops.h"
 #include "options.h"
 #include "signals.h"
-#include "underneath.h"
+#include "core/underneath.h"
 #include "whandle.h"
 
 #include "cache/blocksrc.h"
@@ -157,7 +157,7 @@ int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args
         fuse_log(FUSE_LOG_ERR, "gguffs: cannot start the notify threads: %s\n", strerror(ne));
         fuse_session_exit(se);
     }
-    ggfs_under_start(fs);
+    core_under_start(fs);
     signals_loop_enter();
     if (ne) {
         ret = -ne;
@@ -180,7 +180,7 @@ int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args
     if (reserving)
         pthread_join(reserve, NULL);
     ggfs_workers_stop(fs);
-    ggfs_under_stop(fs);
+    core_under_stop(fs);
     if (fs->rcache)
         rcache_stop(fs->rcache);
     /* Unmount before the notify threads are joined: a notification being

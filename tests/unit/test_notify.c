@@ -255,25 +255,22 @@ static void test_sent_in_order(void **state)
     assert_true(ggfs_timeout(&fs) > 0);
 }
 
-/* A swap makes the new version current, tells the kernel that the root's
- * version names, every old and new meta/ name, the old keys' inodes, meta/
- * and / changed (the root's sent before it returns), and drops the old
- * version's reference. */
-static void test_swap(void **state)
+/* What a swap tells the kernel (fs->swapped, set while the threads run):
+ * the root's version names, every old and new meta/ name, the old keys'
+ * inodes, meta/ and / (the root's sent before it returns). */
+static void test_swapped(void **state)
 {
     (void)state;
     char *next_names[] = { "general.name", "llama.context_length" };
     uint64_t next_ids[] = { 7, 12 };
     struct state next = { .model = &split, .meta_names = { .names = next_names, .n = 2 },
                           .kv_id = next_ids };
-    assert_int_equal(pthread_rwlock_init(&fs.lock, NULL), 0);
+    assert_null(atomic_load(&fs.swapped));
     assert_int_equal(ggfs_notify_start(&fs), 0);
-    fs.st = &current;
-    refs = 1;                       /* fs->st's */
-    ggfs_state_swap(&fs, &next);
-    assert_ptr_equal(fs.st, &next);
-    assert_int_equal(refs, 0);
-    /* the root's names, at least, before it returns */
+    void (*told)(struct mount *, const struct state *, const struct state *) =
+        atomic_load(&fs.swapped);
+    assert_non_null(told);
+    told(&fs, &current, &next);
     assert_true(was_sent(true, INO_ROOT, "info"));
     assert_true(was_sent(true, INO_HF, "config.json"));
     ggfs_notify_wait_all(&fs);
@@ -286,7 +283,7 @@ static void test_swap(void **state)
     assert_true(was_sent(false, INO_META, NULL));
     assert_true(was_sent(false, INO_ROOT, NULL));
     ggfs_notify_stop(&fs);
-    pthread_rwlock_destroy(&fs.lock);
+    assert_null(atomic_load(&fs.swapped));
 }
 
 /* Notes that cannot be allocated: the queues sweep, waits wait for it, and
@@ -331,7 +328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_all_or_none),
         cmocka_unit_test_setup(test_sent_in_order, setup),
-        cmocka_unit_test_setup(test_swap, setup),
+        cmocka_unit_test_setup(test_swapped, setup),
         cmocka_unit_test_setup(test_lost_note_sweeps, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,12 +1,11 @@
 /*
- * fs/follow.c — a read-only mount that follows the edits a read-write
+ * core/follow.c — a read-only mount that follows the edits a read-write
  * mount of the same local model makes: the writer's records beside the
  * model (MODEL.gguffs-edits), and the follower's checks of them (see
  * follow.h for the design and what it promises).
  */
-#include "fs.h"
-#include "follow.h"
-#include "notify.h"
+#include "core/follow.h"
+#include "core/log.h"
 #include "core/model.h"
 #include "core/state.h"
 
@@ -250,18 +249,18 @@ static void learn(struct mount *fs, const struct fsig *want, const struct fsig *
 
 /* ---- the mount's role -------------------------------------------------------- */
 
-int ggfs_follow_init(struct mount *fs)
+int core_follow_init(struct mount *fs)
 {
     if (fs->remote || fs->overlay || !fs->model_real || !fs->st->sig)
         return 0;
     struct follow *fl = calloc(1, sizeof *fl);
     size_t len = strlen(fs->model_real);
-    if (!fl || !(fl->path = malloc(len + sizeof GGFS_EDITS_SUFFIX))) {
+    if (!fl || !(fl->path = malloc(len + sizeof CORE_EDITS_SUFFIX))) {
         free(fl);
         return ENOMEM;
     }
     memcpy(fl->path, fs->model_real, len);
-    memcpy(fl->path + len, GGFS_EDITS_SUFFIX, sizeof GGFS_EDITS_SUFFIX);
+    memcpy(fl->path + len, CORE_EDITS_SUFFIX, sizeof CORE_EDITS_SUFFIX);
     const char *slash = strrchr(fl->path, '/');
     fl->file = slash ? slash + 1 : fl->path;
     fl->wfd = -1;
@@ -280,7 +279,7 @@ int ggfs_follow_init(struct mount *fs)
     return 0;
 }
 
-void ggfs_follow_fini(struct mount *fs)
+void core_follow_fini(struct mount *fs)
 {
     struct follow *fl = fs->follow;
     if (!fl)
@@ -294,14 +293,14 @@ void ggfs_follow_fini(struct mount *fs)
     fs->follow = NULL;
 }
 
-bool ggfs_follows(const struct mount *fs)
+bool core_follows(const struct mount *fs)
 {
     return fs->follow && fs->follow->follower;
 }
 
-const char *ggfs_follow_file(const struct mount *fs)
+const char *core_follow_file(const struct mount *fs)
 {
-    return ggfs_follows(fs) ? fs->follow->file : NULL;
+    return core_follows(fs) ? fs->follow->file : NULL;
 }
 
 /* ---- the writer ------------------------------------------------------------------ */
@@ -312,12 +311,12 @@ static void warn_once(struct mount *fs, const char *what, int e)
     if (fl->warned)
         return;
     fl->warned = true;
-    fuse_log(FUSE_LOG_WARNING, "gguffs: %s: %s %s: %s; a read-only mount of the model cannot "
+    core_log(LOG_WARNING, "gguffs: %s: %s %s: %s; a read-only mount of the model cannot "
              "follow its edits (it fails reads with EIO after one)\n", fs->model_path, what,
              fl->path, strerror(e));
 }
 
-void ggfs_follow_begin(struct mount *fs, const struct state *old)
+void core_follow_begin(struct mount *fs, const struct state *old)
 {
     struct follow *fl = fs->follow;
     if (!fl || fl->follower || !old->sig)
@@ -346,7 +345,7 @@ void ggfs_follow_begin(struct mount *fs, const struct state *old)
         warn_once(fs, "cannot lock", errno);
 }
 
-void ggfs_follow_end(struct mount *fs, const struct state *ns)
+void core_follow_end(struct mount *fs, const struct state *ns)
 {
     struct follow *fl = fs->follow;
     if (!fl || fl->wfd < 0)
@@ -386,7 +385,7 @@ void ggfs_follow_end(struct mount *fs, const struct state *ns)
 
 /* ---- the follower ------------------------------------------------------------------ */
 
-enum follow_verdict ggfs_follow_check(struct mount *fs, const struct fsig *want,
+enum follow_verdict core_follow_check(struct mount *fs, const struct fsig *want,
                                       const struct fsig *now)
 {
     struct follow *fl = fs->follow;
@@ -407,7 +406,7 @@ enum follow_verdict ggfs_follow_check(struct mount *fs, const struct fsig *want,
     return FOLLOW_NO;
 }
 
-enum follow_verdict ggfs_follow_path(struct mount *fs, const struct fsig *now)
+enum follow_verdict core_follow_path(struct mount *fs, const struct fsig *now)
 {
     struct follow *fl = fs->follow;
     if (!fl || !fl->follower)
@@ -461,7 +460,7 @@ static void sig_of_stat(const struct stat *sb, struct fsig *out)
                           sb->st_ctim };
 }
 
-/* One try of ggfs_follow_update: what it returns (0: adopted in place,
+/* One try of core_follow_update: what it returns (0: adopted in place,
  * or nothing to adopt), or -1 to try again (a commit began meanwhile). */
 static int adopt(struct mount *fs)
 {
@@ -496,7 +495,7 @@ static int adopt(struct mount *fs)
     struct gguf_diag d;
     if (core_open_model(path, true, false, NULL, NULL, NULL, 0, &model, &d) != GGUF_OK) {
         if (!fl->open_warned)
-            fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path, d.msg);
+            core_log(LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path, d.msg);
         fl->open_warned = true;
         return 0;
     }
@@ -524,7 +523,7 @@ static int adopt(struct mount *fs)
     }
     if (!ok) {
         gguf_split_close(model);
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: not following an edit: its tensors are not "
+        core_log(LOG_ERR, "gguffs: %s: not following an edit: its tensors are not "
                  "those of the version mounted\n", fs->model_path);
         return UNDER_CHANGED;
     }
@@ -543,7 +542,7 @@ static int adopt(struct mount *fs)
     int e = core_state_new(fs, model, old->gen + 1, &ns);
     if (e) {
         gguf_split_close(model);
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path,
+        core_log(LOG_ERR, "gguffs: %s: following an edit: %s\n", fs->model_path,
                  strerror(e));
         return 0;
     }
@@ -559,13 +558,13 @@ static int adopt(struct mount *fs)
         pthread_mutex_unlock(&fs->sig_mu);
     }
     atomic_fetch_add(&fs->under_followed, 1);
-    ggfs_state_swap(fs, ns);
+    core_state_swap(fs, ns);
     return moved ? FOLLOW_NEW_FILE : 0;
 }
 
-int ggfs_follow_update(struct mount *fs)
+int core_follow_update(struct mount *fs)
 {
-    if (!ggfs_follows(fs))
+    if (!core_follows(fs))
         return 0;
     int r = 0;
     pthread_mutex_lock(&fs->commit_mu);

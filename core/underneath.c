@@ -1,5 +1,5 @@
 /*
- * fs/underneath.c — noticing that another program changed a local model
+ * core/underneath.c — noticing that another program changed a local model
  * while it is mounted (`cp other.gguf MODEL.gguf`, `dd conv=notrunc`, a
  * truncate: the same inode written in place).
  *
@@ -53,8 +53,8 @@
  * ctime change; a rewrite: a new inode renamed over the path, and the old
  * inode's ctime changes as its link goes).  The race: a reader that
  * fstat()s while a commit is writing sees times that no state records yet.
- * It is closed with a sequence under sig_mu: ggfs_under_begin sets
- * own_writing before the commit's first write; ggfs_under_end, after its
+ * It is closed with a sequence under sig_mu: core_under_begin sets
+ * own_writing before the commit's first write; core_under_end, after its
  * last write and the re-open, fstat()s every live state's shard 0 again,
  * records that, clears own_writing and increments own_epoch.  A check
  * copies the recorded sig, own_writing and own_epoch under sig_mu, then
@@ -71,12 +71,12 @@
  * writing of the file, which the OFD lock cannot stop (cp does not look
  * at locks).
  */
-#include "fs.h"
-#include "underneath.h"
-#include "follow.h"
+#include "core/underneath.h"
+#include "core/follow.h"
+#include "core/log.h"
+#include "core/model.h"
 #include "core/state.h"
 #include "cache/thread.h"
-#include "core/model.h"
 #include "remote/source.h"
 
 #include <errno.h>
@@ -125,11 +125,11 @@ static void mark(struct mount *fs, int bit, const char *file, const struct times
     if (old & bit)
         return;
     if (bit == UNDER_CHANGED)
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: changed underneath: %s was modified by another "
+        core_log(LOG_ERR, "gguffs: %s: changed underneath: %s was modified by another "
                  "program; reads of tensor data not cached fail with EIO and edits are "
                  "refused; remount to see it\n", fs->model_path, file);
     else
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: replaced underneath: %s now names another file "
+        core_log(LOG_ERR, "gguffs: %s: replaced underneath: %s now names another file "
                  "(renamed over or removed); the mount still reads the file it opened, "
                  "edits are refused; remount to see the new one\n", fs->model_path, file);
 }
@@ -166,9 +166,9 @@ static bool changed(struct mount *fs, const struct state *st, unsigned i)
             return false;
         if (e1 != e2)
             continue;           /* a commit ended meanwhile: compare again */
-        if (i == 0 && ggfs_follows(fs)) {
+        if (i == 0 && core_follows(fs)) {
             /* a read-only mount: another gguffs' edit of the header? */
-            enum follow_verdict v = ggfs_follow_check(fs, &want, &now);
+            enum follow_verdict v = core_follow_check(fs, &want, &now);
             if (v == FOLLOW_BUSY)
                 return false;   /* its commit is under way (follow.h) */
             if (v == FOLLOW_OK)
@@ -180,7 +180,7 @@ static bool changed(struct mount *fs, const struct state *st, unsigned i)
     return false;
 }
 
-int ggfs_under_check_shard(struct mount *fs, const struct state *st, unsigned i)
+int core_under_check_shard(struct mount *fs, const struct state *st, unsigned i)
 {
     if (!local(fs, st, i) || !changed(fs, st, i))
         return 0;
@@ -188,7 +188,7 @@ int ggfs_under_check_shard(struct mount *fs, const struct state *st, unsigned i)
     return EIO;
 }
 
-int ggfs_under_check(struct mount *fs, const struct state *st)
+int core_under_check(struct mount *fs, const struct state *st)
 {
     for (unsigned i = 0; i < st->model->n; i++) {
         if (!local(fs, st, i))
@@ -214,12 +214,12 @@ int ggfs_under_check(struct mount *fs, const struct state *st)
         pthread_mutex_lock(&fs->sig_mu);
         bool quiet = !fs->own_writing && fs->own_epoch == e1;
         pthread_mutex_unlock(&fs->sig_mu);
-        if (quiet && there && i == 0 && ggfs_follows(fs)) {
+        if (quiet && there && i == 0 && core_follows(fs)) {
             /* a read-only mount: another gguffs' rewrite (follow.h)?  The
              * inotify thread then opens the new file */
             struct fsig now = { sb.st_dev, sb.st_ino, sb.st_size, sb.st_nlink, sb.st_mtim,
                                 sb.st_ctim };
-            if (ggfs_follow_path(fs, &now) != FOLLOW_NO)
+            if (core_follow_path(fs, &now) != FOLLOW_NO)
                 continue;
         }
         if (quiet)
@@ -228,14 +228,14 @@ int ggfs_under_check(struct mount *fs, const struct state *st)
     return atomic_load(&fs->under);
 }
 
-void ggfs_under_begin(struct mount *fs)
+void core_under_begin(struct mount *fs)
 {
     pthread_mutex_lock(&fs->sig_mu);
     fs->own_writing = true;
     pthread_mutex_unlock(&fs->sig_mu);
 }
 
-void ggfs_under_end(struct mount *fs)
+void core_under_end(struct mount *fs)
 {
     /* every live version's first shard as the commit left it: the file
      * written in place, or the old file renamed over (its ctime) */
@@ -259,7 +259,7 @@ void ggfs_under_end(struct mount *fs)
     pthread_mutex_unlock(&fs->states_mu);
 }
 
-size_t ggfs_under_line(struct mount *fs, char *buf, size_t cap)
+size_t core_under_line(struct mount *fs, char *buf, size_t cap)
 {
     int u = atomic_load(&fs->under);
     if (!u || !cap)
@@ -281,7 +281,7 @@ size_t ggfs_under_line(struct mount *fs, char *buf, size_t cap)
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-const char *ggfs_under_why(struct mount *fs)
+const char *core_under_why(struct mount *fs)
 {
     int u = atomic_load(&fs->under);
     if (u & UNDER_CHANGED)
@@ -299,7 +299,7 @@ const char *ggfs_under_why(struct mount *fs)
  * model (a rename over it) or the records' file (an edit recorded). */
 static bool relevant(struct mount *fs, const char *buf, size_t n)
 {
-    const char *rec = ggfs_follow_file(fs), *model = base_name(fs->model_real);
+    const char *rec = core_follow_file(fs), *model = base_name(fs->model_real);
     for (size_t at = 0; at + sizeof(struct inotify_event) <= n;) {
         const struct inotify_event *ev = (const void *)(buf + at);
         size_t len = sizeof *ev + ev->len;
@@ -335,21 +335,21 @@ static void *watch_main(void *arg)
         /* whatever the events, the check decides; a read-only mount then
          * adopts what another gguffs' edit made of the model (follow.h) */
         struct state *st = core_state_current(fs);
-        ggfs_under_check(fs, st);
+        core_under_check(fs, st);
         core_state_put(st);
-        int r = ggfs_follow_update(fs);
+        int r = core_follow_update(fs);
         if (r & (UNDER_CHANGED | UNDER_REPLACED))
             mark(fs, r & (UNDER_CHANGED | UNDER_REPLACED), fs->model_real, NULL);
         if (r & FOLLOW_NEW_FILE) {
             pthread_mutex_lock(&fs->commit_mu);
-            ggfs_under_rewatch(fs);
+            core_under_rewatch(fs);
             pthread_mutex_unlock(&fs->commit_mu);
         }
     }
     return NULL;
 }
 
-void ggfs_under_start(struct mount *fs)
+void core_under_start(struct mount *fs)
 {
     fs->in_fd = -1;
     fs->in_dir_wd = -1;
@@ -373,7 +373,7 @@ void ggfs_under_start(struct mount *fs)
     /* a follower: the folder too, for the records' file (its close after
      * a commit) and a rename over the model */
     const char *slash = strrchr(fs->model_real, '/');
-    if (ggfs_follows(fs) && slash) {
+    if (core_follows(fs) && slash) {
         char dir[4096];
         size_t dl = slash == fs->model_real ? 1 : (size_t)(slash - fs->model_real);
         if (dl < sizeof dir) {
@@ -390,13 +390,13 @@ void ggfs_under_start(struct mount *fs)
     }
 }
 
-void ggfs_under_rewatch(struct mount *fs)
+void core_under_rewatch(struct mount *fs)
 {
     if (fs->in_fd >= 0)
         inotify_add_watch(fs->in_fd, fs->st->model->shards[0].src->name, WATCH_MASK);
 }
 
-void ggfs_under_stop(struct mount *fs)
+void core_under_stop(struct mount *fs)
 {
     if (fs->in_fd < 0)
         return;
@@ -412,7 +412,7 @@ void ggfs_under_stop(struct mount *fs)
 
 /* ---- a source's failure, said ----------------------------------------------- */
 
-void ggfs_source_failed(struct mount *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
+void core_source_failed(struct mount *fs, struct gguf_source *src, uint64_t pos, uint64_t len)
 {
     struct remote *r = core_remote(src, fs->remote);
     struct gguf_diag d;
@@ -422,5 +422,5 @@ void ggfs_source_failed(struct mount *fs, struct gguf_source *src, uint64_t pos,
      * Other failures (after the retries) are rare enough to log each. */
     if (remote_changed(r) && atomic_exchange(&fs->changed_logged, true))
         return;
-    fuse_log(FUSE_LOG_ERR, "gguffs: %s\n", d.msg);
+    core_log(LOG_ERR, "gguffs: %s\n", d.msg);
 }

@@ -1,5 +1,5 @@
 /*
- * fs/follow.h — a read-only mount that follows the edits a read-write
+ * core/follow.h — a read-only mount that follows the edits a read-write
  * mount of the same local model makes (follow.c).
  *
  * fstat cannot tell gguffs' own edit of the header from another program's
@@ -56,14 +56,14 @@
  *     path, UNDER_REPLACED), EIO for tensor bytes, as before
  *     (underneath.h).
  * Adopting the new version happens on the inotify thread
- * (ggfs_follow_update): with no commit under way and the chain verified
+ * (core_follow_update): with no commit under way and the chain verified
  * to the file at the path, the model is opened anew (a rewrite's new
  * file: the old versions keep the old descriptor), its tensor table is
  * compared with the current one (names, types, shapes, sizes, offsets
  * relative to the data, the data's length; other shards unchanged), the
  * lock and the records are read again (no commit began meanwhile: the
  * header parsed is the one recorded), and the new state is swapped in as
- * after a local edit (notify.h ggfs_state_swap: new inodes for info,
+ * after a local edit (core/state.h core_state_swap: new inodes for info,
  * info.json, model.gguf and model.safetensors, the kernel's caches of
  * meta/ invalidated; handles opened before keep their version, a meta/
  * value too: on such a mount it is read from a copy taken at open, ops_open.c).
@@ -77,21 +77,21 @@
  * (the file removed) cannot verify and fails with EIO.
  *
  * Locks: the writer's calls run under commit_mu (commit.c).  The
- * follower's ggfs_follow_check and ggfs_follow_path take no lock of the
+ * follower's core_follow_check and core_follow_path take no lock of the
  * mount while they read the records (a few system calls on a small local
  * file), then states_mu and sig_mu to record what they verified, so they
  * may be called with any lock above states_mu held (underneath.c calls
  * them from reads and from handlers that hold the state lock for
- * reading).  ggfs_follow_update takes commit_mu (it builds and swaps a
+ * reading).  core_follow_update takes commit_mu (it builds and swaps a
  * state, like a commit) and is called with no lock held (the inotify
  * thread).
  */
-#ifndef FS_FOLLOW_H
-#define FS_FOLLOW_H
+#ifndef CORE_FOLLOW_H
+#define CORE_FOLLOW_H
 
-#include "fs.h"
+#include "core/mount.h"
 
-#define GGFS_EDITS_SUFFIX ".gguffs-edits"
+#define CORE_EDITS_SUFFIX ".gguffs-edits"
 
 struct fsig;
 
@@ -100,24 +100,24 @@ struct fsig;
  * file of an earlier mount now, holding the model's lock); a local mount
  * that never writes follows them; any other records nothing.  0 or
  * ENOMEM. */
-int ggfs_follow_init(struct mount *fs);
+int core_follow_init(struct mount *fs);
 /* At the end: the writer removes its file (before the model's lock goes). */
-void ggfs_follow_fini(struct mount *fs);
+void core_follow_fini(struct mount *fs);
 
 /* ---- the writer (commit.c, under commit_mu) ---- */
 
 /* Before the commit's first write: the lock taken, old's shard 0 as the
  * commit verified it remembered. */
-void ggfs_follow_begin(struct mount *fs, const struct state *old);
+void core_follow_begin(struct mount *fs, const struct state *old);
 /* After the commit and the re-open: the record of old -> ns written (ns
  * NULL: none, the model could not be re-opened), the lock released, the
  * file closed. */
-void ggfs_follow_end(struct mount *fs, const struct state *ns);
+void core_follow_end(struct mount *fs, const struct state *ns);
 
 /* ---- the follower ---- */
 
 /* Whether this mount follows a writer's records. */
-bool ggfs_follows(const struct mount *fs);
+bool core_follows(const struct mount *fs);
 
 enum follow_verdict {
     FOLLOW_NO,      /* not an edit of gguffs' that can be verified */
@@ -128,20 +128,20 @@ enum follow_verdict {
 /* st's shard 0 (the file it reads) is now as fstat said (now), not as st
  * knew it (want): verified as gguffs' edits in place, every live state
  * knowing want learns now (FOLLOW_OK). */
-enum follow_verdict ggfs_follow_check(struct mount *fs, const struct fsig *want,
+enum follow_verdict core_follow_check(struct mount *fs, const struct fsig *want,
                                       const struct fsig *now);
 /* The model's path names another file now (now: its stat): a rewrite of
- * gguffs' (FOLLOW_OK: ggfs_follow_update will open it) or not. */
-enum follow_verdict ggfs_follow_path(struct mount *fs, const struct fsig *now);
+ * gguffs' (FOLLOW_OK: core_follow_update will open it) or not. */
+enum follow_verdict core_follow_path(struct mount *fs, const struct fsig *now);
 /* Adopts the version at the model's path if the records verify it (see
  * the top).  Returns what the caller (the inotify thread, no lock held:
  * underneath.c) is to do: 0 nothing; UNDER_CHANGED or UNDER_REPLACED:
  * the file changed and the records do not verify it, mark the mount;
  * FOLLOW_NEW_FILE: a rewrite's new file was adopted, watch it. */
 enum { FOLLOW_NEW_FILE = 4 };
-int ggfs_follow_update(struct mount *fs);
+int core_follow_update(struct mount *fs);
 /* The records' file name (no folder), for the inotify watch of the
  * model's folder; NULL when this mount does not follow. */
-const char *ggfs_follow_file(const struct mount *fs);
+const char *core_follow_file(const struct mount *fs);
 
 #endif
