@@ -2,7 +2,7 @@
  * cache/prefetch.h — the prefetch engine: a few threads that fill blocks of
  * a block cache (cache/cache.h) ahead of the readers who will want them.
  * One engine for both caches that prefetch: the f32 view's chunks
- * (fs/f32.c, its dequantization workers) and the remote blocks
+ * (core/f32.c, its dequantization workers) and the remote blocks
  * (cache/blocksrc.c, its fetch threads).  What to prefetch (the readers'
  * streams and windows) is the client's policy; how it is queued, bounded,
  * run, taken back and dropped is here.  No FUSE header: part of the cache

@@ -1,7 +1,7 @@
 /*
  * cache/stream.h — sequential readers and how far ahead to fill for them:
  * one detector and one ramp for both caches that prefetch, the f32 view's
- * chunks (fs/f32.c: a stream per open f32 file) and the remote blocks
+ * chunks (core/f32.c: a stream per open f32 file) and the remote blocks
  * (cache/blocksrc.c: a few streams per source, matched by where a read
  * starts: struct stream_set).  Positions are units of the client's cache
  * (chunks, blocks) and, for "moved forward", bytes.  No FUSE header, no

@@ -1,7 +1,7 @@
 /*
  * core/digest.c — xxh64 (libxxhash) and sha256 (OpenSSL's libcrypto) over
  * the same bytes, and the lines of /hashes, as llama-gguf-hash prints
- * them.  What reads the bytes and keeps the texts is fs/digest.c's.
+ * them.  What reads the bytes and keeps the texts is core/digests.c's.
  */
 #include "digest.h"
 

@@ -2,7 +2,7 @@
  * core/digest.h — a tensor's and a model's digests as llama-gguf-hash
  * prints them (digest.c): xxh64 (seed 0, its canonical big-endian bytes)
  * and sha256, in lower-case hex, and the lines of /hashes.  No FUSE, no
- * struct mount: fs/digest.c reads the bytes (from the sources raw reads
+ * struct mount: core/digests.c reads the bytes (from the sources raw reads
  * use), feeds them here, and keeps the texts for the mount; tested by
  * tests/unit/test_core.c.
  *

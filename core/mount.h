@@ -2,9 +2,10 @@
  * core/mount.h — what a mount is, without FUSE: the inode numbers, struct
  * mount (the mount: its options, locks, current version and counters),
  * struct state (one version of the model) and the types in them.  fs/
- * (the FUSE driver, fs/fs.h) and core/'s version logic (state.c,
- * tensor.c) share it; nothing here calls into FUSE, and the FUSE objects
- * a mount holds (its session) are opaque pointers core/ never follows.
+ * (the FUSE driver, fs/fs.h) and core/'s logic of a mount (state.c,
+ * tensor.c, f32.c, digests.c, underneath.c, follow.c) share it; nothing
+ * here calls into FUSE, and the FUSE objects a mount holds (its session)
+ * are opaque pointers core/ never follows.
  * The files of fs/ and core/ and the job of each are listed in
  * doc/HACKING.md ("Layout").
  *
@@ -102,7 +103,7 @@ enum version_slot { VS_INFO = 0, VS_MODEL, VS_INFO_JSON, VS_HASHES, VS_SAFETENSO
 #define VERSION_SLOT(ino) (((ino) - VERSION_BASE) % VERSION_STRIDE)
 
 /* raw.npy and f32.npy: raw and f32 behind an NPY header (fs/read.c); stats,
- * xxh64 and sha256: computed on first use (fs/digest.c) */
+ * xxh64 and sha256: computed on first use (core/digests.c) */
 enum tensor_file { TF_DIR = 0, TF_RAW, TF_F32, TF_TYPE, TF_SHAPE, TF_RAW_NPY, TF_F32_NPY,
                    TF_STATS, TF_XXH64, TF_SHA256, TF_COUNT };
 _Static_assert((int)TF_COUNT <= (int)TENSOR_STRIDE, "a tensor's files fit its inode stride");
@@ -156,7 +157,7 @@ struct state {
      * change what this version shows (NULL: all zeros, or, when pad_src is
      * set, non-zero padding too large to keep, read from the file). */
     uint8_t *pad;
-    /* Per shard: the file as this version knows it (fs/underneath.c): its
+    /* Per shard: the file as this version knows it (core/underneath.c): its
      * inode, size and times when the state was built, shard 0's updated
      * by gguffs' own commits; under fs->sig_mu. */
     struct fsig *sig;
@@ -198,12 +199,12 @@ enum read_kind { RK_RAW, RK_F32, RK_MODEL, RK_RAW_NPY, RK_F32_NPY, RK_INFO_JSON,
                  RK_SAFETENSORS, RK_TENSOR_STATS, RK_XXH64, RK_SHA256, RK_HASHES,
                  RK_HF, RK_COUNT };
 
-struct workers;                  /* fs/f32.c */
-struct digests;                  /* fs/digest.c */
+struct workers;                  /* core/f32.c */
+struct digests;                  /* core/digests.c */
 struct notify;                   /* fs/notify.c */
 struct whandle;                  /* fs/whandle.c */
 struct snap;                     /* fs/ops_open.c */
-struct follow;                   /* fs/follow.c */
+struct follow;                   /* core/follow.c */
 
 /* The mount: passed to every handler as the session's userdata. */
 struct mount {
@@ -271,7 +272,7 @@ struct mount {
     struct glist live;           /* every handle, freed at the end; under pend_mu */
     struct glist snaps;          /* every meta/ snapshot (fs/ops_open.c), under pend_mu */
     struct glist st_opens;       /* every open model.safetensors (fs/ops_open.c), under pend_mu */
-    struct glist streams;        /* every open f32 file's stream (fs/f32.c), under pend_mu */
+    struct glist streams;        /* every open f32 file's stream (core/f32.c), under pend_mu */
 
     /* Read requests and their bytes, by file (the stats file). */
     struct {
@@ -280,7 +281,7 @@ struct mount {
 
     struct workers *workers;
     /* tensors' stats and digests and /hashes, kept for the mount once
-     * computed (fs/digest.c); made before the session, freed after it */
+     * computed (core/digests.c); made before the session, freed after it */
     struct digests *digests;
     struct notify *notify;
     /* Hands a state whose last reference went to another thread to free
@@ -291,9 +292,9 @@ struct mount {
      * (notify.c sets it while its threads run, to invalidate what the
      * kernel keeps of them; NULL: nobody to tell). */
     _Atomic(void (*)(struct mount *, const struct state *old, const struct state *ns)) swapped;
-    atomic_bool changed_logged;  /* a remote changed: logged once (fs/underneath.c) */
+    atomic_bool changed_logged;  /* a remote changed: logged once (core/underneath.c) */
 
-    /* A local model changed underneath (fs/underneath.c). */
+    /* A local model changed underneath (core/underneath.c). */
     pthread_mutex_t sig_mu;
     bool own_writing;            /* gguffs commits an edit now; under sig_mu */
     uint64_t own_epoch;          /* +1 at each commit's end; under sig_mu */
@@ -305,7 +306,7 @@ struct mount {
     char under_file[512];        /* the file, and when: set once, before */
     struct timespec under_when;  /*   the bit (release) */
     atomic_uint_least64_t under_eio, under_refused;   /* stats */
-    /* edits of another gguffs followed (fs/follow.c: a read-only mount) */
+    /* edits of another gguffs followed (core/follow.c: a read-only mount) */
     atomic_uint_least64_t under_followed;
     int in_fd;                   /* inotify (-1: none) */
     int in_dir_wd;               /* its watch of the model's folder (-1: none) */

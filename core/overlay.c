@@ -4,7 +4,7 @@
  * gguf/overlay.h).
  *
  * The remote model is opened once, at mount (the base), and lives until
- * the end: every version of the model (fs/state.c) is a gguf_split of its
+ * the end: every version of the model (core/state.c) is a gguf_split of its
  * own whose shards borrow base's sources — the first shard through a
  * spliced source that puts the overlay's edited header before the
  * remote's tensor data, the others as they are.  A version's headers are

@@ -13,9 +13,9 @@
  * (session.h).
  */
 #include "fs.h"
-#include "digest.h"
+#include "core/digests.h"
 #include "dump.h"
-#include "f32.h"
+#include "core/f32.h"
 #include "core/follow.h"
 #include "log.h"
 #include "mount_dcache.h"
@@ -107,14 +107,14 @@ int main(int argc, char *argv[])
         ggfs_log_open(o.copts.mountpoint, o.log_file) && ggfs_mount_model(&fs, &o)) {
         ggfs_dcache_open(&fs, &o);
         kern_dequant_init();
-        fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, ggfs_fill_chunk, &fs);
+        fs.cache = cache_new(fs.chunk_bytes + F32_CHUNK_SLACK, fs.cache_size, core_fill_chunk, &fs);
         /* tensors never change: their stats and digests are kept per tensor */
-        if (fs.cache && ggfs_digests_new(&fs, fs.st->n_tensors) == 0 &&
+        if (fs.cache && core_digests_new(&fs, fs.st->n_tensors) == 0 &&
             core_follow_init(&fs) == 0)
             ret = ggfs_session_run(&fs, &o, &args);
         else
             fprintf(stderr, "gguffs: out of memory\n");
-        ggfs_digests_free(&fs);
+        core_digests_free(&fs);
         cache_free(fs.cache);
         ggfs_dcache_close(&fs);
         core_state_put(fs.st);

@@ -1,7 +1,7 @@
 /* fs/nodes.c — the inode layout (see core/mount.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
 #include "fs.h"
-#include "digest.h"
+#include "core/digests.h"
 #include "log.h"
 #include "nodes.h"
 #include "core/model.h"
@@ -388,7 +388,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         stat_file(out, ro, ggfs_stats_text(fs, buf, sizeof buf));
         break;
     case K_HASHES:
-        stat_file(out, ro, ggfs_hashes_size(st));
+        stat_file(out, ro, core_hashes_size(st));
         break;
     case K_LOG:
         stat_file(out, ro, ggfs_log_size());

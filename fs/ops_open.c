@@ -9,8 +9,8 @@
 #include "fs.h"
 #include "ops.h"
 #include "ops_impl.h"
-#include "digest.h"
-#include "f32.h"
+#include "core/digests.h"
+#include "core/f32.h"
 #include "log.h"
 #include "nodes.h"
 #include "read.h"
@@ -45,7 +45,7 @@ static void st_open_put(struct st_open *so)
     glist_del(&so->link);
     pthread_mutex_unlock(&fs->pend_mu);
     if (so->s)
-        ggfs_stream_free(fs, so->s);
+        core_stream_free(fs, so->s);
     core_state_put(so->v);
     free(so);
 }
@@ -164,7 +164,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
             atomic_init(&so->refs, 1);
             so->fs = fs;
             so->v = v;
-            so->s = ggfs_stream_new(fs);      /* NULL: no prefetching */
+            so->s = core_stream_new(fs);      /* NULL: no prefetching */
             pthread_mutex_lock(&fs->pend_mu);
             glist_add(&fs->st_opens, &so->link);
             pthread_mutex_unlock(&fs->pend_mu);
@@ -195,7 +195,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
         fi->keep_cache = 1;
         /* its reading pattern, for prefetching; without one (out of
          * memory) reads work, with no prefetch */
-        struct f32_stream *s = n.tf == TF_F32 || n.tf == TF_F32_NPY ? ggfs_stream_new(fs) : NULL;
+        struct f32_stream *s = n.tf == TF_F32 || n.tf == TF_F32_NPY ? core_stream_new(fs) : NULL;
         if (s)
             fi->fh = (uint64_t)(uintptr_t)s | FH_F32;
     }
@@ -283,7 +283,7 @@ static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
     case K_HASHES: {
         ggfs_count_read(fs, RK_HASHES, size);
         int err = 0;
-        const struct text *h = ggfs_hashes(st, &err);
+        const struct text *h = core_hashes(st, &err);
         if (!h)
             return (void)fuse_reply_err(req, err);
         return ggfs_reply_slice(req, h->data, h->len, size, off);
@@ -312,7 +312,7 @@ static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
         static const enum read_kind rk[] = { RK_TENSOR_STATS, RK_XXH64, RK_SHA256 };
         ggfs_count_read(fs, rk[n.tf - TF_STATS], size);
         int err = 0;
-        const struct text *t = ggfs_tensor_digest(st, n.idx, n.tf, &err);
+        const struct text *t = core_tensor_digest(st, n.idx, n.tf, &err);
         if (!t)
             return (void)fuse_reply_err(req, err);
         return ggfs_reply_slice(req, t->data, t->len, size, off);
@@ -428,7 +428,7 @@ void ggfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     } else if (IS_STATE(fi)) {
         core_state_put(FH_STATE_OF(fi));
     } else if (IS_F32(fi)) {
-        ggfs_stream_free(fs, FH_STREAM(fi));
+        core_stream_free(fs, FH_STREAM(fi));
     } else if (IS_WHANDLE(fi)) {
         pthread_mutex_lock(&fs->commit_mu);
         ggfs_edit_release(fs, fi);

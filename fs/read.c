@@ -10,7 +10,7 @@
  */
 #include "fs.h"
 #include "read.h"
-#include "f32.h"
+#include "core/f32.h"
 #include "core/model.h"
 #include "nodes.h"
 #include "core/state.h"
@@ -45,10 +45,10 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
                      struct f32_stream *s, const char *pre, size_t pre_len)
 {
     /* the kernel never asks for more than 1 MiB; a request that did would
-     * get a short read, as reads may (ggfs_f32_pin cuts it); at or past
+     * get a short read, as reads may (core_f32_pin cuts it); at or past
      * the end, only pre */
     struct f32_pin p;
-    int err = ggfs_f32_pin(st, s, idx, (uint64_t)off, size, &p);
+    int err = core_f32_pin(st, s, idx, (uint64_t)off, size, &p);
     if (err)
         return (void)fuse_reply_err(req, err);
     if (!p.n && !pre_len)
@@ -60,7 +60,7 @@ static void read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size
     memcpy(iov + n_pre, p.iov, p.n * sizeof *iov);
     /* served only if the reply went out (the chunks then go first) */
     int r = fuse_reply_iov(req, iov, (int)(n_pre + p.n));
-    ggfs_f32_unpin(st->fs, &p, r == 0);
+    core_f32_unpin(st->fs, &p, r == 0);
 }
 
 void ggfs_read_f32(fuse_req_t req, struct state *st, uint64_t idx, size_t size, off_t off,
@@ -366,7 +366,7 @@ void ggfs_read_model(fuse_req_t req, const struct state *st, size_t size, off_t 
 #define ST_PIECES 64
 
 /* Bytes [in, in+n) of span sp's f32 view, chunk by chunk: each chunk
- * pinned (ggfs_f32_pin) and handed to use(), which releases it; 0 or an
+ * pinned (core_f32_pin) and handed to use(), which releases it; 0 or an
  * errno. */
 static int span_f32(struct state *st, uint64_t tensor, uint64_t in, uint64_t n,
                     struct f32_stream *s,
@@ -375,7 +375,7 @@ static int span_f32(struct state *st, uint64_t tensor, uint64_t in, uint64_t n,
 {
     while (n) {
         struct f32_pin p;
-        int err = ggfs_f32_pin(st, s, tensor, in, n, &p);
+        int err = core_f32_pin(st, s, tensor, in, n, &p);
         if (err)
             return err;
         if (!p.n)

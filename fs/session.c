@@ -5,7 +5,7 @@
 #include "fs.h"
 #include "session.h"
 #include "devio.h"
-#include "f32.h"
+#include "core/f32.h"
 #include "log.h"
 #include "mountinfo.h"
 #include "notify.h"
@@ -144,7 +144,7 @@ int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (fs->rcache)
         rcache_start(fs->rcache);
-    ggfs_workers_start(fs, fs->threads >= 0 ? (unsigned)fs->threads
+    core_workers_start(fs, fs->threads >= 0 ? (unsigned)fs->threads
                            : ncpu > 2 ? (unsigned)(ncpu - 2) : 0);
     /* A few buffers for the first fills, made while the first requests
      * are on their way rather than by them (cache.h cache_reserve). */
@@ -179,7 +179,7 @@ int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args
     ret = ret < 0 && ret != -ECONNABORTED;
     if (reserving)
         pthread_join(reserve, NULL);
-    ggfs_workers_stop(fs);
+    core_workers_stop(fs);
     core_under_stop(fs);
     if (fs->rcache)
         rcache_stop(fs->rcache);
@@ -190,7 +190,7 @@ int ggfs_session_run(struct mount *fs, struct options *o, struct fuse_args *args
     ggfs_notify_stop(fs);
     ggfs_edit_stop(fs);
     ggfs_opens_free(fs);
-    ggfs_streams_free(fs);
+    core_streams_free(fs);
 out_session:
     fuse_session_destroy(se);
     return ret;

@@ -1,6 +1,6 @@
 /*
  * gguf/fstats.h — summary statistics of float32 values: what a tensor's
- * stats file shows (fs/digest.c feeds it the tensor's f32 view, chunk by
+ * stats file shows (core/digests.c feeds it the tensor's f32 view, chunk by
  * chunk).
  *
  * Promises:

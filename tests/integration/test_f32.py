@@ -448,7 +448,7 @@ def check_stream(h, path, tens):
 
             # random: of a tensor of n chunks, n-1, n-20, n-2, 2: each more
             # than 16 chunks behind the furthest one read or more than one
-            # ahead (fs/f32.c SEQ_BEHIND)
+            # ahead (core/f32.c SEQ_BEHIND)
             name, tname, raw, want = tens[0]
             n = len(want) // CHUNK
             picks = [n - 1, n - 20, n - 2, 2]

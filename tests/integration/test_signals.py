@@ -482,7 +482,7 @@ def case_truncated(h, model, tmp):
                     raw, f32 = EXPECT[name]
                     for view, want in (("raw", raw), ("f32", f32)):
                         got, err = read_whole(os.path.join(fg.mnt, "tensors", name, view))
-                        # A cut is a change underneath (fs/underneath.c): every read
+                        # A cut is a change underneath (core/underneath.c): every read
                         # of tensor data not cached gives EIO, also of tensors before
                         # the cut (stricter than before: those used to read, and those
                         # after it could give a short read); what a cache holds (the

@@ -291,7 +291,7 @@ static void test_refused(void **state)
 
 /* hf/model.safetensors of a tensor whose f32 view is 2^64 bytes (a
  * header claiming a file of 4.9e18 bytes: a sparse file may be that
- * large): refused as too large, EFBIG at the errno edge fs/state.c maps
+ * large): refused as too large, EFBIG at the errno edge core/state.c maps
  * it through (gguf_err_errno_made), and its name said; what fits is laid
  * out.  (The layout's other errors: GGUF_E_NOMEM, ENOMEM; GGUF_E_RANGE,
  * EIO, cannot come from a parsed file: test_safetensors.c.) */

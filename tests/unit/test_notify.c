@@ -143,7 +143,7 @@ int __wrap_pthread_create(pthread_t *th, const pthread_attr_t *a, void *(*fn)(vo
     return __real_pthread_create(th, a, fn, arg);
 }
 
-/* ---- the states notify.c sees (fs/state.c's calls, stood in for) ---------- */
+/* ---- the states notify.c sees (core/state.c's calls, stood in for) ---------- */
 
 static char name0[] = "general.name", name1[] = "general.architecture";
 static char *names[] = { name0, name1 };
@@ -174,7 +174,7 @@ void core_state_free(struct state *st)
     __atomic_add_fetch(&freed, 1, __ATOMIC_SEQ_CST);
 }
 
-/* hf/'s files (fs/state.c): a version's, invalidated with the root's names */
+/* hf/'s files (core/state.c): a version's, invalidated with the root's names */
 const struct hf_file core_hf_files[] = { { "config.json", VS_HF_CONFIG } };
 const unsigned core_hf_files_n = 1;
 

@@ -1,5 +1,5 @@
 /*
- * fs/digest.c — what is computed on first use and kept for the mount:
+ * core/digests.c — what is computed on first use and kept for the mount:
  * tensors/NAME/stats (over the f32 view, through the block cache),
  * tensors/NAME/xxh64 and sha256 (over raw), and /hashes (what
  * llama-gguf-hash --xxh64 --sha256 prints for model.gguf; the digests
@@ -34,9 +34,8 @@
  * whole model, perhaps from a slow server), and an edit waiting for the
  * lock, which prefers writers, would hold every handler back meanwhile.
  */
-#include "fs.h"
-#include "digest.h"
-#include "f32.h"
+#include "core/digests.h"
+#include "core/f32.h"
 #include "core/state.h"
 #include "core/tensor.h"
 #include "core/underneath.h"
@@ -68,7 +67,7 @@ struct digests {
     pthread_mutex_t hashes_mu;           /* one /hashes computation at a time */
 };
 
-int ggfs_digests_new(struct mount *fs, uint64_t n_tensors)
+int core_digests_new(struct mount *fs, uint64_t n_tensors)
 {
     struct digests *d = calloc(1, sizeof *d);
     /* n_tensors is bounded by the model's header, which holds their infos */
@@ -92,7 +91,7 @@ static void text_free(struct text *t)
     free(t);
 }
 
-void ggfs_digests_free(struct mount *fs)
+void core_digests_free(struct mount *fs)
 {
     struct digests *d = fs->digests;
     if (!d)
@@ -142,19 +141,19 @@ static int stats_compute(struct mount *fs, const struct state *st, uint64_t idx,
     struct gguf_fstats acc;
     gguf_fstats_init(&acc);
     /* a stream of its own: the workers fill the chunks ahead of it */
-    struct f32_stream *s = ggfs_stream_new(fs);
+    struct f32_stream *s = core_stream_new(fs);
     float *raw = NULL;
     int err = 0;
     /* A tensor that fits in half the cache keeps its chunks for a later
      * f32 read; a larger one would only push out what other readers keep
      * (its first chunks are gone by its end): its chunks pass through, as
      * a long sequential read's do (cache_once). */
-    uint64_t chunks = ggfs_chunks(st, idx);
+    uint64_t chunks = core_chunks(st, idx);
     bool keep = chunks <= cache_capacity_blocks(fs->cache) / 2;
     const struct tref *r = &st->tens[idx];
     const struct gguf_shard *sh = &st->model->shards[r->shard];
     for (uint64_t c = 0; c < chunks && !err; c++) {
-        size_t n = ggfs_chunk_len(st, idx, c);
+        size_t n = core_chunk_len(st, idx, c);
         if (core_f32_is_raw(st, idx)) {
             if (!raw && !(raw = malloc(fs->chunk_bytes)))
                 err = ENOMEM;
@@ -172,17 +171,17 @@ static int stats_compute(struct mount *fs, const struct state *st, uint64_t idx,
             continue;
         }
         struct f32_pin p;
-        err = ggfs_f32_pin(st, s, idx, c * fs->chunk_bytes, n * sizeof(float), &p);
+        err = core_f32_pin(st, s, idx, c * fs->chunk_bytes, n * sizeof(float), &p);
         if (!err && p.n == 1) {
             gguf_fstats_add(&acc, p.iov[0].iov_base, n);
             /* kept: used 0 (nothing went to the kernel's page cache) */
             if (!keep)
                 cache_once(fs->cache, p.b[0]);
         }
-        ggfs_f32_unpin(fs, &p, !keep);
+        core_f32_unpin(fs, &p, !keep);
     }
     if (s)
-        ggfs_stream_free(fs, s);
+        core_stream_free(fs, s);
     free(raw);
     if (err)
         return err;
@@ -278,7 +277,7 @@ static void tensor_name(const struct state *st, uint64_t idx, const char **p, si
     *len = core_hash_name_len(name, r->t->name_len);
 }
 
-uint64_t ggfs_hashes_size(const struct state *st)
+uint64_t core_hashes_size(const struct state *st)
 {
     struct digests *dg = st->fs->digests;
     uint64_t n = atomic_load_explicit(&dg->hashes_size, memory_order_relaxed);
@@ -336,7 +335,7 @@ static int hashes_compute(struct mount *fs, const struct state *st, struct text 
     core_hash_free(t);
     core_hash_free(m);
     free(buf);
-    if (!err && b.len != ggfs_hashes_size(st))
+    if (!err && b.len != core_hashes_size(st))
         err = b.oom ? ENOMEM : EIO;       /* the size stat gave: cannot differ */
     if (err) {
         gguf_buf_free(&b);
@@ -356,7 +355,7 @@ static const struct text *known(const struct digests *dg, uint64_t idx, enum ten
     return !d ? NULL : tf == TF_XXH64 ? &d->xxh : &d->sha;
 }
 
-const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
+const struct text *core_tensor_digest(struct state *st, uint64_t idx, enum tensor_file tf,
                                       int *err)
 {
     struct mount *fs = st->fs;
@@ -373,7 +372,7 @@ const struct text *ggfs_tensor_digest(struct state *st, uint64_t idx, enum tenso
     return *err ? NULL : known(dg, idx, tf);
 }
 
-const struct text *ggfs_hashes(struct state *st, int *err)
+const struct text *core_hashes(struct state *st, int *err)
 {
     struct digests *dg = st->fs->digests;
     struct text *t = atomic_load_explicit(&dg->hashes, memory_order_acquire);

@@ -1,9 +1,8 @@
 /*
- * fs/f32.c — the f32 view: dequantizing a chunk of a tensor into the cache,
+ * core/f32.c — the f32 view: dequantizing a chunk of a tensor into the cache,
  * and the workers that fill the chunks ahead of a sequential reader.
  */
-#include "fs.h"
-#include "f32.h"
+#include "core/f32.h"
 #include "core/state.h"
 #include "core/underneath.h"
 #include "cache/prefetch.h"
@@ -18,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t ggfs_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk)
+size_t core_chunk_len(const struct state *st, uint64_t tensor, uint64_t chunk)
 {
     uint64_t per = st->fs->chunk_bytes / sizeof(float);
     uint64_t n = st->tens[tensor].t->n_elems - chunk * per;
     return (size_t)(n < per ? n : per);
 }
 
-uint64_t ggfs_chunks(const struct state *st, uint64_t tensor)
+uint64_t core_chunks(const struct state *st, uint64_t tensor)
 {
     uint64_t per = st->fs->chunk_bytes / sizeof(float);
     return (st->tens[tensor].t->n_elems + per - 1) / per;
@@ -76,14 +75,14 @@ static uint8_t *thread_buffer(size_t bytes)
  * it alive through the fill, with no lock held. */
 static struct prefetch *engine(const struct mount *fs);
 
-struct cache_block *ggfs_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
+struct cache_block *core_chunk_get(const struct state *st, uint64_t tensor, uint64_t chunk,
                                    size_t len, int *err)
 {
     struct mount *fs = st->fs;
     return prefetch_get(engine(fs), fs->cache, tensor, chunk, len, (void *)st, err);
 }
 
-int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
+int core_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
                  uint64_t off, size_t len, struct f32_pin *p)
 {
     struct mount *fs = st->fs;
@@ -97,12 +96,12 @@ int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
         len = (size_t)((F32_PIN_MAX - 1) * cb);
     uint64_t first = off / cb, last = (off + len - 1) / cb;
     size_t count = (size_t)(last - first + 1);
-    ggfs_prefetch(fs, st, s, tensor, first, last, off + len);
+    core_prefetch(fs, st, s, tensor, first, last, off + len);
     int err = 0;
     size_t k = count;               /* pinned: [k, count), last first (see f32.h) */
     while (k > 0) {
         uint64_t c = first + k - 1;
-        p->b[k - 1] = ggfs_chunk_get(st, tensor, c, ggfs_chunk_len(st, tensor, c) * sizeof(float),
+        p->b[k - 1] = core_chunk_get(st, tensor, c, core_chunk_len(st, tensor, c) * sizeof(float),
                                      &err);
         if (!p->b[k - 1])
             break;
@@ -127,7 +126,7 @@ int ggfs_f32_pin(const struct state *st, struct f32_stream *s, uint64_t tensor,
     return 0;
 }
 
-void ggfs_f32_unpin(struct mount *fs, struct f32_pin *p, bool served)
+void core_f32_unpin(struct mount *fs, struct f32_pin *p, bool served)
 {
     for (size_t i = 0; i < p->n; i++)
         cache_put(fs->cache, p->b[i], served ? p->iov[i].iov_len : 0);
@@ -146,7 +145,7 @@ void ggfs_f32_unpin(struct mount *fs, struct f32_pin *p, bool served)
  * whose source is larger than their floats (f64, i64) go through a
  * per-thread buffer.
  */
-int ggfs_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
+int core_fill_chunk(void *ctx, void *call, uint64_t tensor, uint64_t chunk, void *dst,
                     size_t len)
 {
     struct mount *fs = ctx;
@@ -272,7 +271,7 @@ static void run_chunk(void *ctx, struct cache_block *blk, void *arg, bool drop)
     core_state_put(st);
 }
 
-int ggfs_workers_start(struct mount *fs, unsigned n)
+int core_workers_start(struct mount *fs, unsigned n)
 {
     /* Prefetching more chunks than a quarter of the cache would evict what
      * the readers are about to use. */
@@ -294,7 +293,7 @@ int ggfs_workers_start(struct mount *fs, unsigned n)
     return prefetch_start(wk->pf, n) ? 0 : EAGAIN;
 }
 
-void ggfs_workers_stop(struct mount *fs)
+void core_workers_stop(struct mount *fs)
 {
     struct workers *wk = fs->workers;
     if (!wk)
@@ -313,7 +312,7 @@ static bool enqueue(struct workers *wk, const struct state *st, uint64_t tensor,
 {
     struct state *ref = core_state_ref((struct state *)st);
     enum prefetch_added r = prefetch_add(wk->pf, tensor, c,
-                                         ggfs_chunk_len(st, tensor, c) * sizeof(float), ref,
+                                         core_chunk_len(st, tensor, c) * sizeof(float), ref,
                                          urgent);
     if (r != PREFETCH_QUEUED)
         core_state_put(ref);        /* not the last: the caller holds one */
@@ -349,13 +348,13 @@ static void stream_ahead(struct workers *wk, struct f32_stream *s, uint64_t firs
     stream_move(&s->pat, last, end, max, n_chunks, from, to);
 }
 
-void ggfs_prefetch(struct mount *fs, const struct state *st, struct f32_stream *s,
+void core_prefetch(struct mount *fs, const struct state *st, struct f32_stream *s,
                    uint64_t tensor, uint64_t first, uint64_t last, uint64_t end)
 {
     struct workers *wk = fs->workers;
     if (!wk)
         return;
-    uint64_t n_chunks = ggfs_chunks(st, tensor);
+    uint64_t n_chunks = core_chunks(st, tensor);
     /* The stream moves and the chunks ahead are queued at once (under the
      * streams' lock): a read that computed where to prefetch from before
      * another read went further would queue chunks that one has read. */
@@ -380,7 +379,7 @@ void ggfs_prefetch(struct mount *fs, const struct state *st, struct f32_stream *
 
 /* ---- streams ---------------------------------------------------------------- */
 
-struct f32_stream *ggfs_stream_new(struct mount *fs)
+struct f32_stream *core_stream_new(struct mount *fs)
 {
     struct f32_stream *s = calloc(1, sizeof *s);
     if (!s)
@@ -391,7 +390,7 @@ struct f32_stream *ggfs_stream_new(struct mount *fs)
     return s;
 }
 
-void ggfs_stream_free(struct mount *fs, struct f32_stream *s)
+void core_stream_free(struct mount *fs, struct f32_stream *s)
 {
     struct workers *wk = fs->workers;
     if (wk && s->seq) {
@@ -405,7 +404,7 @@ void ggfs_stream_free(struct mount *fs, struct f32_stream *s)
     free(s);
 }
 
-void ggfs_streams_free(struct mount *fs)
+void core_streams_free(struct mount *fs)
 {
     while (!glist_empty(&fs->streams)) {
         struct glist *l = fs->streams.next;
