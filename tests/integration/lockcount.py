@@ -167,16 +167,18 @@ class LockCount:
             raise RuntimeError("lockcount %s: %r" % (cmd, text[-200:]))
         return text
 
-    def measure(self, mnt, fn):
-        """fn() in a window: Counts of it, resolved."""
-        before = harness.read_stats(mnt)
+    def measure(self, mnt, fn, kept):
+        """fn() in a window: Counts of it, resolved.  The stats file read
+        before and after it stays open (kept): its RELEASE would come in
+        this window or the next."""
+        before = read_stats_kept(mnt, kept)
         self.ask("start")
         try:
             fn()
         finally:
             self.ask("stop")
         text = self.ask("dump")
-        after = harness.read_stats(mnt)
+        after = read_stats_kept(mnt, kept)
         moved = {k: after[k] - before.get(k, 0) for k in after}
         c = Counts(text, {k[6:]: v for k, v in moved.items() if k.startswith("reads_") and v})
         c.stats = moved
@@ -238,6 +240,23 @@ def open_kept(path, kept):
     return fd
 
 
+def read_stats_kept(mnt, kept):
+    """harness.read_stats, the file left open (kept): {name: int}"""
+    fd = open_kept(os.path.join(mnt, "stats"), kept)
+    text = b""
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        text += b
+    out = {}
+    for line in text.decode().splitlines():
+        k, _, v = line.partition(" ")
+        if v.strip().isdigit():
+            out[k] = int(v)
+    return out
+
+
 def close_kept(kept):
     while kept:
         os.close(kept.pop())
@@ -245,7 +264,7 @@ def close_kept(kept):
 
 def _pass(lc, mnt, view, kept):
     fd = open_kept(os.path.join(mnt, "tensors", TENSOR, view), kept)
-    c = lc.measure(mnt, lambda: read_to_end(fd))
+    c = lc.measure(mnt, lambda: read_to_end(fd), kept)
     return c.per_unit(c.reads.get("f32" if view == "f32" else "raw", 0), "read")
 
 
@@ -270,7 +289,7 @@ def f32_warm_pass(mnt, measure, kept):
 
 def f32_warm(lc, mnt, kept):
     """f32_warm_pass, counted"""
-    c = f32_warm_pass(mnt, lambda fn: lc.measure(mnt, fn), kept)
+    c = f32_warm_pass(mnt, lambda fn: lc.measure(mnt, fn, kept), kept)
     return c.per_unit(c.reads.get("f32", 0), "read")
 
 
@@ -284,21 +303,21 @@ def meta_pread(lc, mnt, kept, n=50):
     meta/ past the page cache: each pread is one READ request; stats has
     no reads_ kind for meta/, so n is the count)."""
     fd = open_kept(os.path.join(mnt, "meta", KEY), kept)
-    return lc.measure(mnt, lambda: [os.pread(fd, 4096, 0) for _ in range(n)]).per_unit(n, "read")
+    c = lc.measure(mnt, lambda: [os.pread(fd, 4096, 0) for _ in range(n)], kept)
+    return c.per_unit(n, "read")
 
 
 def meta_cat(lc, mnt, kept, n=50):
     """n cats of a meta/ value (open, read, read the end, close), counted
     per cat: every request they make.  The last one's RELEASE may come
     after the window closes (one in n cats' count)."""
-    del kept
     p = os.path.join(mnt, "meta", KEY)
 
     def cats():
         for _ in range(n):
             with open(p, "rb") as f:
                 f.read()
-    return lc.measure(mnt, cats).per_unit(n, "cat")
+    return lc.measure(mnt, cats, kept).per_unit(n, "cat")
 
 
 READS = {"f32 cold": f32_cold, "f32 warm": f32_warm, "raw": raw,

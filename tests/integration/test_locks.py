@@ -41,7 +41,7 @@ def check(h, model, threads, shim):
         with h.case(label), harness.mounted(model, ["-o", "threads=%d" % threads], env=env) as g:
             if not shim:
                 def measure(fn):
-                    before = harness.read_stats(g.mnt)
+                    before = L.read_stats_kept(g.mnt, kept)
                     fn()
                     after = harness.read_stats(g.mnt)
                     return {k: after[k] - before.get(k, 0) for k in after}
