@@ -12,6 +12,7 @@
 #include "thread.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct job {
@@ -29,7 +30,9 @@ struct prefetch {
     void *ctx;
     unsigned limit;
     struct job *q;                  /* ring of limit jobs: queued */
-    unsigned head, len;
+    unsigned head;
+    atomic_uint len;                /* changed under mu; prefetch_steal looks
+                                       without it */
     struct job *running;            /* limit slots: taken off the queue */
     unsigned n_running;
     pthread_t *th;
@@ -231,6 +234,12 @@ enum prefetch_added prefetch_add(struct prefetch *p, uint64_t a, uint64_t b, siz
 
 bool prefetch_steal(struct prefetch *p, uint64_t a, uint64_t b)
 {
+    /* Nothing queued (a reader of cached blocks, whose read-ahead queued
+     * nothing): no lock.  A job another thread queues meanwhile is one
+     * queued after this look, as if the lock had been taken first: the
+     * get waits for its fill, as it would have. */
+    if (atomic_load(&p->len) == 0)
+        return false;
     pthread_mutex_lock(&p->mu);
     struct job *slot = NULL;
     for (unsigned i = 0; i < p->len; i++) {
