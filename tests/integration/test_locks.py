@@ -13,7 +13,7 @@ requests the pass made (the stats file's reads_f32).
     the sanitizer's runtime);
   - every request of the window is a read (the FUSE replies the shim
     counted are the reads stats counted);
-  - lock takes per request are at most BOUND[threads]: today 7 and 10.9
+  - lock takes per request are at most BOUND[threads]: today 7 and 9.88
     (libfuse's 4 per request included: its worker loop's lock twice, the
     session's request list, the reply);
   - gguffs' own takes per request are at least 1 (the shim sees them: a
@@ -28,8 +28,8 @@ import harness  # noqa: E402
 import lockcount as L  # noqa: E402
 
 # threads: lock takes per warm f32 READ request, at most (measured: 7.00
-# and 10.88; a lock more per request, or per chunk queued ahead, is over)
-BOUND = {0: 7.5, 2: 11.5}
+# and 9.88; a lock more per request, or per chunk queued ahead, is over)
+BOUND = {0: 7.5, 2: 10.5}
 
 
 def check(h, model, threads, shim):
