@@ -136,7 +136,7 @@ struct tref {
  * the lock for reading sees one consistent version from start to end.
  * States are counted: fs->st holds one reference, every open info,
  * info.json or model.gguf holds one, and so does every read while it runs
- * (it holds no lock: ggfs_state_current), so a version lives until its
+ * (it holds no lock: core_state_current), so a version lives until its
  * last reader is done.
  * Metadata lives in the first shard: model->shards[0].
  */
