@@ -14,7 +14,7 @@
  *
  * Locks: none of the mount's.  core_open_model is called before the
  * session (fs/mount_open.c) or, to open the file an edit left, under
- * commit_mu (fs/commit.c); core_remote from any thread.
+ * commit_mu (core/commit.c); core_remote from any thread.
  */
 #ifndef CORE_MODEL_H
 #define CORE_MODEL_H

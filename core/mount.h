@@ -214,12 +214,12 @@ struct mount {
     bool read_only;
     /* Why the model cannot be written, found at mount (0: it can): EROFS
      * (its file system is read-only), EACCES (gguffs may not write it).
-     * Every edit then fails at open with it (ggfs_write_check). */
+     * Every edit then fails at open with it (core_write_check). */
     int write_err;
     /* A descriptor of the model (the first shard) holding an OFD write
      * lock on the whole file, taken at mount: one read-write mount per
      * model.  -1: none (-o ro, a remote model, or a file system without
-     * locks).  A rewrite replaces it with the new file's (fs/commit.c);
+     * locks).  A rewrite replaces it with the new file's (core/commit.c);
      * under commit_mu after the mount.  With -o overlay, the lock is on
      * the overlay file instead (core/overlay.c), once it exists. */
     int lock_fd;
@@ -258,7 +258,7 @@ struct mount {
     pthread_rwlock_t lock;       /* read: handlers that only look, and reads
                                     while they take a reference to st;
                                     write: swapping st (see the lock order) */
-    pthread_mutex_t commit_mu;   /* one edit at a time (fs/commit.c) */
+    pthread_mutex_t commit_mu;   /* one edit at a time (core/commit.c) */
     struct state *st;            /* the current version: under lock, or commit_mu */
     struct ntab ids;             /* key ids: a meta/ file name -> a number for
                                     the life of the mount (state.c); under

@@ -10,7 +10,7 @@
  * remote's tensor data, the others as they are.  A version's headers are
  * parsed from memory, so building one costs no request.
  *
- * An edit (fs/commit.c) builds its header from the current version as a
+ * An edit (core/commit.c) builds its header from the current version as a
  * local edit does, writes the whole overlay anew (gguf_overlay_write:
  * new file, fsync, rename, fsync of the directory) and re-reads it: the
  * file on disk is the truth.  A split model's edits go to its first shard,

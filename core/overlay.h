@@ -16,7 +16,7 @@
  * is no file).
  *
  * Locks: before the session, or under commit_mu once mounted
- * (fs/commit.c); they take none of the mount's.
+ * (core/commit.c); they take none of the mount's.
  */
 #ifndef CORE_OVERLAY_H
 #define CORE_OVERLAY_H

@@ -36,7 +36,7 @@
  *     before any read.  The check itself is the truth (events carry no
  *     pid: gguffs cannot tell its own from another program's).
  *   - Every edit (open for writing, create, rename, unlink, setxattr: see
- *     ggfs_write_check) and every commit runs the check of the whole state
+ *     core_write_check) and every commit runs the check of the whole state
  *     first, under commit_mu, and is refused with EIO, logged, once the
  *     mount is marked.
  *   - A mount that never writes follows the edits of a read-write gguffs

@@ -6,7 +6,7 @@
  */
 #include "fs.h"
 #include "ops_impl.h"
-#include "commit.h"
+#include "core/commit.h"
 #include "nodes.h"
 #include "core/state.h"
 #include "whandle.h"

@@ -5,7 +5,7 @@
  */
 #include "fs.h"
 #include "ops_impl.h"
-#include "commit.h"
+#include "core/commit.h"
 #include "nodes.h"
 #include "whandle.h"
 

@@ -7,7 +7,7 @@
  */
 #include "fs.h"
 #include "whandle.h"
-#include "commit.h"
+#include "core/commit.h"
 #include "nodes.h"
 #include "notify.h"
 #include "read.h"
@@ -168,18 +168,18 @@ int ggfs_edit_open(struct mount *fs, uint64_t idx, int flags, struct fuse_file_i
     const struct state *st = fs->st;
     const struct gguf_file *gf = st_meta(st);
     const char *why, *fname = st->meta_names.names[idx];
-    int w = ggfs_write_check(fs, &why);
+    int w = core_write_check(fs, &why);
     if (w)
-        return ggfs_edit_refused(fs, fname, w, why);
-    if (ggfs_key_is_reserved(gf, idx))
-        return ggfs_edit_refused(fs, fname, EPERM, "this key decides the file's layout");
+        return core_edit_refused(fs, fname, w, why);
+    if (core_key_is_reserved(gf, idx))
+        return core_edit_refused(fs, fname, EPERM, "this key decides the file's layout");
     if (!gguf_kv_uniform(gf, &gf->kv[idx]))
-        return ggfs_edit_refused(fs, fname, EPERM, "an array whose elements differ in type "
+        return core_edit_refused(fs, fname, EPERM, "an array whose elements differ in type "
                                  "cannot be written as text");
     struct whandle *h = wh_new(fs, st->kv_id[idx], st->meta_names.names[idx], WH_KEY);
     if (!h)
         return ENOMEM;
-    ggfs_edit_ahead(fs, st);
+    core_edit_ahead(fs, st);
     gguf_kv_typedesc(gf, &gf->kv[idx], &h->check);
     if (h->check.depth == 1) {
         h->check_kind = h->check.levels[0] == GGUF_STRING ? CHECK_UTF8 : CHECK_SCALAR;
@@ -224,19 +224,19 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
     struct mount *fs = req_fs(req);
     const struct state *st = fs->st;
     const char *why;
-    int w = ggfs_write_check(fs, &why);
+    int w = core_write_check(fs, &why);
     if (w)
-        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, w, why));
+        return (void)fuse_reply_err(req, core_edit_refused(fs, name, w, why));
     if (strcmp(name, "general.alignment") == 0 || strcmp(name, "gguffs.padding") == 0)
-        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EPERM, "this key "
+        return (void)fuse_reply_err(req, core_edit_refused(fs, name, EPERM, "this key "
                                                            "decides the file's layout"));
     if (core_ntab_find(&st->meta_names, name) >= 0 || wh_pending_find(fs, 0, name))
         return (void)fuse_reply_err(req, EEXIST);
     /* A tool's temporary file, or a new key whose name must follow the
      * GGUF rule (scratch names first: sed's may look like a key). */
     bool scratch = gguf_name_is_scratch(name, strlen(name));
-    if (!scratch && !ggfs_key_name_new(name, strlen(name)))
-        return (void)fuse_reply_err(req, ggfs_edit_refused(fs, name, EINVAL, "not a valid new "
+    if (!scratch && !core_key_name_new(name, strlen(name)))
+        return (void)fuse_reply_err(req, core_edit_refused(fs, name, EINVAL, "not a valid new "
                                                            "key name ('.'-separated "
                                                            "lower_snake_case segments)"));
     int64_t id = core_key_id(fs, name);
@@ -296,7 +296,7 @@ static int check_text(struct whandle *h)
         bool truncated;
         size_t a = h->checked, ok = gguf_utf8_valid(t + a, n - a, &truncated);
         if (ok != n - a && !truncated)
-            return ggfs_edit_refused(h->fs, h->fname, EINVAL, "not UTF-8");
+            return core_edit_refused(h->fs, h->fname, EINVAL, "not UTF-8");
         h->checked = a + ok;
     }
     if (h->check_kind == CHECK_LINES) {
@@ -315,7 +315,7 @@ static int check_text(struct whandle *h)
             if (e) {
                 char line[1024];
                 gguf_diag_format(&d, NULL, line, sizeof line);
-                return ggfs_edit_refused(h->fs, h->fname, EINVAL, line);
+                return core_edit_refused(h->fs, h->fname, EINVAL, line);
             }
         }
         h->checked = a;
@@ -329,7 +329,7 @@ static int check_text(struct whandle *h)
         if (e) {
             char line[1024];
             gguf_diag_format(&d, NULL, line, sizeof line);
-            return ggfs_edit_refused(h->fs, h->fname, EINVAL, line);
+            return core_edit_refused(h->fs, h->fname, EINVAL, line);
         }
     }
     return 0;
@@ -382,9 +382,9 @@ int ggfs_edit_truncate(struct mount *fs, struct fuse_file_info *fi, uint64_t idx
                        bool has_idx, off_t size)
 {
     const char *why;
-    int w = fi || !has_idx ? 0 : ggfs_write_check(fs, &why);
+    int w = fi || !has_idx ? 0 : core_write_check(fs, &why);
     if (w)
-        return ggfs_edit_refused(fs, fs->st->meta_names.names[idx], w, why);
+        return core_edit_refused(fs, fs->st->meta_names.names[idx], w, why);
     if (size < 0 || (uint64_t)size > MAX_TEXT)
         return EFBIG;
     struct whandle *h = fi ? (struct whandle *)(uintptr_t)fi->fh : NULL;
@@ -512,7 +512,7 @@ static int edit_apply(struct whandle *h)
     if (h->bad)
         return EINVAL;
     struct mount *fs = h->fs;
-    ggfs_edit_ahead(fs, fs->st);
+    core_edit_ahead(fs, fs->st);
     const struct gguf_file *gf = st_meta(fs->st);
     struct gguf_buf hdr = { 0 }, key = { 0 };
     struct gguf_diag d;
@@ -530,7 +530,7 @@ static int edit_apply(struct whandle *h)
                   : gguf_kvedit_set(gf, (uint64_t)i, h->text.data, h->text.len, &hdr, &d);
     }
     gguf_buf_free(&key);
-    int r = ggfs_commit_header(fs, e, &hdr, &d, h->fname, "edit");
+    int r = core_commit_header(fs, e, &hdr, &d, h->fname, "edit");
     if (!r) {
         h->dirty = false;
         h->kind = WH_KEY;
@@ -543,9 +543,9 @@ static int edit_apply(struct whandle *h)
 int ggfs_edit_unlink(struct mount *fs, const char *name)
 {
     const char *why;
-    int w = ggfs_write_check(fs, &why);
+    int w = core_write_check(fs, &why);
     if (w == EROFS && fs->read_only)
-        return ggfs_edit_refused(fs, name, w, why);
+        return core_edit_refused(fs, name, w, why);
     struct whandle *p = wh_pending_find(fs, 0, name);
     if (p) {                 /* a created key not committed, or a scratch: forget it */
         pthread_mutex_lock(&p->mu);
@@ -562,11 +562,11 @@ int ggfs_edit_unlink(struct mount *fs, const char *name)
     if (i < 0)
         return ENOENT;
     if (w)
-        return ggfs_edit_refused(fs, name, w, why);
+        return core_edit_refused(fs, name, w, why);
     struct gguf_buf hdr = { 0 };
     struct gguf_diag d;
     enum gguf_err e = gguf_kvedit_delete(st_meta(fs->st), (uint64_t)i, &hdr, &d);
-    return ggfs_commit_header(fs, e, &hdr, &d, name, "delete");
+    return core_commit_header(fs, e, &hdr, &d, name, "delete");
 }
 
 /* rename(scratch, key): the way sed -i and editors save.  The scratch's
@@ -586,8 +586,8 @@ static int rename_scratch(struct mount *fs, struct whandle *p, const char *to)
             return e;
         h = (struct whandle *)(uintptr_t)fi.fh;
     } else {
-        if (!ggfs_key_name_new(to, strlen(to)))
-            return ggfs_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
+        if (!core_key_name_new(to, strlen(to)))
+            return core_edit_refused(fs, to, EINVAL, "not a valid new key name ('.'-separated "
                                      "lower_snake_case segments)");
         int64_t id = core_key_id(fs, to);
         if (id < 0 || !(h = wh_new(fs, (uint64_t)id, to, WH_NEW)))
@@ -616,9 +616,9 @@ static int rename_scratch(struct mount *fs, struct whandle *p, const char *to)
 int ggfs_edit_rename(struct mount *fs, const char *from, const char *to)
 {
     const char *why;
-    int w = ggfs_write_check(fs, &why);
+    int w = core_write_check(fs, &why);
     if (w)
-        return ggfs_edit_refused(fs, to, w, why);
+        return core_edit_refused(fs, to, w, why);
     struct whandle *p = wh_pending_find(fs, 0, from);
     if (p && p->kind == WH_SCRATCH)
         return rename_scratch(fs, p, to);
@@ -637,19 +637,19 @@ int ggfs_edit_rename(struct mount *fs, const char *from, const char *to)
         e = gguf_kvedit_rename(st_meta(st), (uint64_t)i, key.data ? key.data : "", key.len,
                                &hdr, &d);
     gguf_buf_free(&key);
-    return ggfs_commit_header(fs, e, &hdr, &d, from, "rename");
+    return core_commit_header(fs, e, &hdr, &d, from, "rename");
 }
 
 int ggfs_edit_settype(struct mount *fs, uint64_t id, const char *value, size_t size)
 {
     const char *why;
-    int w = ggfs_write_check(fs, &why);
+    int w = core_write_check(fs, &why);
     const char *fname = id < fs->ids.n ? fs->ids.names[id] : "?";
     if (w == EROFS && fs->read_only)
-        return ggfs_edit_refused(fs, fname, w, why);
+        return core_edit_refused(fs, fname, w, why);
     struct gguf_typedesc td;
     if (!gguf_typedesc_parse(value, size, &td))
-        return ggfs_edit_refused(fs, fname, EINVAL, "user.gguf.type: not a type");
+        return core_edit_refused(fs, fname, EINVAL, "user.gguf.type: not a type");
     struct whandle *p = wh_pending_find(fs, id, NULL);
     if (p) {                 /* a new key: the type to parse it as at close */
         p->type = td;
@@ -660,9 +660,9 @@ int ggfs_edit_settype(struct mount *fs, uint64_t id, const char *value, size_t s
     if (i < 0)
         return ENOENT;
     if (w)
-        return ggfs_edit_refused(fs, fname, w, why);
+        return core_edit_refused(fs, fname, w, why);
     struct gguf_buf hdr = { 0 };
     struct gguf_diag d;
     enum gguf_err e = gguf_kvedit_retype(st_meta(fs->st), (uint64_t)i, &td, &hdr, &d);
-    return ggfs_commit_header(fs, e, &hdr, &d, fs->st->meta_names.names[i], "set type");
+    return core_commit_header(fs, e, &hdr, &d, fs->st->meta_names.names[i], "set type");
 }

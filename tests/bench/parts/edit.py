@@ -197,7 +197,7 @@ def run(work, args):
             peak[0] = max(peak[0], rp.peak)
             grow_how[mode] = how(s0, edit_stats())
             # each rewrite replaced the model; gguffs frees the old version
-            # off the writer's close() (fs/commit.c), and the file system
+            # off the writer's close() (core/commit.c), and the file system
             # then frees its 2 GiB (on a `discard` mount, 0.5-0.8 s that
             # fall on the next edits): the padded edits are timed once
             # that space is back, and the wait is reported

@@ -1,5 +1,5 @@
 /*
- * fs/commit.c — applying an edit of meta/ to MODEL.gguf: the change turned
+ * core/commit.c — applying an edit of meta/ to MODEL.gguf: the change turned
  * into a new header (gguf/kvedit.h), the commit (gguf/commit.h: the one
  * writer of the file), a new state swapped in, and the kernel told what
  * changed.
@@ -14,9 +14,9 @@
  * progress (a rewrite of a big model can take a while), only, briefly, by
  * the swap.
  */
-#include "fs.h"
-#include "commit.h"
+#include "core/commit.h"
 #include "core/follow.h"
+#include "core/log.h"
 #include "core/model.h"
 #include "core/overlay.h"
 #include "core/state.h"
@@ -34,9 +34,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-int ggfs_edit_refused(struct mount *fs, const char *fname, int err, const char *why)
+int core_edit_refused(struct mount *fs, const char *fname, int err, const char *why)
 {
-    fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: edit refused (%s): %s\n", fs->model_path,
+    core_log(LOG_ERR, "gguffs: %s: meta/%s: edit refused (%s): %s\n", fs->model_path,
              fname, strerror(err), why);
     return err;
 }
@@ -48,7 +48,7 @@ static int refused(struct mount *fs, const char *fname, enum gguf_err e, const s
     char name[300];
     snprintf(name, sizeof name, "meta/%s", fname);
     gguf_diag_format(d, name, line, sizeof line);
-    fuse_log(FUSE_LOG_ERR, "gguffs: %s: edit refused (%s): %s\n", fs->model_path,
+    core_log(LOG_ERR, "gguffs: %s: edit refused (%s): %s\n", fs->model_path,
              strerror(gguf_err_errno(e)), line);
     return gguf_err_errno(e);
 }
@@ -59,7 +59,7 @@ static int access_errno(int e)
     return e == EROFS ? EROFS : EACCES;
 }
 
-int ggfs_write_check(struct mount *fs, const char **why)
+int core_write_check(struct mount *fs, const char **why)
 {
     *why = "";
     if (fs->read_only) {
@@ -136,7 +136,7 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
         ce = core_overlay_commit(fs->overlay, fs->base, &fs->overlay_sum, &fs->lock_fd, hdr,
                                  &d);
         if (ce == GGUF_E_PERM) {
-            fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n",
+            core_log(LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n",
                      fs->model_path, fname, why, strerror(EPERM), d.msg);
             return EPERM;      /* refused: nothing written */
         }
@@ -144,7 +144,7 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
         /* changed underneath since the edit was opened: checked here,
          * under commit_mu, where no write of gguffs' own can race it */
         atomic_fetch_add(&fs->under_refused, 1);
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n", fs->model_path,
+        core_log(LOG_ERR, "gguffs: %s: meta/%s: %s refused (%s): %s\n", fs->model_path,
                  fname, why, strerror(EIO), core_under_why(fs));
         return EIO;
     } else {
@@ -164,7 +164,7 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
         }
     }
     if (ce != GGUF_OK)
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: meta/%s: %s failed (%s): %s\n", fs->model_path,
+        core_log(LOG_ERR, "gguffs: %s: meta/%s: %s failed (%s): %s\n", fs->model_path,
                  fname, why, strerror(EIO), d.msg);
     else if (!fs->overlay)
         atomic_fetch_add(how.in_place ? &fs->edits_in_place : how.cloned ? &fs->edits_cloned
@@ -180,9 +180,9 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
         : core_open_model(fs->model_real, fs->read_only, true, NULL, NULL, note, sizeof note,
                           &model, &d);
     if (note[0])
-        fuse_log(FUSE_LOG_WARNING, "gguffs: %s\n", note);
+        core_log(LOG_WARNING, "gguffs: %s\n", note);
     if (oe != GGUF_OK) {
-        fuse_log(FUSE_LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
+        core_log(LOG_ERR, "gguffs: %s: after %s: %s\n", fs->model_path, why, d.msg);
         if (!fs->overlay) {
             core_under_end(fs);
             core_follow_end(fs, NULL);
@@ -208,7 +208,7 @@ static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fnam
     return ce == GGUF_OK ? 0 : EIO;
 }
 
-int ggfs_commit_header(struct mount *fs, enum gguf_err e, struct gguf_buf *hdr,
+int core_commit_header(struct mount *fs, enum gguf_err e, struct gguf_buf *hdr,
                  const struct gguf_diag *d, const char *fname, const char *why)
 {
     int r = e ? refused(fs, fname, e, d) : commit(fs, hdr, fname, why);
@@ -216,14 +216,14 @@ int ggfs_commit_header(struct mount *fs, enum gguf_err e, struct gguf_buf *hdr,
     return r;
 }
 
-bool ggfs_key_is_reserved(const struct gguf_file *gf, uint64_t i)
+bool core_key_is_reserved(const struct gguf_file *gf, uint64_t i)
 {
     const void *key = gf->hdr + gf->kv[i].key_off;
     return gguf_key_is_alignment(key, gf->kv[i].key_len) ||
            gguf_key_is_padding(key, gf->kv[i].key_len);
 }
 
-bool ggfs_key_name_new(const char *fname, size_t len)
+bool core_key_name_new(const char *fname, size_t len)
 {
     struct gguf_buf key = { 0 };
     struct gguf_diag d;
@@ -232,7 +232,7 @@ bool ggfs_key_name_new(const char *fname, size_t len)
     return ok;
 }
 
-void ggfs_edit_ahead(const struct mount *fs, const struct state *st)
+void core_edit_ahead(const struct mount *fs, const struct state *st)
 {
     if (fs->overlay)
         return;
