@@ -163,7 +163,7 @@ struct state {
     struct fsig *sig;
     uint64_t hdr_end;            /* min(data_off, file size) */
     bool pad_src;
-    struct stat model_st;        /* times, owner and modes (ggfs_perm) of every node */
+    struct stat model_st;        /* times, owner and modes (core_perm) of every node */
     struct ntab meta_names;      /* key file names */
     struct ntab tensor_names;    /* tensor directory names */
     _Atomic(struct text *) *kv_text;   /* per key, rendered lazily */
@@ -292,6 +292,9 @@ struct mount {
      * (notify.c sets it while its threads run, to invalidate what the
      * kernel keeps of them; NULL: nobody to tell). */
     _Atomic(void (*)(struct mount *, const struct state *old, const struct state *ns)) swapped;
+    /* The size of the file log at the root (fs/log.c's kept lines; set
+     * before the session; NULL: 0). */
+    size_t (*log_size)(void);
     atomic_bool changed_logged;  /* a remote changed: logged once (core/underneath.c) */
 
     /* A local model changed underneath (core/underneath.c). */

@@ -102,6 +102,7 @@ int main(int argc, char *argv[])
     glist_init(&fs.snaps);
     glist_init(&fs.st_opens);
     glist_init(&fs.streams);
+    fs.log_size = ggfs_log_size;
 
     if (ggfs_check_mountpoint(&o) && ggfs_check_dev_fuse(&o) && ggfs_check_cache_dir(&o) &&
         ggfs_log_open(o.copts.mountpoint, o.log_file) && ggfs_mount_model(&fs, &o)) {

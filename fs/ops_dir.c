@@ -6,7 +6,7 @@
  */
 #include "fs.h"
 #include "ops_impl.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "core/state.h"
 #include "core/tensor.h"
 #include "whandle.h"
@@ -22,7 +22,7 @@ static void reply_entry(fuse_req_t req, struct mount *fs, struct state *st, fuse
 {
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
-    int err = ggfs_stat(fs, st, ino, &e.attr);
+    int err = core_stat(fs, st, ino, &e.attr);
     if (err)
         return (void)fuse_reply_err(req, err);
     e.ino = ino;
@@ -45,7 +45,7 @@ static bool reply_pending(fuse_req_t req, struct mount *fs, struct state *st, co
     memset(&e, 0, sizeof e);
     e.ino = KV_BASE + id;
     e.generation = 1;
-    ggfs_stat_pending(st, e.ino, size, &e.attr);
+    core_stat_pending(st, e.ino, size, &e.attr);
     fuse_reply_entry(req, &e);
     return true;
 }
@@ -53,13 +53,13 @@ static bool reply_pending(fuse_req_t req, struct mount *fs, struct state *st, co
 static void do_lookup(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t parent,
                       const char *name)
 {
-    struct node p = ggfs_classify(st, parent);
+    struct node p = core_classify(st, parent);
     int64_t i;
     switch (p.kind) {
     case K_ROOT:
-        for (unsigned e = 0; e < ggfs_root_n; e++)
-            if (strcmp(name, ggfs_root[e].name) == 0 && ggfs_root_has(st, e))
-                return reply_entry(req, fs, st, ggfs_root_ino(st, e));
+        for (unsigned e = 0; e < core_root_n; e++)
+            if (strcmp(name, core_root[e].name) == 0 && core_root_has(st, e))
+                return reply_entry(req, fs, st, core_root_ino(st, e));
         break;
     case K_HF:
         for (unsigned e = 0; e < core_hf_files_n; e++)
@@ -80,15 +80,15 @@ static void do_lookup(fuse_req_t req, struct mount *fs, struct state *st, fuse_i
         break;
     case K_TENSORS:
         if ((i = core_ntab_find(&st->tensor_names, name)) >= 0)
-            return reply_entry(req, fs, st, ggfs_tensor_ino((uint64_t)i, TF_DIR));
+            return reply_entry(req, fs, st, core_tensor_ino((uint64_t)i, TF_DIR));
         break;
     case K_TENSOR:
         if (p.tf != TF_DIR)
             return (void)fuse_reply_err(req, ENOTDIR);
         for (int f = TF_RAW; f < TF_COUNT; f++)
-            if (strcmp(name, ggfs_tensor_files[f]) == 0 &&
+            if (strcmp(name, core_tensor_files[f]) == 0 &&
                 core_tensor_has(st, p.idx, (enum tensor_file)f))
-                return reply_entry(req, fs, st, ggfs_tensor_ino(p.idx, (enum tensor_file)f));
+                return reply_entry(req, fs, st, core_tensor_ino(p.idx, (enum tensor_file)f));
         break;
     case K_NONE:
         return (void)fuse_reply_err(req, ENOENT);
@@ -110,7 +110,7 @@ static void do_getattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_
                        struct fuse_file_info *fi)
 {
     struct stat out;
-    int err = ggfs_stat(fs, st, ino, &out);
+    int err = core_stat(fs, st, ino, &out);
     size_t psize;
     if (!err && fi && IS_WHANDLE(fi) && S_ISREG(out.st_mode)) {
         /* fstat of a meta/ file open for writing: the text it holds
@@ -120,7 +120,7 @@ static void do_getattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_
     }
     if (err == ENOENT && ino >= KV_BASE && ino < VERSION_BASE &&
         ggfs_pending_size(fs, ino - KV_BASE, NULL, NULL, &psize)) {
-        ggfs_stat_pending(st, ino, psize, &out);
+        core_stat_pending(st, ino, psize, &out);
         return (void)fuse_reply_attr(req, &out, 0);
     }
     if (err)
@@ -144,12 +144,12 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
     e -= 2;
     switch (n->kind) {
     case K_ROOT:
-        if (e >= ggfs_root_n)
+        if (e >= core_root_n)
             return false;
-        *name = ggfs_root[e].name;
-        *child = ggfs_root_ino(st, (unsigned)e);
-        if (ggfs_root[e].kind == K_META || ggfs_root[e].kind == K_TENSORS ||
-            ggfs_root[e].kind == K_HF)
+        *name = core_root[e].name;
+        *child = core_root_ino(st, (unsigned)e);
+        if (core_root[e].kind == K_META || core_root[e].kind == K_TENSORS ||
+            core_root[e].kind == K_HF)
             *mode = S_IFDIR;
         return true;
     case K_HF:
@@ -168,14 +168,14 @@ static bool dir_entry(struct state *st, fuse_ino_t ino, const struct node *n, ui
         if (e >= st->n_tensors)
             return false;
         *name = st->tensor_names.names[e];
-        *child = ggfs_tensor_ino(e, TF_DIR);
+        *child = core_tensor_ino(e, TF_DIR);
         *mode = S_IFDIR;
         return true;
     default:
         if (e + 1 >= TF_COUNT)
             return false;
-        *name = ggfs_tensor_files[e + 1];
-        *child = ggfs_tensor_ino(n->idx, (enum tensor_file)(e + 1));
+        *name = core_tensor_files[e + 1];
+        *child = core_tensor_ino(n->idx, (enum tensor_file)(e + 1));
         return true;
     }
 }
@@ -199,7 +199,7 @@ static size_t add_entry(fuse_req_t req, struct mount *fs, struct state *st, bool
      * committed: no caching), go with ino 0: the kernel lists the name
      * and looks it up when asked */
     if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
-        ggfs_stat(fs, st, child, &e.attr) == 0) {
+        core_stat(fs, st, child, &e.attr) == 0) {
         e.ino = child;
         e.generation = 1;
         e.attr_timeout = ggfs_timeout(fs);
@@ -224,7 +224,7 @@ static int dir_error(struct node n)
 static void do_readdir_any(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                            size_t size, off_t off, bool plus)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     int not_dir = dir_error(n);
     if (not_dir)
         return (void)fuse_reply_err(req, not_dir);
@@ -244,7 +244,7 @@ static void do_readdir_any(fuse_req_t req, struct mount *fs, struct state *st, f
             continue;
         if (n.kind == K_META && k >= 2 && strlen(name) > NAME_MAX)
             continue;           /* in info only (do_lookup) */
-        if (n.kind == K_ROOT && k >= 2 && !ggfs_root_has(st, (unsigned)(k - 2)))
+        if (n.kind == K_ROOT && k >= 2 && !core_root_has(st, (unsigned)(k - 2)))
             continue;
         if (n.kind == K_HF && k >= 2 && !core_hf_has(st, core_hf_files[k - 2].slot))
             continue;
@@ -298,7 +298,7 @@ static void do_opendir(fuse_req_t req, struct mount *fs, struct state *st, fuse_
 {
     if (fs->no_opendir)
         return (void)fuse_reply_err(req, ENOSYS);
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     int not_dir = dir_error(n);
     if (not_dir)
         return (void)fuse_reply_err(req, not_dir);

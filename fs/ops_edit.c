@@ -7,7 +7,7 @@
 #include "fs.h"
 #include "ops_impl.h"
 #include "core/commit.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "core/state.h"
 #include "whandle.h"
 
@@ -105,7 +105,7 @@ void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
     struct mount *fs = req_fs(req);
     pthread_mutex_lock(&fs->commit_mu);
-    struct node n = ggfs_classify(fs->st, ino);
+    struct node n = core_classify(fs->st, ino);
     size_t psize = 0;
     bool pend = n.kind == K_NONE && ino >= KV_BASE && ino < VERSION_BASE &&
                 ggfs_pending_size(fs, ino - KV_BASE, NULL, NULL, &psize);
@@ -131,11 +131,11 @@ void ggfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
     struct stat out;
     if (!e && pend) {
         if (ggfs_pending_size(fs, ino - KV_BASE, NULL, NULL, &psize))
-            ggfs_stat_pending(fs->st, ino, psize, &out);
+            core_stat_pending(fs->st, ino, psize, &out);
         else
             e = ENOENT;
     } else if (!e) {
-        e = ggfs_stat(fs, fs->st, ino, &out);
+        e = core_stat(fs, fs->st, ino, &out);
     }
     bool own = !e && !pend && fi && IS_WHANDLE(fi) && n.kind == K_KV;
     if (own)    /* a handle open for writing: the size of its text, as fstat says */

@@ -12,7 +12,7 @@
 #include "core/digests.h"
 #include "core/f32.h"
 #include "log.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "read.h"
 #include "core/state.h"
 #include "core/underneath.h"
@@ -112,7 +112,7 @@ void ggfs_opens_free(struct mount *fs)
 static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                     struct fuse_file_info *fi)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     if (n.kind == K_NONE)
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_INFO && n.kind != K_KV && n.kind != K_STATS && n.kind != K_MODEL &&
@@ -127,7 +127,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
          * after a counter had grown a digit (seen by test_walk). */
         char buf[STATS_TEXT_MAX];
         core_under_check(fs, st);       /* counts what happened until now */
-        struct snap *snap = snap_new(fs, buf, ggfs_stats_text(fs, buf, sizeof buf));
+        struct snap *snap = snap_new(fs, buf, core_stats_text(fs, buf, sizeof buf));
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
         fi->fh = (uint64_t)(uintptr_t)snap | FH_SNAPSHOT;
@@ -147,7 +147,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
     } else if (n.kind == K_INFO || n.kind == K_MODEL || n.kind == K_INFO_JSON ||
                n.kind == K_SAFETENSORS || n.kind == K_HF_FILE) {
         /* The handle reads the version it was opened on (see core/mount.h). */
-        struct state *v = ggfs_version(st, n.gen);
+        struct state *v = core_version(st, n.gen);
         if (!v)
             return (void)fuse_reply_err(req, ESTALE);
         if (n.kind == K_HF_FILE && !core_hf_has(v, (enum version_slot)n.idx)) {
@@ -185,7 +185,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
          * a value is always one committed version, never torn, and a
          * handle keeps the version it was opened on.  So on a read-only
          * mount that follows another gguffs' edits (follow.h) too. */
-        const struct text *t = ggfs_kv_text(st, n.idx);
+        const struct text *t = core_kv_text(st, n.idx);
         struct snap *snap = t ? snap_new(fs, t->data, t->len) : NULL;
         if (!snap)
             return (void)fuse_reply_err(req, ENOMEM);
@@ -204,7 +204,7 @@ static void do_open(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
 
 static int open_for_edit(struct mount *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct node n = ggfs_classify(fs->st, ino);
+    struct node n = core_classify(fs->st, ino);
     switch (n.kind) {
     case K_NONE:              /* perhaps a tool's scratch file (whandle.c) */
         return ino >= KV_BASE && ino < VERSION_BASE ?
@@ -225,7 +225,7 @@ void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     bool rdonly = (fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC);
     if (rdonly) {
         pthread_rwlock_rdlock(&fs->lock);
-        bool known = ggfs_classify(fs->st, ino).kind != K_NONE;
+        bool known = core_classify(fs->st, ino).kind != K_NONE;
         if (known)
             do_open(req, fs, fs->st, ino, fi);
         pthread_rwlock_unlock(&fs->lock);
@@ -234,7 +234,7 @@ void ggfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         /* else perhaps a tool's scratch file */
     }
     pthread_mutex_lock(&fs->commit_mu);
-    if (rdonly && ggfs_classify(fs->st, ino).kind != K_NONE) {
+    if (rdonly && core_classify(fs->st, ino).kind != K_NONE) {
         /* committed meanwhile: an ordinary read-only open */
         pthread_mutex_unlock(&fs->commit_mu);
         return ggfs_op_open(req, ino, fi);
@@ -259,18 +259,18 @@ void ggfs_count_read(struct mount *fs, enum read_kind k, size_t size)
 static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                     size_t size, off_t off, struct f32_stream *s)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     char buf[STATS_TEXT_MAX];
     switch (n.kind) {
     case K_KV: {
-        const struct text *t = ggfs_kv_text(st, n.idx);
+        const struct text *t = core_kv_text(st, n.idx);
         if (!t)
             return (void)fuse_reply_err(req, ENOMEM);
         return ggfs_reply_slice(req, t->data, t->len, size, off);
     }
     case K_STATS:
         core_under_check(fs, st);       /* counts what happened until now */
-        return ggfs_reply_slice(req, buf, ggfs_stats_text(fs, buf, sizeof buf), size, off);
+        return ggfs_reply_slice(req, buf, core_stats_text(fs, buf, sizeof buf), size, off);
     case K_LOG: {                       /* (an open gives a snapshot: not here) */
         size_t len;
         char *text = ggfs_log_copy(&len);
@@ -318,7 +318,7 @@ static void do_read(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino
         return ggfs_reply_slice(req, t->data, t->len, size, off);
     }
     case TF_TYPE: case TF_SHAPE:
-        return ggfs_reply_slice(req, buf, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
+        return ggfs_reply_slice(req, buf, core_tensor_text(st, n.idx, n.tf, buf, sizeof buf),
                                 size, off);
     default:
         return (void)fuse_reply_err(req, EISDIR);

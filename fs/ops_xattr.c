@@ -6,7 +6,7 @@
 #include "fs.h"
 #include "ops_impl.h"
 #include "core/commit.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "whandle.h"
 
 #include "gguf/value.h"
@@ -26,7 +26,7 @@ static bool is_pending(struct mount *fs, fuse_ino_t ino)
 static void do_getxattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                         const char *name, size_t size)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     if (n.kind == K_NONE && !is_pending(fs, ino))
         return (void)fuse_reply_err(req, ENOENT);
     if (n.kind != K_KV || strcmp(name, XATTR_TYPE) != 0)
@@ -51,7 +51,7 @@ READ_LOCKED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 static void do_listxattr(fuse_req_t req, struct mount *fs, struct state *st, fuse_ino_t ino,
                          size_t size)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     if (n.kind == K_NONE && !is_pending(fs, ino))
         return (void)fuse_reply_err(req, ENOENT);
     static const char list[] = XATTR_TYPE;     /* with its NUL */
@@ -71,7 +71,7 @@ void ggfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     (void)flags;
     struct mount *fs = req_fs(req);
     pthread_mutex_lock(&fs->commit_mu);
-    struct node n = ggfs_classify(fs->st, ino);
+    struct node n = core_classify(fs->st, ino);
     bool pend = n.kind == K_NONE && ino >= KV_BASE && ino < VERSION_BASE &&
                 ggfs_pending_exists(fs, ino - KV_BASE, NULL);
     int e;

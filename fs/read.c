@@ -12,7 +12,7 @@
 #include "read.h"
 #include "core/f32.h"
 #include "core/model.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "core/state.h"
 #include "core/tensor.h"
 #include "core/underneath.h"

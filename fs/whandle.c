@@ -8,7 +8,7 @@
 #include "fs.h"
 #include "whandle.h"
 #include "core/commit.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "notify.h"
 #include "read.h"
 #include "core/state.h"
@@ -252,7 +252,7 @@ void ggfs_edit_create(fuse_req_t req, const char *name, struct fuse_file_info *f
     memset(&ep, 0, sizeof ep);
     ep.ino = KV_BASE + (uint64_t)id;
     ep.generation = 1;
-    ggfs_stat_pending(st, ep.ino, 0, &ep.attr);
+    core_stat_pending(st, ep.ino, 0, &ep.attr);
     /* timeouts 0: the file's size and existence change at close */
     if (fuse_reply_create(req, &ep, fi) != 0) {
         wh_pending_remove(h);

@@ -17,7 +17,7 @@
  *     sweep, the loss is counted and the mount's timeouts turn to 0.
  */
 #include "fs/fs.h"
-#include "fs/nodes.h"
+#include "core/nodes.h"
 #include "fs/notify.h"
 #include "core/state.h"
 #include "work.h"

@@ -1,9 +1,7 @@
-/* fs/nodes.c — the inode layout (see core/mount.h): what an inode is, its
+/* core/nodes.c — the inode layout (see core/mount.h): what an inode is, its
  * attributes, and the small texts the tree shows. */
-#include "fs.h"
+#include "core/nodes.h"
 #include "core/digests.h"
-#include "log.h"
-#include "nodes.h"
 #include "core/model.h"
 #include "core/state.h"
 #include "core/tensor.h"
@@ -22,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct root_entry ggfs_root[] = {
+const struct root_entry core_root[] = {
     { "info", K_INFO },
     { "meta", K_META },
     { "tensors", K_TENSORS },
@@ -34,20 +32,20 @@ const struct root_entry ggfs_root[] = {
     { "log", K_LOG },
     { "hf", K_HF },
 };
-const unsigned ggfs_root_n = sizeof ggfs_root / sizeof *ggfs_root;
+const unsigned core_root_n = sizeof core_root / sizeof *core_root;
 
-bool ggfs_root_has(const struct state *st, unsigned e)
+bool core_root_has(const struct state *st, unsigned e)
 {
-    return ggfs_root[e].kind != K_HF || st->hf;
+    return core_root[e].kind != K_HF || st->hf;
 }
 
-const char *const ggfs_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape",
+const char *const core_tensor_files[TF_COUNT] = { NULL, "raw", "f32", "type", "shape",
                                                    "raw.npy", "f32.npy", "stats", "xxh64",
                                                    "sha256" };
 
-fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
+uint64_t core_root_ino(const struct state *st, unsigned e)
 {
-    switch (ggfs_root[e].kind) {
+    switch (core_root[e].kind) {
     case K_INFO: return INO_INFO(st->gen);
     case K_MODEL: return INO_MODEL(st->gen);
     case K_INFO_JSON: return INO_INFO_JSON(st->gen);
@@ -61,12 +59,12 @@ fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e)
     }
 }
 
-fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf)
+uint64_t core_tensor_ino(uint64_t idx, enum tensor_file tf)
 {
     return TENSOR_BASE + idx * TENSOR_STRIDE + tf;
 }
 
-struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
+struct node core_classify(const struct state *st, uint64_t ino)
 {
     struct node n = { K_NONE, 0, TF_DIR, 0 };
     switch (ino) {
@@ -107,14 +105,14 @@ struct node ggfs_classify(const struct state *st, fuse_ino_t ino)
     return n;
 }
 
-struct state *ggfs_version(struct state *st, uint64_t gen)
+struct state *core_version(struct state *st, uint64_t gen)
 {
     return gen == st->gen ? core_state_ref(st) : core_state_by_gen(st->fs, gen);
 }
 
 /* ---- texts ------------------------------------------------------------------ */
 
-const struct text *ggfs_kv_text(struct state *st, uint64_t i)
+const struct text *core_kv_text(struct state *st, uint64_t i)
 {
     struct text *t = atomic_load_explicit(&st->kv_text[i], memory_order_acquire);
     if (t)
@@ -136,7 +134,7 @@ const struct text *ggfs_kv_text(struct state *st, uint64_t i)
     return t;
 }
 
-size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
+size_t core_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
                         char *buf, size_t cap)
 {
     const struct gguf_tensor *t = st->tens[idx].t;
@@ -155,7 +153,7 @@ size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file t
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-size_t ggfs_stats_text(struct mount *fs, char *buf, size_t cap)
+size_t core_stats_text(struct mount *fs, char *buf, size_t cap)
 {
     struct cache_stats cs;
     cache_get_stats(fs->cache, &cs);
@@ -267,7 +265,7 @@ size_t ggfs_stats_text(struct mount *fs, char *buf, size_t cap)
 
 /* ---- attributes ------------------------------------------------------------- */
 
-static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino)
+static void fill_common(const struct state *st, struct stat *out, uint64_t ino)
 {
     memset(out, 0, sizeof *out);
     out->st_ino = ino;
@@ -287,7 +285,7 @@ static void fill_common(const struct state *st, struct stat *out, fuse_ino_t ino
  * mount).  The mount's default_permissions makes the kernel check them, so
  * meta/ of a model its group may write is writable by that group (with
  * allow_other).  Owner and times are the model's too (fill_common). */
-mode_t ggfs_perm(const struct state *st, enum perm_of of)
+mode_t core_perm(const struct state *st, enum perm_of of)
 {
     const struct mount *fs = st->fs;
     mode_t m = st->model_st.st_mode & 0777;
@@ -301,10 +299,10 @@ mode_t ggfs_perm(const struct state *st, enum perm_of of)
     }
 }
 
-void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size, struct stat *out)
+void core_stat_pending(const struct state *st, uint64_t ino, size_t size, struct stat *out)
 {
     fill_common(st, out, ino);
-    out->st_mode = S_IFREG | ggfs_perm(st, PERM_META_FILE);
+    out->st_mode = S_IFREG | core_perm(st, PERM_META_FILE);
     out->st_nlink = 1;
     out->st_size = (off_t)size;
 }
@@ -322,12 +320,12 @@ static void stat_file(struct stat *out, mode_t perm, uint64_t size)
     out->st_size = (off_t)size;
 }
 
-int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *out)
+int core_stat(struct mount *fs, struct state *st, uint64_t ino, struct stat *out)
 {
-    struct node n = ggfs_classify(st, ino);
+    struct node n = core_classify(st, ino);
     fill_common(st, out, ino);
     char buf[STATS_TEXT_MAX];
-    const mode_t ro = ggfs_perm(st, PERM_FILE), dir = ggfs_perm(st, PERM_DIR);
+    const mode_t ro = core_perm(st, PERM_FILE), dir = core_perm(st, PERM_DIR);
     switch (n.kind) {
     case K_NONE:
         return ENOENT;
@@ -335,7 +333,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         stat_dir(out, dir, 2);
         break;
     case K_META:
-        stat_dir(out, ggfs_perm(st, PERM_META_DIR), 0);
+        stat_dir(out, core_perm(st, PERM_META_DIR), 0);
         break;
     case K_TENSORS:
         stat_dir(out, dir, st->n_tensors);
@@ -343,7 +341,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
     case K_INFO:
     case K_MODEL:
     case K_INFO_JSON: {
-        struct state *v = ggfs_version(st, n.gen);
+        struct state *v = core_version(st, n.gen);
         if (!v)
             return ESTALE;
         const struct text *j = NULL;
@@ -357,7 +355,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         break;
     }
     case K_SAFETENSORS: {
-        struct state *v = ggfs_version(st, n.gen);
+        struct state *v = core_version(st, n.gen);
         if (!v)
             return ESTALE;
         const struct gguf_st_layout *l = NULL;
@@ -373,7 +371,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         stat_dir(out, dir, 0);
         break;
     case K_HF_FILE: {
-        struct state *v = ggfs_version(st, n.gen);
+        struct state *v = core_version(st, n.gen);
         if (!v)
             return ESTALE;
         uint64_t size = 0;
@@ -385,19 +383,19 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         break;
     }
     case K_STATS:
-        stat_file(out, ro, ggfs_stats_text(fs, buf, sizeof buf));
+        stat_file(out, ro, core_stats_text(fs, buf, sizeof buf));
         break;
     case K_HASHES:
         stat_file(out, ro, core_hashes_size(st));
         break;
     case K_LOG:
-        stat_file(out, ro, ggfs_log_size());
+        stat_file(out, ro, fs->log_size ? fs->log_size() : 0);
         break;
     case K_KV: {
-        const struct text *t = ggfs_kv_text(st, n.idx);
+        const struct text *t = core_kv_text(st, n.idx);
         if (!t)
             return ENOMEM;
-        stat_file(out, ggfs_perm(st, PERM_META_FILE), t->len);
+        stat_file(out, core_perm(st, PERM_META_FILE), t->len);
         break;
     }
     case K_TENSOR: {
@@ -416,7 +414,7 @@ int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *o
         else if (n.tf == TF_STATS)
             stat_file(out, ro, GGUF_FSTATS_TEXT_LEN);   /* fixed width: nothing computed */
         else
-            stat_file(out, ro, ggfs_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
+            stat_file(out, ro, core_tensor_text(st, n.idx, n.tf, buf, sizeof buf));
         break;
     }
     }

@@ -1,5 +1,5 @@
 /*
- * fs/nodes.h — the inode layout (nodes.c; the numbers are in core/mount.h): what
+ * core/nodes.h — the inode layout (nodes.c; the numbers are in core/mount.h): what
  * an inode is in a version of the model, its attributes, and the small
  * texts the tree shows (type, shape, stats, meta/ values).
  *
@@ -13,13 +13,13 @@
  * first use and kept in the state.
  *
  * Locks: the caller holds the state it passes: the state lock (read),
- * commit_mu (fs->st), or a reference.  ggfs_version takes states_mu; the
+ * commit_mu (fs->st), or a reference.  core_version takes states_mu; the
  * stats text reads the caches' counters under their own locks.
  */
-#ifndef FS_NODES_H
-#define FS_NODES_H
+#ifndef CORE_NODES_H
+#define CORE_NODES_H
 
-#include "fs.h"
+#include "core/mount.h"
 
 /* Room for the stats file's text. */
 #define STATS_TEXT_MAX 4096
@@ -36,38 +36,38 @@ struct node {
 };
 
 /* What inode ino is in state st (any version's info and model.gguf). */
-struct node ggfs_classify(const struct state *st, fuse_ino_t ino);
+struct node core_classify(const struct state *st, uint64_t ino);
 /* The entries of /, in readdir order: lookup and readdir share it. */
 struct root_entry {
     const char *name;
     enum kind kind;
 };
-extern const struct root_entry ggfs_root[];
-extern const unsigned ggfs_root_n;
+extern const struct root_entry core_root[];
+extern const unsigned core_root_n;
 /* The inode of root entry e in state st. */
-fuse_ino_t ggfs_root_ino(const struct state *st, unsigned e);
-fuse_ino_t ggfs_tensor_ino(uint64_t idx, enum tensor_file tf);
-extern const char *const ggfs_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
+uint64_t core_root_ino(const struct state *st, unsigned e);
+uint64_t core_tensor_ino(uint64_t idx, enum tensor_file tf);
+extern const char *const core_tensor_files[TF_COUNT];   /* NULL, "raw", ... */
 /* The state of version gen with a reference, or NULL when it is gone. */
-struct state *ggfs_version(struct state *st, uint64_t gen);
+struct state *core_version(struct state *st, uint64_t gen);
 /* true if root entry e is in st's tree (hf/ only for a model it can
  * show). */
-bool ggfs_root_has(const struct state *st, unsigned e);
+bool core_root_has(const struct state *st, unsigned e);
 /* Attributes of ino: 0 or an errno (ESTALE: a version that is gone). */
-int ggfs_stat(struct mount *fs, struct state *st, fuse_ino_t ino, struct stat *out);
+int core_stat(struct mount *fs, struct state *st, uint64_t ino, struct stat *out);
 /* Permission bits of the tree's nodes, derived from the model file's
  * (nodes.c). */
 enum perm_of { PERM_FILE, PERM_DIR, PERM_META_FILE, PERM_META_DIR };
-mode_t ggfs_perm(const struct state *st, enum perm_of of);
+mode_t core_perm(const struct state *st, enum perm_of of);
 /* Attributes of a key created and not committed yet. */
-void ggfs_stat_pending(const struct state *st, fuse_ino_t ino, size_t size,
+void core_stat_pending(const struct state *st, uint64_t ino, size_t size,
                        struct stat *out);
 /* The rendered value of key i (kept in st); NULL when out of memory. */
-const struct text *ggfs_kv_text(struct state *st, uint64_t i);
+const struct text *core_kv_text(struct state *st, uint64_t i);
 /* type or shape of tensor idx into buf; its length. */
-size_t ggfs_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
+size_t core_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
                         char *buf, size_t cap);
 /* The stats file's text into buf; its length. */
-size_t ggfs_stats_text(struct mount *fs, char *buf, size_t cap);
+size_t core_stats_text(struct mount *fs, char *buf, size_t cap);
 
 #endif
