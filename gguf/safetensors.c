@@ -220,8 +220,9 @@ too_large: {
         at += s->len;
     }
     gguf_buf_putc(h, '}');
-    while (h->len % align)
-        gguf_buf_putc(h, ' ');
+    /* a putc that cannot grow the buffer sets h->oom: stop there */
+    while (h->len % align && gguf_buf_putc(h, ' '))
+        ;
     if (h->oom)
         return gguf_diag_set(diag, GGUF_E_NOMEM, UINT64_MAX, "out of memory");
     if (at > (uint64_t)INT64_MAX - h->len)
