@@ -106,8 +106,13 @@ int64_t core_key_id(struct mount *fs, const char *fname)
     if (r->n == r->cap) {
         uint64_t nc = r->cap ? r->cap * 2 : 64;
         char **nn = realloc(r->names, nc * sizeof *nn);
-        if (!nn)
+        if (!nn) {
+            /* the first call: the table just made goes too (the next
+             * call makes it again, as !r->names says) */
+            if (!r->names)
+                gguf_ntab_free(&r->t);
             return -1;
+        }
         r->names = nn;
         r->cap = nc;
     }
