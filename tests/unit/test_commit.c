@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -784,16 +785,14 @@ static void write_check(void **state)
     }
     unmount(&fs);
 
-    /* a model in the root folder: its folder is "/" (only looked at) */
+    /* a path without a folder (never the mount's: model_real is
+     * absolute): nothing to look at */
     memset(&fs, 0, sizeof fs);
-    fs.model_real = "/no-such-model.gguf";
+    fs.model_real = "rel.gguf";
     fs.lock_fd = -1;
     fs.remote = true;            /* no state to check underneath */
-    int r = core_write_check(&fs, &why);
-    assert_true(r == 0 || r == EACCES || r == EROFS);
-    /* a path without a folder: nothing to look at */
-    fs.model_real = "rel.gguf";
     assert_int_equal(core_write_check(&fs, &why), 0);
+    assert_string_equal(why, "");
 
     unlink(p);
     rmdir(tpath("w"));
@@ -893,7 +892,8 @@ static void changed_underneath(void **state)
 static void overlay_commits(void **state)
 {
     (void)state;
-    const char *s0 = write_shard(0);
+    char *s0 = strdup(write_shard(0));
+    assert_non_null(s0);
     size_t n0;
     uint8_t *base0 = get_file(s0, &n0);
     write_shard(1);
@@ -995,6 +995,7 @@ static void overlay_commits(void **state)
     rmdir(tpath("ov"));
     free(ov);
     unlink(s0);
+    free(s0);
     unlink(tpath("s-00002-of-00002.gguf"));
 }
 
@@ -1150,6 +1151,26 @@ static void out_of_memory(void **state)
     }
 }
 
+/* What a test that failed midway left in tmpdir: made mutable (folders
+ * before what they hold), then removed (what they hold first). */
+static int mutable_left(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    immutable(path, false);
+    return 0;
+}
+
+static int remove_left(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
 int main(void)
 {
     const char *t = getenv("TMPDIR");
@@ -1175,6 +1196,8 @@ int main(void)
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     core_log_set(NULL);
-    rmdir(tmpdir);
+    if (geteuid() == 0)
+        nftw(tmpdir, mutable_left, 16, FTW_PHYS);
+    nftw(tmpdir, remove_left, 16, FTW_DEPTH | FTW_PHYS);
     return r;
 }
