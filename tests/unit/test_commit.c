@@ -688,6 +688,20 @@ static void reopen_fails(void **state)
     assert_false(fs.own_writing);
     pthread_mutex_unlock(&fs.sig_mu);
     assert_int_equal(check(&fs, &why), 0);
+    /* the version shown is behind the file: the next edit, built from it,
+     * is refused by the commit (the header on disk is not the one
+     * indexed), which re-reads the file; the one after goes through */
+    log_reset();
+    assert_int_equal(edit(&fs, "general.name", "next"), EIO);
+    assert_true(logged("meta/general.name: edit failed"));
+    assert_int_equal(fs.st->gen, 1);
+    assert_value(st_meta(fs.st), "llama.context_length", "8192");
+    assert_value(st_meta(fs.st), "general.name", "tiny");
+    assert_file_value(p, "general.name", "tiny");
+    assert_int_equal(edit(&fs, "general.name", "next"), 0);
+    assert_int_equal(fs.st->gen, 2);
+    assert_file_value(p, "general.name", "next");
+    assert_file_value(p, "llama.context_length", "8192");
 
     /* the re-open's note (an interrupted edit it finished) is logged */
     reopen_note = "o.gguf: an interrupted edit was finished";
