@@ -122,8 +122,10 @@ int core_write_check(struct mount *fs, const char **why)
 }
 
 /* Writes the new header into the model, re-opens it and swaps the new state
- * in.  Returns 0 or an errno; on error the model and the state are
- * unchanged. */
+ * in.  Returns 0 or an errno.  On error the model is the old version or,
+ * when only the re-open or the new state failed, the new one, whole; the
+ * state is the old one, or the file re-read (a commit that failed wrote
+ * nothing: a new version of the old bytes). */
 static int commit(struct mount *fs, const struct gguf_buf *hdr, const char *fname,
                   const char *why)
 {
