@@ -123,13 +123,13 @@ static void ev_signal(atomic_uint *count)
     pthread_mutex_unlock(&ev_mu);
 }
 
-/* Waits (under ev_mu, woken by the thread's polls and updates) until
- * cond(arg); a minute is the hang guard.  Whether it holds. */
+/* Waits (under ev_mu, woken by the thread's polls, watches and updates)
+ * until cond(arg); half a minute is the hang guard.  Whether it holds. */
 static bool wait_for(bool (*cond)(void *), void *arg)
 {
     struct timespec guard;
     clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 60;
+    guard.tv_sec += 30;
     pthread_mutex_lock(&ev_mu);
     bool ok;
     while (!(ok = cond(arg)))
@@ -1018,6 +1018,29 @@ static void hook_epoch(struct mount *fs)
     pthread_mutex_lock(&fs->sig_mu);
     fs->own_epoch++;
     pthread_mutex_unlock(&fs->sig_mu);
+}
+
+/* Another reader finds the change while this one is checking: marked
+ * and logged once, both reads fail. */
+static void hook_reader(struct mount *fs)
+{
+    assert_int_equal(core_under_check_shard(fs, fs->st, 0), EIO);
+}
+
+static void test_two_readers(void **state)
+{
+    (void)state;
+    struct mount fs;
+    mount_init(&fs, model, false);
+    scribble(model, data_off(&fs), 4);
+    sig_hook = hook_reader;
+    sig_hook_fs = &fs;
+    sig_hook_n = 1;
+    assert_int_equal(core_under_check_shard(&fs, fs.st, 0), EIO);
+    assert_int_equal(sig_hook_n, 0);
+    assert_int_equal(atomic_load(&fs.under_eio), 2);
+    assert_int_equal(logs_total(), 1);
+    mount_fini(&fs);
 }
 
 /* The race with gguffs' own commit, each way a check can meet it. */
@@ -2137,6 +2160,7 @@ int main(void)
         T(test_removed),
         T(test_own_commits),
         T(test_own_window),
+        T(test_two_readers),
         T(test_own_race),
         T(test_split),
         T(test_not_local),
