@@ -139,22 +139,28 @@ size_t core_tensor_text(const struct state *st, uint64_t idx, enum tensor_file t
 {
     const struct gguf_tensor *t = st->tens[idx].t;
     int n;
+    if (cap == 0)
+        return 0;
     if (tf == TF_TYPE) {
         n = snprintf(buf, cap, "%s\n", ggml_type_name_of(t->type));
     } else {
-        /* numpy order: ne reversed */
+        /* numpy order: ne reversed; a short buffer stops it (snprintf
+         * counts what did not fit: past cap, buf + n is outside buf) */
         n = 0;
         buf[0] = '\0';
-        for (unsigned d = t->n_dims; d-- > 0;)
+        for (unsigned d = t->n_dims; d-- > 0 && (size_t)n < cap;)
             n += snprintf(buf + n, cap - (size_t)n, "%s%llu", n ? " " : "",
                           (unsigned long long)t->ne[d]);
-        n += snprintf(buf + n, cap - (size_t)n, "\n");
+        if ((size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, "\n");
     }
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
 size_t core_stats_text(struct mount *fs, char *buf, size_t cap)
 {
+    if (cap == 0)
+        return 0;
     struct cache_stats cs;
     cache_get_stats(fs->cache, &cs);
     typedef unsigned long long ull;

@@ -64,10 +64,13 @@ void core_stat_pending(const struct state *st, uint64_t ino, size_t size,
                        struct stat *out);
 /* The rendered value of key i (kept in st); NULL when out of memory. */
 const struct text *core_kv_text(struct state *st, uint64_t i);
-/* type or shape of tensor idx into buf; its length. */
+/* type or shape of tensor idx into buf (cap bytes); its length.  A text
+ * longer than cap - 1 bytes is cut there (its length then cap - 1),
+ * NUL-terminated; nothing is written past cap (cap 0: nothing, 0). */
 size_t core_tensor_text(const struct state *st, uint64_t idx, enum tensor_file tf,
                         char *buf, size_t cap);
-/* The stats file's text into buf; its length. */
+/* The stats file's text into buf; its length (cut short as
+ * core_tensor_text's). */
 size_t core_stats_text(struct mount *fs, char *buf, size_t cap);
 
 #endif
