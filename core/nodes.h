@@ -1,7 +1,8 @@
 /*
  * core/nodes.h — the inode layout (nodes.c; the numbers are in core/mount.h): what
  * an inode is in a version of the model, its attributes, and the small
- * texts the tree shows (type, shape, stats, meta/ values).
+ * texts the tree shows (type, shape, stats, meta/ values).  No FUSE; tested
+ * by tests/unit/test_nodes.c.
  *
  * Promises: an inode is classified from its number and the state's index
  * (a key's through the state's id table: ids are stable per file name),
