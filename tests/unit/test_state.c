@@ -390,15 +390,13 @@ static void log_reset(void)
 /* When set, the next call of the builder first runs the same core_ call
  * on race_st from inside (so that another copy is published while this
  * one is made): the outer call then loses the race. */
-static struct state *race_st;
+static _Atomic(struct state *) race_st;    /* read by every builder thread */
 static const void *race_won;
 static atomic_uint n_info_json, n_safetensors, n_hf_safetensors, n_tokenizer;
 
 static struct state *race_take(void)
 {
-    struct state *st = race_st;
-    race_st = NULL;
-    return st;
+    return atomic_exchange(&race_st, NULL);
 }
 
 enum gguf_err __real_gguf_info_json(const struct gguf_file *f, struct gguf_buf *out);
