@@ -185,6 +185,14 @@ struct state {
     uint64_t n_ids;
 };
 
+/* A mount with nothing in it yet (mount.c): every field zero but the
+ * descriptors (-1), the mount id (-1) and the timeout (a year); the state
+ * lock writer-preferring (readers must not starve a commit waiting to
+ * swap), the mutexes made, the lists empty.  fini destroys the locks
+ * (what the mount holds is its owner's to free first). */
+void core_mount_init(struct mount *fs);
+void core_mount_fini(struct mount *fs);
+
 /* The file that holds the metadata (the first shard's index). */
 static inline const struct gguf_file *st_meta(const struct state *st)
 {

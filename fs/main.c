@@ -60,7 +60,7 @@ int main(int argc, char *argv[])
     struct options o;
     struct fuse_args args;
     int ret = 1;
-    struct mount fs = { .mnt_id = -1, .timeout = 365.0 * 86400, .lock_fd = -1 };
+    struct mount fs;
 
     enum options_result r = options_parse(argc, argv, &o, &args);
     if (r != OPTS_RUN) {
@@ -79,29 +79,13 @@ int main(int argc, char *argv[])
         options_free(&o, &args);
         return 1;
     }
+    core_mount_init(&fs);
     fs.model_path = o.remote ? shown : o.model;
     fs.remote = o.remote;
     fs.read_only = o.ro;
     fs.cache_size = o.cache_size;
     fs.threads = o.threads;
     fs.req_bytes = fs.chunk_bytes = ggfs_request_size();
-    /* Readers must not starve a commit waiting to swap the state in. */
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fs.lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
-    pthread_mutex_init(&fs.commit_mu, NULL);
-    pthread_mutex_init(&fs.states_mu, NULL);
-    pthread_mutex_init(&fs.sig_mu, NULL);
-    fs.in_fd = -1;
-    fs.in_dir_wd = -1;
-    pthread_mutex_init(&fs.pend_mu, NULL);
-    glist_init(&fs.states);
-    glist_init(&fs.live);
-    glist_init(&fs.snaps);
-    glist_init(&fs.st_opens);
-    glist_init(&fs.streams);
     fs.log_size = ggfs_log_size;
 
     if (ggfs_check_mountpoint(&o) && ggfs_check_dev_fuse(&o) && ggfs_check_cache_dir(&o) &&
@@ -140,10 +124,7 @@ int main(int argc, char *argv[])
     if (fs.lock_fd >= 0)
         close(fs.lock_fd);
     ggfs_log_close();
-    pthread_rwlock_destroy(&fs.lock);
-    pthread_mutex_destroy(&fs.commit_mu);
-    pthread_mutex_destroy(&fs.states_mu);
-    pthread_mutex_destroy(&fs.pend_mu);
+    core_mount_fini(&fs);
     free(shown);
     options_free(&o, &args);
     signals_stop();

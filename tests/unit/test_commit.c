@@ -314,23 +314,9 @@ static size_t mem_base;
 /* A local model at path, read-write (its OFD lock taken) unless ro. */
 static void mount_local(struct mount *fs, const char *path, bool ro)
 {
-    memset(fs, 0, sizeof *fs);
-    fs->mnt_id = -1;
-    fs->lock_fd = -1;
+    core_mount_init(fs);
     fs->model_path = path;
     fs->read_only = ro;
-    pthread_rwlock_init(&fs->lock, NULL);
-    pthread_mutex_init(&fs->commit_mu, NULL);
-    pthread_mutex_init(&fs->states_mu, NULL);
-    pthread_mutex_init(&fs->sig_mu, NULL);
-    pthread_mutex_init(&fs->pend_mu, NULL);
-    fs->in_fd = -1;
-    fs->in_dir_wd = -1;
-    glist_init(&fs->states);
-    glist_init(&fs->live);
-    glist_init(&fs->snaps);
-    glist_init(&fs->st_opens);
-    glist_init(&fs->streams);
     char *real = realpath(path, NULL);
     assert_non_null(real);
     if (!ro) {
@@ -357,22 +343,8 @@ static void mount_local(struct mount *fs, const char *path, bool ro)
  * take a local source for a remote one). */
 static void mount_overlay(struct mount *fs, const char *ov, struct gguf_split *base)
 {
-    memset(fs, 0, sizeof *fs);
-    fs->mnt_id = -1;
-    fs->lock_fd = -1;
+    core_mount_init(fs);
     fs->model_path = "https://example.invalid/s-00001-of-00002.gguf";
-    pthread_rwlock_init(&fs->lock, NULL);
-    pthread_mutex_init(&fs->commit_mu, NULL);
-    pthread_mutex_init(&fs->states_mu, NULL);
-    pthread_mutex_init(&fs->sig_mu, NULL);
-    pthread_mutex_init(&fs->pend_mu, NULL);
-    fs->in_fd = -1;
-    fs->in_dir_wd = -1;
-    glist_init(&fs->states);
-    glist_init(&fs->live);
-    glist_init(&fs->snaps);
-    glist_init(&fs->st_opens);
-    glist_init(&fs->streams);
     fs->overlay = ov;
     fs->base = base;
     int le = core_overlay_lock(ov, &fs->lock_fd);
@@ -398,11 +370,7 @@ static void unmount(struct mount *fs)
     free((char *)fs->model_real);
     if (fs->lock_fd >= 0)
         close(fs->lock_fd);
-    pthread_rwlock_destroy(&fs->lock);
-    pthread_mutex_destroy(&fs->commit_mu);
-    pthread_mutex_destroy(&fs->states_mu);
-    pthread_mutex_destroy(&fs->sig_mu);
-    pthread_mutex_destroy(&fs->pend_mu);
+    core_mount_fini(fs);
 }
 
 /* An edit of meta/key as fs/whandle.c applies it: the new header built

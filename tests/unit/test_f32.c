@@ -472,25 +472,11 @@ static size_t mem_base;
 
 static void mount_up(const char *path, uint32_t chunk_bytes, uint64_t cache_size)
 {
-    memset(&fs, 0, sizeof fs);
-    fs.mnt_id = -1;
-    fs.lock_fd = -1;
-    fs.in_fd = -1;
-    fs.in_dir_wd = -1;
+    core_mount_init(&fs);
     fs.read_only = true;
     fs.model_path = path;
     fs.cache_size = cache_size;
     fs.req_bytes = fs.chunk_bytes = chunk_bytes;
-    pthread_rwlock_init(&fs.lock, NULL);
-    pthread_mutex_init(&fs.commit_mu, NULL);
-    pthread_mutex_init(&fs.states_mu, NULL);
-    pthread_mutex_init(&fs.sig_mu, NULL);
-    pthread_mutex_init(&fs.pend_mu, NULL);
-    glist_init(&fs.states);
-    glist_init(&fs.live);
-    glist_init(&fs.snaps);
-    glist_init(&fs.st_opens);
-    glist_init(&fs.streams);
     for (unsigned t = 0; t < NT; t++)
         j_of[t] = -1;
     for (unsigned i = 0; i < n_maps; i++)
@@ -517,11 +503,7 @@ static void mount_down(void)
     core_state_put(fs.st);
     assert_true(glist_empty(&fs.states));
     core_key_ids_free(&fs.ids);
-    pthread_rwlock_destroy(&fs.lock);
-    pthread_mutex_destroy(&fs.commit_mu);
-    pthread_mutex_destroy(&fs.states_mu);
-    pthread_mutex_destroy(&fs.sig_mu);
-    pthread_mutex_destroy(&fs.pend_mu);
+    core_mount_fini(&fs);
     fail_range(0, 0);
     gate_set(false);
     open_on_join = threads_fail = cap_armed = false;

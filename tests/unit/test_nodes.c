@@ -302,29 +302,10 @@ static size_t fake_log_size(void)
 
 static void mount_init(struct mount *fs, bool read_only)
 {
-    memset(fs, 0, sizeof *fs);
-    fs->mnt_id = -1;
-    fs->timeout = 365.0 * 86400;
-    fs->lock_fd = -1;
+    core_mount_init(fs);
     fs->model_path = "model.gguf";
     fs->read_only = read_only;
     fs->req_bytes = fs->chunk_bytes = 4096;
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fs->lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
-    pthread_mutex_init(&fs->commit_mu, NULL);
-    pthread_mutex_init(&fs->states_mu, NULL);
-    pthread_mutex_init(&fs->sig_mu, NULL);
-    fs->in_fd = -1;
-    fs->in_dir_wd = -1;
-    pthread_mutex_init(&fs->pend_mu, NULL);
-    glist_init(&fs->states);
-    glist_init(&fs->live);
-    glist_init(&fs->snaps);
-    glist_init(&fs->st_opens);
-    glist_init(&fs->streams);
     fs->log_size = fake_log_size;
     fs->cache = cache_new(fs->chunk_bytes, 1 << 20, no_fill, fs);
     assert_non_null(fs->cache);
@@ -355,11 +336,7 @@ static void mount_fini(struct mount *fs)
     core_state_put(fs->st);
     assert_true(glist_empty(&fs->states));
     core_key_ids_free(&fs->ids);
-    pthread_rwlock_destroy(&fs->lock);
-    pthread_mutex_destroy(&fs->commit_mu);
-    pthread_mutex_destroy(&fs->states_mu);
-    pthread_mutex_destroy(&fs->sig_mu);
-    pthread_mutex_destroy(&fs->pend_mu);
+    core_mount_fini(fs);
 }
 
 /* ---- wrapped calls -------------------------------------------------------------------- */

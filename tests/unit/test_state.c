@@ -321,16 +321,8 @@ const char *__wrap_remote_store_lines(const struct remote *r)
 /* As fs/main.c sets up what state.c uses. */
 static void fs_init(struct mount *fs, const char *model_path)
 {
-    memset(fs, 0, sizeof *fs);
+    core_mount_init(fs);
     fs->model_path = model_path;
-    fs->lock_fd = -1;
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fs->lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
-    pthread_mutex_init(&fs->states_mu, NULL);
-    glist_init(&fs->states);
 }
 
 /* Every state was put; the mount's key ids freed. */
@@ -339,8 +331,7 @@ static void fs_fini(struct mount *fs)
     assert_true(glist_empty(&fs->states));
     core_key_ids_free(&fs->ids);
     assert_null(fs->ids.names);
-    pthread_rwlock_destroy(&fs->lock);
-    pthread_mutex_destroy(&fs->states_mu);
+    core_mount_fini(fs);
 }
 
 static struct state *new_state(struct mount *fs, struct gguf_split *m, uint64_t gen)

@@ -445,24 +445,10 @@ static void truncate_fd(int fd, off_t len)
  * core_under_start records it, and the mount's role (core_follow_init). */
 static void mount_init(struct mount *fs, const char *path, bool ro)
 {
-    memset(fs, 0, sizeof *fs);
-    fs->mnt_id = -1;
-    fs->lock_fd = -1;
-    fs->in_fd = -1;
-    fs->in_dir_wd = -1;
+    core_mount_init(fs);
     fs->model_path = path;
     fs->model_real = path;
     fs->read_only = ro;
-    pthread_rwlock_init(&fs->lock, NULL);
-    pthread_mutex_init(&fs->commit_mu, NULL);
-    pthread_mutex_init(&fs->states_mu, NULL);
-    pthread_mutex_init(&fs->sig_mu, NULL);
-    pthread_mutex_init(&fs->pend_mu, NULL);
-    glist_init(&fs->states);
-    glist_init(&fs->live);
-    glist_init(&fs->snaps);
-    glist_init(&fs->st_opens);
-    glist_init(&fs->streams);
     struct gguf_split *m;
     struct gguf_diag d;
     assert_int_equal(core_open_model(path, ro, false, NULL, NULL, NULL, 0, &m, &d), GGUF_OK);
@@ -480,11 +466,7 @@ static void mount_fini(struct mount *fs)
     /* every version the test held was put: nothing left */
     assert_true(glist_empty(&fs->states));
     core_key_ids_free(&fs->ids);
-    pthread_rwlock_destroy(&fs->lock);
-    pthread_mutex_destroy(&fs->commit_mu);
-    pthread_mutex_destroy(&fs->states_mu);
-    pthread_mutex_destroy(&fs->sig_mu);
-    pthread_mutex_destroy(&fs->pend_mu);
+    core_mount_fini(fs);
 }
 
 /* st's signature of shard i, as it is now (under sig_mu). */
