@@ -63,18 +63,8 @@
 #include "gguf/value.h"
 
 #include "gb.h"
+#include "tmpfiles.h"
 #include "work.h"
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char p[4][4200];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, name);
-    return p[i];
-}
 
 /* ---- wrapped calls ------------------------------------------------------------------ */
 
@@ -168,14 +158,6 @@ static bool logged(const char *s)
 }
 
 /* ---- models ------------------------------------------------------------------------- */
-
-static void put_file(const char *path, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, n), (ssize_t)n);
-    close(fd);
-}
 
 /* The whole file at path (malloc'd, *n bytes). */
 static uint8_t *get_file(const char *path, size_t *n)

@@ -44,18 +44,8 @@
 #include "remote/source.h"
 
 #include "gb.h"
+#include "tmpfiles.h"
 #include "work.h"
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char p[2][4200];
-    static int i;
-    i ^= 1;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, name);
-    return p[i];
-}
 
 /* ---- models ------------------------------------------------------------------------- */
 
@@ -86,14 +76,6 @@ static struct gb shard_bytes(unsigned k, unsigned count, uint32_t ctx, uint32_t 
     for (unsigned i = 0; i < 16; i++)
         gb_u8(&b, (uint8_t)(k * 16 + i + 1));
     return b;
-}
-
-static void put_file(const char *path, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, n), (ssize_t)n);
-    close(fd);
 }
 
 static const char *shard_name(unsigned k, unsigned count)

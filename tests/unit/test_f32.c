@@ -58,18 +58,8 @@
 #include "kernels/dequant.h"
 
 #include "gb.h"
+#include "tmpfiles.h"
 #include "work.h"
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char p[2][4200];
-    static int i;
-    i ^= 1;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, name);
-    return p[i];
-}
 
 /* ---- wrapped calls: reads counted, failed, gated ------------------------------------ */
 
@@ -411,14 +401,6 @@ struct file_map {
 static struct file_map maps[4];
 static unsigned n_maps;
 static int j_of[NT];
-
-static void put_file(const char *path, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, n), (ssize_t)n);
-    close(fd);
-}
 
 /* The model with tensors idx[0..n) in that order (be: big-endian); the
  * tensors' data offsets into offs[tensor] (NULL: not kept). */

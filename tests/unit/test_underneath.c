@@ -58,18 +58,8 @@
 #include "remote/http.h"
 
 #include "gb.h"
+#include "tmpfiles.h"
 #include "work.h"
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char p[4][4200];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, name);
-    return p[i];
-}
 
 /* ---- captured messages -------------------------------------------------------------- */
 
@@ -373,14 +363,6 @@ static struct gb shard_bytes(unsigned k, uint32_t ctx)
     for (unsigned i = 0; i < 16; i++)
         gb_u8(&b, (uint8_t)(k * 16 + i + 1));
     return b;
-}
-
-static void put_file(const char *path, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, n), (ssize_t)n);
-    assert_int_equal(close(fd), 0);
 }
 
 static void put_model(const char *path, uint32_t ctx, unsigned name_len)
