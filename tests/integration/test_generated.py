@@ -270,8 +270,9 @@ def main():
                 continue
             print("-- %s" % os.path.basename(f), flush=True)
             # ggml reads a bool byte 2 as 1 and strings up to a NUL: trust pyreader there
-            checks.check_model(h, f, concurrent=("big-array" in f or "type-q4_K" in f or "nested" in f),
-                               prefer_pyreader="odd-values" in f)
+            b = os.path.basename(f)
+            checks.check_model(h, f, concurrent=("big-array" in b or "type-q4_K" in b or "nested" in b),
+                               prefer_pyreader="odd-values" in b)
         broken = []
         with h.case("making broken files"):
             broken = make_broken_files(tmp)
