@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,36 @@ static inline void gb_pad(struct gb *b, size_t align)
 {
     while (b->len % align)
         gb_u8(b, 0);
+}
+
+/* Shard k (0-based) of a model of count shards: shard 0 holds the metadata
+ * (general.architecture llama, llama.context_length ctx); when count > 1
+ * every shard carries split.no and split.count (count_key in shard 0: what
+ * its split.count says) and shard 0 split.tensors.count; one f32 tensor
+ * "blk.K.w" of 4 elements each, bytes k*16+1 .. k*16+16, aligned to 32. */
+static inline struct gb gb_shard(unsigned k, unsigned count, uint32_t ctx, uint32_t count_key)
+{
+    struct gb b = { 0 };
+    unsigned nkv = (k == 0 ? 2 : 0) + (count > 1 ? 2 + (k == 0) : 0);
+    gb_header(&b, 3, 1, nkv);
+    if (k == 0) {
+        gb_kv_str(&b, "general.architecture", "llama");
+        gb_kv_u32(&b, "llama.context_length", ctx);
+    }
+    if (count > 1) {
+        gb_kv_u32(&b, "split.no", k);
+        gb_kv_u32(&b, "split.count", k == 0 ? count_key : count);
+        if (k == 0)
+            gb_kv_u32(&b, "split.tensors.count", count);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "blk.%u.w", k);
+    uint64_t ne[1] = { 4 };
+    gb_tensor(&b, name, 1, ne, 0 /* f32 */, 0);
+    gb_pad(&b, 32);
+    for (unsigned i = 0; i < 16; i++)
+        gb_u8(&b, (uint8_t)(k * 16 + i + 1));
+    return b;
 }
 
 #endif

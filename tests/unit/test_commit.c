@@ -226,21 +226,7 @@ static const char *write_model(const char *name, uint32_t ctx, const char *gname
  * metadata; one f32 tensor each. */
 static const char *write_shard(unsigned k)
 {
-    struct gb b = { 0 };
-    gb_header(&b, 3, 1, k == 0 ? 5 : 2);
-    if (k == 0) {
-        gb_kv_str(&b, "general.architecture", "llama");
-        gb_kv_u32(&b, "llama.context_length", 2048);
-    }
-    gb_kv_u32(&b, "split.no", k);
-    gb_kv_u32(&b, "split.count", 2);
-    if (k == 0)
-        gb_kv_u32(&b, "split.tensors.count", 2);
-    uint64_t ne[1] = { 4 };
-    gb_tensor(&b, k == 0 ? "blk.0.w" : "blk.1.w", 1, ne, GGML_T_F32, 0);
-    gb_pad(&b, 32);
-    for (unsigned i = 0; i < 16; i++)
-        gb_u8(&b, (uint8_t)(k * 16 + i + 1));
+    struct gb b = gb_shard(k, 2, 2048, 2);
     char n[64];
     snprintf(n, sizeof n, "s-%05u-of-00002.gguf", k + 1);
     const char *p = tpath(n);

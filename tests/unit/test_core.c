@@ -49,57 +49,6 @@
 
 /* ---- models ------------------------------------------------------------------------- */
 
-/* Shard k (0-based) of count: shard 0 holds the metadata (context length
- * ctx); a split model's shards carry split.no and split.count (count_key
- * in shard 0: what its split.count says); one f32 tensor of 4 elements
- * each, patterned. */
-static struct gb shard_bytes(unsigned k, unsigned count, uint32_t ctx, uint32_t count_key)
-{
-    struct gb b = { 0 };
-    unsigned nkv = (k == 0 ? 2 : 0) + (count > 1 ? 2 + (k == 0) : 0);
-    gb_header(&b, 3, 1, nkv);
-    if (k == 0) {
-        gb_kv_str(&b, "general.architecture", "llama");
-        gb_kv_u32(&b, "llama.context_length", ctx);
-    }
-    if (count > 1) {
-        gb_kv_u32(&b, "split.no", k);
-        gb_kv_u32(&b, "split.count", k == 0 ? count_key : count);
-        if (k == 0)
-            gb_kv_u32(&b, "split.tensors.count", count);
-    }
-    char name[32];
-    snprintf(name, sizeof name, "blk.%u.w", k);
-    uint64_t ne[1] = { 4 };
-    gb_tensor(&b, name, 1, ne, GGML_T_F32, 0);
-    gb_pad(&b, 32);
-    for (unsigned i = 0; i < 16; i++)
-        gb_u8(&b, (uint8_t)(k * 16 + i + 1));
-    return b;
-}
-
-static const char *shard_name(unsigned k, unsigned count)
-{
-    char n[64];
-    snprintf(n, sizeof n, "m-%05u-of-%05u.gguf", k + 1, count);
-    return tpath(n);
-}
-
-static void write_split(unsigned count)
-{
-    for (unsigned k = 0; k < count; k++) {
-        struct gb b = shard_bytes(k, count, 2048, count);
-        put_file(shard_name(k, count), b.p, b.len);
-        free(b.p);
-    }
-}
-
-static void remove_split(unsigned count)
-{
-    for (unsigned k = 0; k < count; k++)
-        unlink(shard_name(k, count));
-}
-
 static int64_t ctx_of(const struct gguf_split *m)
 {
     int64_t v = -1;
@@ -171,7 +120,7 @@ static void fake_split(const char *prefix, unsigned have, unsigned count)
     for (unsigned k = 0; k < have; k++) {
         char url[256];
         snprintf(url, sizeof url, "%s-%05u-of-%05u.gguf", prefix, k + 1, count);
-        fake_add(url, shard_bytes(k, count, 2048, count), GGUF_OK);
+        fake_add(url, gb_shard(k, count, 2048, count), GGUF_OK);
     }
 }
 
@@ -320,7 +269,7 @@ static void check_remote_shards(const struct gguf_split *m, bool rc)
 static void local_single(void **state)
 {
     (void)state;
-    struct gb b = shard_bytes(0, 1, 2048, 1);
+    struct gb b = gb_shard(0, 1, 2048, 1);
     const char *path = tpath("m.gguf");
     put_file(path, b.p, b.len);
     char note[256] = "x";
@@ -355,7 +304,7 @@ static void local_single(void **state)
 static void local_recover(void **state)
 {
     (void)state;
-    struct gb b = shard_bytes(0, 1, 2048, 1), nb = shard_bytes(0, 1, 4096, 1);
+    struct gb b = gb_shard(0, 1, 2048, 1), nb = gb_shard(0, 1, 4096, 1);
     assert_int_equal(b.len, nb.len);
     const char *path = tpath("m.gguf");
     char newf[4300], jr[4300];
@@ -435,7 +384,7 @@ static void local_split(void **state)
 static void remote_single(void **state)
 {
     (void)state;
-    fake_add("http://h/one.gguf", shard_bytes(0, 1, 2048, 1), GGUF_OK);
+    fake_add("http://h/one.gguf", gb_shard(0, 1, 2048, 1), GGUF_OK);
     struct gguf_split *m;
     struct gguf_diag d;
     /* straight from the remote */
@@ -453,7 +402,7 @@ static void remote_single(void **state)
     gguf_source_close(sp);
     gguf_split_close(m);
     /* a name that is one shard of one: opened as one */
-    fake_add("http://h/m-00001-of-00001.gguf", shard_bytes(0, 1, 2048, 1), GGUF_OK);
+    fake_add("http://h/m-00001-of-00001.gguf", gb_shard(0, 1, 2048, 1), GGUF_OK);
     assert_int_equal(open_url("http://h/m-00001-of-00001.gguf", rc, &m, &d), GGUF_OK);
     gguf_split_close(m);
     /* the block cache cannot wrap it: out of memory, nothing left open */
@@ -604,7 +553,7 @@ static void overlay_lock(void **state)
  * (split.count saying count_key), as an edit would make it. */
 static struct gguf_buf header_of(unsigned count, uint32_t ctx, uint32_t count_key)
 {
-    struct gb b = shard_bytes(0, count, ctx, count_key);
+    struct gb b = gb_shard(0, count, ctx, count_key);
     size_t hdr = b.len - 16;        /* the tensor data is the last 16 bytes */
     struct gguf_buf h = { 0 };
     assert_true(gguf_buf_put(&h, b.p, hdr));
@@ -615,7 +564,7 @@ static struct gguf_buf header_of(unsigned count, uint32_t ctx, uint32_t count_ke
 static void overlay_round_trip(void **state)
 {
     (void)state;
-    struct gb b = shard_bytes(0, 1, 2048, 1);
+    struct gb b = gb_shard(0, 1, 2048, 1);
     put_file(tpath("m.gguf"), b.p, b.len);
     free(b.p);
     struct gguf_split *base, *m;

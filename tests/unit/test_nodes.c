@@ -211,53 +211,6 @@ static struct gb other_bytes(void)
     return b;
 }
 
-/* Shard k of a split model of count shards (test_core.c's): shard 0 holds
- * the metadata; one f32 tensor of 4 elements each. */
-static struct gb shard_bytes(unsigned k, unsigned count)
-{
-    struct gb b = { 0 };
-    unsigned nkv = (k == 0 ? 2 : 0) + 2 + (k == 0);
-    gb_header(&b, 3, 1, nkv);
-    if (k == 0) {
-        gb_kv_str(&b, "general.architecture", "llama");
-        gb_kv_u32(&b, "llama.context_length", 2048);
-    }
-    gb_kv_u32(&b, "split.no", k);
-    gb_kv_u32(&b, "split.count", count);
-    if (k == 0)
-        gb_kv_u32(&b, "split.tensors.count", count);
-    char name[32];
-    snprintf(name, sizeof name, "blk.%u.w", k);
-    uint64_t ne[1] = { 4 };
-    gb_tensor(&b, name, 1, ne, GGML_T_F32, 0);
-    gb_pad(&b, 32);
-    for (unsigned i = 0; i < 16; i++)
-        gb_u8(&b, (uint8_t)(k * 16 + i + 1));
-    return b;
-}
-
-static const char *shard_name(unsigned k, unsigned count)
-{
-    char n[64];
-    snprintf(n, sizeof n, "s-%05u-of-%05u.gguf", k + 1, count);
-    return tpath(n);
-}
-
-static void write_split(unsigned count)
-{
-    for (unsigned k = 0; k < count; k++) {
-        struct gb b = shard_bytes(k, count);
-        put_file(shard_name(k, count), b.p, b.len);
-        free(b.p);
-    }
-}
-
-static void remove_split(unsigned count)
-{
-    for (unsigned k = 0; k < count; k++)
-        unlink(shard_name(k, count));
-}
-
 /* Writes b (taken) to name in the test's directory; its path into path
  * (tpath's are overwritten by later calls). */
 static void write_model(char path[static 4200], const char *name, struct gb b)

@@ -342,29 +342,6 @@ static struct gb model_bytes(uint32_t ctx, unsigned name_len, unsigned n_tensors
     return b;
 }
 
-/* Shard k of a split model of 2: shard 0 holds the metadata (ctx). */
-static struct gb shard_bytes(unsigned k, uint32_t ctx)
-{
-    struct gb b = { 0 };
-    gb_header(&b, 3, 1, k == 0 ? 5 : 2);
-    if (k == 0) {
-        gb_kv_str(&b, "general.architecture", "llama");
-        gb_kv_u32(&b, "llama.context_length", ctx);
-    }
-    gb_kv_u32(&b, "split.no", k);
-    gb_kv_u32(&b, "split.count", 2);
-    if (k == 0)
-        gb_kv_u32(&b, "split.tensors.count", 2);
-    char name[32];
-    snprintf(name, sizeof name, "blk.%u.w", k);
-    uint64_t ne[1] = { 4 };
-    gb_tensor(&b, name, 1, ne, GGML_T_F32, 0);
-    gb_pad(&b, 32);
-    for (unsigned i = 0; i < 16; i++)
-        gb_u8(&b, (uint8_t)(k * 16 + i + 1));
-    return b;
-}
-
 static void put_model(const char *path, uint32_t ctx, unsigned name_len)
 {
     struct gb b = model_bytes(ctx, name_len, 1, 4, 0, NULL);
@@ -1054,7 +1031,7 @@ static void test_split(void **state)
     const char *s0 = strdup(tpath("m-00001-of-00002.gguf"));
     const char *s1 = strdup(tpath("m-00002-of-00002.gguf"));
     for (unsigned k = 0; k < 2; k++) {
-        struct gb b = shard_bytes(k, 2048);
+        struct gb b = gb_shard(k, 2, 2048, 2);
         put_file(k ? s1 : s0, b.p, b.len);
         free(b.p);
     }
@@ -1971,14 +1948,14 @@ static void test_follow_split(void **state)
     const char *s0 = strdup(tpath("m-00001-of-00002.gguf"));
     const char *s1 = strdup(tpath("m-00002-of-00002.gguf"));
     for (unsigned k = 0; k < 2; k++) {
-        struct gb b = shard_bytes(k, 2048);
+        struct gb b = gb_shard(k, 2, 2048, 2);
         put_file(k ? s1 : s0, b.p, b.len);
         free(b.p);
     }
     struct mount w, f;
     mount_init(&w, s0, false);
     mount_init(&f, s0, true);
-    struct gb b = shard_bytes(0, 4096);
+    struct gb b = gb_shard(0, 2, 4096, 2);
     uint64_t doff = st_meta(w.st)->data_off;
     assert_true(commit_as_gguffs(&w, &b, doff, NULL));
     free(b.p);
@@ -1986,11 +1963,11 @@ static void test_follow_split(void **state)
     assert_int_equal(core_follow_update(&f), 0);
     assert_int_equal(ctx_now(&f), 4096);
     /* shard 1 rewritten by another program, then an edit of shard 0 */
-    struct gb b1 = shard_bytes(1, 0);
+    struct gb b1 = gb_shard(1, 2, 0, 2);
     tick_past(s1);
     put_file(s1, b1.p, b1.len);
     free(b1.p);
-    b = shard_bytes(0, 8192);
+    b = gb_shard(0, 2, 8192, 2);
     pthread_mutex_lock(&w.commit_mu);
     struct state *old = w.st;
     tick_past(s0);
