@@ -1028,13 +1028,9 @@ static void test_own_race(void **state)
 static void test_split(void **state)
 {
     (void)state;
-    const char *s0 = strdup(tpath("m-00001-of-00002.gguf"));
-    const char *s1 = strdup(tpath("m-00002-of-00002.gguf"));
-    for (unsigned k = 0; k < 2; k++) {
-        struct gb b = gb_shard(k, 2, 2048, 2);
-        put_file(k ? s1 : s0, b.p, b.len);
-        free(b.p);
-    }
+    write_split(2);
+    const char *s0 = strdup(shard_name(0, 2));
+    const char *s1 = strdup(shard_name(1, 2));
     struct mount fs;
     mount_init(&fs, s0, false);
     assert_int_equal(fs.st->model->n, 2);
@@ -1945,13 +1941,9 @@ static void test_follow_update_races(void **state)
 static void test_follow_split(void **state)
 {
     (void)state;
-    const char *s0 = strdup(tpath("m-00001-of-00002.gguf"));
-    const char *s1 = strdup(tpath("m-00002-of-00002.gguf"));
-    for (unsigned k = 0; k < 2; k++) {
-        struct gb b = gb_shard(k, 2, 2048, 2);
-        put_file(k ? s1 : s0, b.p, b.len);
-        free(b.p);
-    }
+    write_split(2);
+    const char *s0 = strdup(shard_name(0, 2));
+    const char *s1 = strdup(shard_name(1, 2));
     struct mount w, f;
     mount_init(&w, s0, false);
     mount_init(&f, s0, true);
