@@ -475,15 +475,22 @@ static void test_failure_hold(void **state)
     assert_int_equal(fake_reads(&f), n + 2);
     /* a prefetch that fails holds its block's failure the same way: a
      * sequential reader's window reaches block 12 and on, which fail (the
-     * source is down from there) */
-    assert_true(rcache_start(rc));
+     * source is down from there).  Blocks 10 and 11 are cached first,
+     * without threads: a fill of them that succeeded after block 12's
+     * failure would end its hold (the source answers), so none may run
+     * once the fetch threads do */
+    for (uint64_t o2 = 10 * BLK; o2 < 12 * BLK; o2 += BLK / 2)
+        assert_true(read_ok(s, &f, o2, BLK / 2));
+    n = fake_reads(&f);
     f.fail_lo = 12 * BLK;
     f.fail_hi = 32 * BLK;
     f.fail_n = 1000;
+    assert_true(rcache_start(rc));
     for (uint64_t o2 = 10 * BLK; o2 < 12 * BLK; o2 += BLK / 2)
         assert_true(read_ok(s, &f, o2, BLK / 2));
     drain(rc);
     assert_true(stats(rc).fill_errors >= 2);
+    assert_true(fake_reads(&f) > n);    /* the prefetches asked */
     rcache_stop(rc);                /* no more prefetches: reads are counted */
     n = fake_reads(&f);
     uint64_t held = stats(rc).failed_held;
